@@ -1,0 +1,294 @@
+//! Wiring: builds the configuration from the command line and runs the chosen mode.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use jiff::tz::TimeZone;
+
+use crate::cli::{split_input, RunArgs};
+use crate::export::{http, metrics};
+use crate::parse::patterns::Patterns;
+use crate::parse::prefix::TimeResolver;
+use crate::parse::Parser;
+use crate::source::file::{follow, TailConfig};
+use crate::source::{now_unix, server_name_of, stdin, Ingest};
+use crate::state::{Shared, State, StateConfig};
+
+/// A start-up error: printed as `error: …` and exit status 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+/// One input of the main mode.
+#[derive(Debug, Clone)]
+pub enum Input {
+    /// A file to follow.
+    File {
+        /// `server` label.
+        server: String,
+        /// The path.
+        path: PathBuf,
+    },
+    /// Standard input.
+    Stdin {
+        /// `server` label (journald records name their own).
+        server: String,
+    },
+}
+
+/// Everything the main mode needs, validated.
+pub struct Config {
+    /// Compiled patterns.
+    pub patterns: Arc<Patterns>,
+    /// Inputs.
+    pub inputs: Vec<Input>,
+    /// State limits and idle policy.
+    pub state: StateConfig,
+    /// Zone of prefix times.
+    pub tz: TimeZone,
+    /// Date for time-only prefixes.
+    pub date: Option<jiff::civil::Date>,
+    /// Tailer settings.
+    pub tail: TailConfig,
+}
+
+/// Loads the pattern file named on the command line, or the embedded one.
+///
+/// # Errors
+/// A [`ConfigError`] naming the problem.
+pub fn load_patterns(path: Option<&std::path::Path>) -> Result<Arc<Patterns>, ConfigError> {
+    let p = match path {
+        Some(p) => Patterns::from_file(p),
+        None => Patterns::embedded(),
+    };
+    p.map(Arc::new).map_err(|e| ConfigError(e.to_string()))
+}
+
+/// Resolves `--timezone` (default: the host's zone).
+///
+/// # Errors
+/// A [`ConfigError`] for an unknown zone name.
+pub fn timezone(name: Option<&str>) -> Result<TimeZone, ConfigError> {
+    match name {
+        None => Ok(TimeZone::system()),
+        Some("UTC") | Some("utc") => Ok(TimeZone::UTC),
+        Some(n) => TimeZone::get(n).map_err(|e| ConfigError(format!("--timezone {n:?}: {e}"))),
+    }
+}
+
+impl Config {
+    /// Validates the main-mode arguments.
+    ///
+    /// # Errors
+    /// A [`ConfigError`] for a bad pattern file, timezone or argument, or (with `--once`) an
+    /// input that cannot be read.
+    pub fn from_args(a: &RunArgs) -> Result<Config, ConfigError> {
+        let patterns = load_patterns(a.patterns.as_deref())?;
+        let tz = timezone(a.timezone.as_deref())?;
+        let mut inputs = Vec::new();
+        let mut stdin_seen = false;
+        for arg in &a.inputs {
+            let (name, path) = split_input(arg);
+            if path == "-" {
+                if stdin_seen {
+                    return Err(ConfigError("stdin (-) is given twice".into()));
+                }
+                stdin_seen = true;
+                inputs.push(Input::Stdin {
+                    server: name.unwrap_or_else(|| "stdin".into()),
+                });
+                continue;
+            }
+            let path = PathBuf::from(path);
+            if a.once {
+                match std::fs::metadata(&path) {
+                    Ok(m) if m.is_dir() => {
+                        return Err(ConfigError(format!(
+                            "{}: is a directory, not a log file",
+                            path.display()
+                        )))
+                    }
+                    Ok(_) => {
+                        if let Err(e) = std::fs::File::open(&path) {
+                            return Err(ConfigError(format!(
+                                "cannot read {}: {e}",
+                                path.display()
+                            )));
+                        }
+                    }
+                    Err(e) => {
+                        return Err(ConfigError(format!("cannot read {}: {e}", path.display())))
+                    }
+                }
+            }
+            let server = name.unwrap_or_else(|| server_name_of(&path));
+            inputs.push(Input::File { server, path });
+        }
+        if a.max_line_bytes < 1024 {
+            return Err(ConfigError("--max-line-bytes must be at least 1024".into()));
+        }
+        Ok(Config {
+            patterns,
+            inputs,
+            state: StateConfig {
+                idle_after: a.idle_after.as_secs_f64(),
+                ..StateConfig::default()
+            },
+            tz,
+            date: a.date,
+            tail: TailConfig {
+                poll: a.poll_interval,
+                max_line: a.max_line_bytes,
+                once: a.once,
+            },
+        })
+    }
+
+    fn ingest(&self, state: &Shared, source: &str, server: &str) -> Ingest {
+        Ingest::new(
+            Parser::new(self.patterns.clone()),
+            state.clone(),
+            source,
+            server,
+            TimeResolver::new(self.tz.clone(), self.date),
+            self.tail.max_line,
+        )
+    }
+}
+
+/// The exposition text of the state: "now" is the latest input time when `input_clock` (a
+/// finished input), else the wall clock.
+pub fn render(state: &Shared, input_clock: bool) -> String {
+    let s = match state.lock() {
+        Ok(s) => s,
+        Err(p) => p.into_inner(),
+    };
+    let now = if input_clock {
+        s.latest_input().unwrap_or_else(now_unix)
+    } else {
+        now_unix()
+    };
+    let fams = metrics::families(&s, now);
+    drop(s);
+    metrics::encode_text(&fams)
+}
+
+/// `--once`: read every input to its end, print the exposition, exit 0.
+pub fn run_once(cfg: &Config) -> ExitCode {
+    let state = State::shared(cfg.patterns.clone(), cfg.state.clone());
+    let stop = AtomicBool::new(false);
+    for input in &cfg.inputs {
+        match input {
+            Input::File { server, path } => {
+                let mut ing = cfg.ingest(&state, &path.display().to_string(), server);
+                follow(path, &mut ing, &cfg.tail, &stop);
+            }
+            Input::Stdin { server } => {
+                let mut ing = cfg.ingest(&state, "-", server);
+                stdin::read_to_end(&mut std::io::stdin().lock(), &mut ing, cfg.tail.max_line);
+            }
+        }
+    }
+    let text = render(&state, true);
+    let mut out = std::io::stdout().lock();
+    // A closed pipe (`| head`) is not an error.
+    let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+    ExitCode::SUCCESS
+}
+
+/// The main mode: follow inputs and serve `/metrics` until SIGTERM or SIGINT.
+///
+/// # Errors
+/// A [`ConfigError`] when the listen address is bad or cannot be bound.
+pub fn run_live(cfg: Config, a: &RunArgs) -> Result<(), ConfigError> {
+    let state = State::shared(cfg.patterns.clone(), cfg.state.clone());
+    let stop: Arc<AtomicBool> = Arc::new(AtomicBool::new(false));
+    let cfg = Arc::new(cfg);
+    let listen = if a.listen_address.is_empty() {
+        None
+    } else {
+        Some(http::parse_listen(&a.listen_address).map_err(ConfigError)?)
+    };
+    if !a.telemetry_path.starts_with('/') {
+        return Err(ConfigError("--web.telemetry-path must start with /".into()));
+    }
+    for input in cfg.inputs.clone() {
+        let (cfg, state, stop) = (cfg.clone(), state.clone(), stop.clone());
+        let name = match &input {
+            Input::File { path, .. } => format!("follow {}", path.display()),
+            Input::Stdin { .. } => "stdin".to_string(),
+        };
+        let spawned = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || match input {
+                Input::File { server, path } => {
+                    let mut ing = cfg.ingest(&state, &path.display().to_string(), &server);
+                    follow(&path, &mut ing, &cfg.tail, &stop);
+                }
+                Input::Stdin { server } => {
+                    let mut ing = cfg.ingest(&state, "-", &server);
+                    stdin::read_to_end(&mut std::io::stdin().lock(), &mut ing, cfg.tail.max_line);
+                    tracing::info!("stdin ended; serving the last state");
+                }
+            });
+        if let Err(e) = spawned {
+            return Err(ConfigError(format!("cannot start a reader thread: {e}")));
+        }
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| ConfigError(format!("cannot start the runtime: {e}")))?;
+    let render_state = state.clone();
+    let render_fn: http::Render = Arc::new(move || render(&render_state, false));
+    let telemetry = a.telemetry_path.clone();
+    rt.block_on(async move {
+        let shutdown = shutdown_signal();
+        match listen {
+            Some(addr) => {
+                let listener = tokio::net::TcpListener::bind(&addr)
+                    .await
+                    .map_err(|e| ConfigError(format!("cannot listen on {addr}: {e}")))?;
+                tracing::info!(address = %addr, path = %telemetry, "serving metrics");
+                let app = http::router(&telemetry, render_fn);
+                http::serve(listener, app, shutdown)
+                    .await
+                    .map_err(|e| ConfigError(format!("HTTP server failed: {e}")))?;
+            }
+            None => shutdown.await,
+        }
+        Ok::<(), ConfigError>(())
+    })?;
+    stop.store(true, Ordering::Relaxed);
+    tracing::info!("shut down");
+    Ok(())
+}
+
+/// Completes on SIGTERM or SIGINT.
+pub async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+    tracing::info!("shutting down");
+}

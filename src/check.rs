@@ -1,0 +1,100 @@
+//! `check`: a pattern coverage report for log files, to tell quickly whether a log has formats
+//! the pattern file does not cover.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::Read;
+use std::sync::Arc;
+
+use crate::parse::patterns::Patterns;
+use crate::parse::Parser;
+use crate::source::linebuf::{Event, LineBuf};
+
+/// Counts of a coverage run.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// Lines read.
+    pub lines: u64,
+    /// Lines per line kind name.
+    pub kinds: BTreeMap<String, u64>,
+    /// Unknown field keys and their counts.
+    pub unknown: BTreeMap<String, u64>,
+    /// Lines that look like stats lines (they mention `batch` or `#running-req`) but match no
+    /// kind: the first few, verbatim.
+    pub suspicious: Vec<String>,
+    /// All stats-like unmatched lines.
+    pub suspicious_total: u64,
+    /// Lines over the length limit.
+    pub oversized: u64,
+}
+
+/// Reads `input` and counts what the patterns make of it.
+pub fn check<R: Read>(patterns: &Arc<Patterns>, input: &mut R) -> std::io::Result<Report> {
+    let mut parser = Parser::new(patterns.clone());
+    let mut rep = Report::default();
+    let mut lb = LineBuf::new(1 << 20);
+    let mut on = |e: Event<'_>, rep: &mut Report| match e {
+        Event::Oversized => rep.oversized += 1,
+        Event::Line(l) => {
+            rep.lines += 1;
+            let text = String::from_utf8_lossy(l);
+            match parser.parse(&text) {
+                Some(r) => {
+                    *rep.kinds
+                        .entry(patterns.lines[r.kind].name.clone())
+                        .or_insert(0) += 1;
+                    for k in r.unknown_keys() {
+                        *rep.unknown.entry(k.to_string()).or_insert(0) += 1;
+                    }
+                }
+                None if text.contains(" batch") || text.contains("#running-req") => {
+                    rep.suspicious_total += 1;
+                    if rep.suspicious.len() < 5 {
+                        rep.suspicious.push(text.chars().take(300).collect());
+                    }
+                }
+                None => {}
+            }
+        }
+    };
+    loop {
+        if lb.fill(input, |e| on(e, &mut rep))? == 0 {
+            break;
+        }
+    }
+    lb.flush_partial(|e| on(e, &mut rep));
+    Ok(rep)
+}
+
+impl Report {
+    /// The report as text.
+    pub fn render(&self, name: &str) -> String {
+        let mut s = String::new();
+        let matched: u64 = self.kinds.values().sum();
+        let _ = writeln!(s, "{name}: {} lines, {matched} matched", self.lines);
+        for (k, n) in &self.kinds {
+            let _ = writeln!(s, "  {k:<22} {n}");
+        }
+        if self.oversized > 0 {
+            let _ = writeln!(s, "  oversized lines skipped: {}", self.oversized);
+        }
+        if !self.unknown.is_empty() {
+            let _ = writeln!(s, "  unknown fields:");
+            for (k, n) in &self.unknown {
+                let _ = writeln!(s, "    {k:?} {n}");
+            }
+        }
+        if self.suspicious_total > 0 {
+            let _ = writeln!(
+                s,
+                "  stats-like lines no pattern matched: {} (first {}):",
+                self.suspicious_total,
+                self.suspicious.len()
+            );
+            for l in &self.suspicious {
+                let _ = writeln!(s, "    {l}");
+            }
+        }
+        s
+    }
+}

@@ -1,0 +1,155 @@
+//! The command line (clap), in the Prometheus-exporter conventions (`--web.listen-address`, …).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Default `--web.listen-address`: outside node_exporter's 9100-9999 range and SGLang's 30000+.
+pub const DEFAULT_LISTEN: &str = ":8771";
+
+/// Follows SGLang server logs and serves their KV-cache, queue and throughput state as Prometheus
+/// metrics.
+#[derive(Debug, Parser)]
+#[command(
+    name = "sglang-log-exporter",
+    version,
+    args_conflicts_with_subcommands = true
+)]
+pub struct Cli {
+    /// What to do instead of following inputs.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Options for following inputs.
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Pattern coverage report: lines per kind, unknown fields, samples of unmatched stats-like
+    /// lines.
+    Check(CheckArgs),
+}
+
+/// `check` options.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Log files to check (`-` for stdin).
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Pattern file to use instead of the embedded one.
+    #[arg(long)]
+    pub patterns: Option<PathBuf>,
+}
+
+/// Options of the main mode.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Inputs: log files to follow, `-` for stdin. `NAME=PATH` sets the `server` label (default:
+    /// the file stem; `stdin` for `-`).
+    pub inputs: Vec<String>,
+
+    /// Read every input to its end, print the exposition to stdout and exit.
+    #[arg(long)]
+    pub once: bool,
+
+    /// Address to serve metrics on (`:PORT` for every interface); empty to disable the server.
+    #[arg(long = "web.listen-address", default_value = DEFAULT_LISTEN)]
+    pub listen_address: String,
+
+    /// Path of the metrics endpoint.
+    #[arg(long = "web.telemetry-path", default_value = "/metrics")]
+    pub telemetry_path: String,
+
+    /// Pattern file to use instead of the embedded one.
+    #[arg(long)]
+    pub patterns: Option<PathBuf>,
+
+    /// After this long without a stats line, a rank's activity gauges read 0 (e.g. `30s`, `2m`).
+    #[arg(long = "idle-after", default_value = "30s", value_parser = parse_duration)]
+    pub idle_after: std::time::Duration,
+
+    /// Timezone of the SGLang prefix times (an IANA name such as `Europe/Berlin`, or `UTC`);
+    /// default: this host's.
+    #[arg(long)]
+    pub timezone: Option<String>,
+
+    /// Date (YYYY-MM-DD) for logs whose prefix has a time only (SGLang v0.2.14-v0.3.3).
+    #[arg(long)]
+    pub date: Option<jiff::civil::Date>,
+
+    /// Longest line kept, in bytes; longer lines are skipped and counted.
+    #[arg(long = "max-line-bytes", default_value_t = 1 << 20)]
+    pub max_line_bytes: usize,
+
+    /// Backstop poll interval for followed files (file events wake the follower sooner).
+    #[arg(long = "poll-interval", default_value = "250ms", value_parser = parse_duration)]
+    pub poll_interval: std::time::Duration,
+
+    /// Log level of the exporter's own messages (error, warn, info, debug, trace).
+    #[arg(long = "log.level", default_value = "info")]
+    pub log_level: String,
+}
+
+/// Parses `30s`, `1m30s`, `500ms`, `2h` or a plain number of seconds.
+///
+/// # Errors
+/// A message naming the bad duration.
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let s = s.trim();
+    if let Ok(secs) = s.parse::<f64>() {
+        if secs.is_finite() && secs >= 0.0 {
+            return Ok(std::time::Duration::from_secs_f64(secs));
+        }
+    }
+    let d: jiff::SignedDuration = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (e.g. 30s, 2m, 500ms)"))?;
+    std::time::Duration::try_from(d).map_err(|_| format!("{s:?} must not be negative"))
+}
+
+/// Splits an input argument into (server name, path). `NAME=PATH` names the server unless the
+/// whole argument is an existing file.
+pub fn split_input(arg: &str) -> (Option<String>, String) {
+    if let Some((name, path)) = arg.split_once('=') {
+        let name_ok = !name.is_empty()
+            && name.bytes().all(|c| {
+                c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.' | b'@' | b':')
+            });
+        if name_ok && !std::path::Path::new(arg).exists() {
+            return (Some(name.to_string()), path.to_string());
+        }
+    }
+    (None, arg.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(
+            parse_duration("30s"),
+            Ok(std::time::Duration::from_secs(30))
+        );
+        assert_eq!(parse_duration("2"), Ok(std::time::Duration::from_secs(2)));
+        assert_eq!(
+            parse_duration("500ms"),
+            Ok(std::time::Duration::from_millis(500))
+        );
+        assert_eq!(parse_duration("1m"), Ok(std::time::Duration::from_secs(60)));
+        assert!(parse_duration("soon").is_err());
+    }
+
+    #[test]
+    fn inputs() {
+        assert_eq!(
+            split_input("decode=/x/y.log"),
+            (Some("decode".into()), "/x/y.log".into())
+        );
+        assert_eq!(split_input("/x/y.log"), (None, "/x/y.log".into()));
+        assert_eq!(split_input("-"), (None, "-".into()));
+    }
+}

@@ -1,0 +1,4 @@
+//! Exporters: they read the state and publish it.
+
+pub mod http;
+pub mod metrics;

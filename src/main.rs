@@ -1,0 +1,67 @@
+//! The `sglang-log-exporter` binary: parses the command line and hands over to [`app`].
+
+use std::process::ExitCode;
+
+use clap::Parser as _;
+use sglang_log_exporter::cli::{Cli, Command};
+use sglang_log_exporter::{app, check};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let level = cli.run.log_level.clone();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(&level))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+    match cli.command {
+        Some(Command::Check(a)) => run_check(&a),
+        None => {
+            let cfg = match app::Config::from_args(&cli.run) {
+                Ok(c) => c,
+                Err(e) => return fail(&e.to_string()),
+            };
+            if cli.run.once {
+                return app::run_once(&cfg);
+            }
+            if cfg.inputs.is_empty() {
+                return fail("no inputs: give log files, - for stdin (see --help)");
+            }
+            match app::run_live(cfg, &cli.run) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(&e.to_string()),
+            }
+        }
+    }
+}
+
+fn run_check(a: &sglang_log_exporter::cli::CheckArgs) -> ExitCode {
+    let pat = match app::load_patterns(a.patterns.as_deref()) {
+        Ok(p) => p,
+        Err(e) => return fail(&e.to_string()),
+    };
+    for path in &a.paths {
+        let name = path.display().to_string();
+        let rep = if name == "-" {
+            check::check(&pat, &mut std::io::stdin().lock())
+        } else {
+            match std::fs::File::open(path) {
+                Ok(mut f) => check::check(&pat, &mut f),
+                Err(e) => return fail(&format!("cannot read {name}: {e}")),
+            }
+        };
+        match rep {
+            Ok(r) => print!("{}", r.render(&name)),
+            Err(e) => return fail(&format!("reading {name} failed: {e}")),
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+fn fail(msg: &str) -> ExitCode {
+    eprintln!("error: {msg}");
+    ExitCode::from(2)
+}

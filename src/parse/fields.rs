@@ -1,0 +1,197 @@
+//! Splitting the `key: value` part of a line into fields and reading values as numbers.
+//!
+//! These are pure functions over `&str`, allocation-free: the splitter lends sub-slices.
+
+/// Splits `s` on any of `seps` where the separator is outside `[...]` brackets, so that
+/// `est uncap acc len: 4.90 [4.70, 5.10]` (v0.5.16+) stays one field. Empty pieces are skipped.
+pub fn split_fields<'a>(s: &'a str, seps: &'a [String]) -> impl Iterator<Item = &'a str> + 'a {
+    let bytes = s.as_bytes();
+    let mut pos = 0usize;
+    std::iter::from_fn(move || {
+        while pos < bytes.len() {
+            let start = pos;
+            let mut depth = 0i32;
+            let mut i = pos;
+            let end;
+            loop {
+                if i >= bytes.len() {
+                    end = i;
+                    pos = i;
+                    break;
+                }
+                match bytes[i] {
+                    b'[' => depth += 1,
+                    b']' => depth -= 1,
+                    _ => {}
+                }
+                if depth <= 0 {
+                    if let Some(sep) = seps
+                        .iter()
+                        .find(|sep| bytes[i..].starts_with(sep.as_bytes()))
+                    {
+                        end = i;
+                        pos = i + sep.len();
+                        break;
+                    }
+                }
+                i += 1;
+            }
+            let piece = &s[start..end];
+            if !piece.trim().is_empty() {
+                return Some(piece);
+            }
+        }
+        None
+    })
+}
+
+/// Splits a field into key and value at the earliest of the `kv` separators.
+/// Returns `None` for a piece with no separator (a continuation of a compound value, or prose).
+pub fn split_kv<'a>(field: &'a str, kv: &[String]) -> Option<(&'a str, &'a str)> {
+    let mut best: Option<(usize, usize)> = None;
+    for sep in kv {
+        if let Some(p) = field.find(sep.as_str()) {
+            if best.is_none_or(|(b, _)| p < b) {
+                best = Some((p, sep.len()));
+            }
+        }
+    }
+    best.map(|(p, l)| (field[..p].trim(), field[p + l..].trim()))
+}
+
+/// Why a value could not be read as a number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueError {
+    /// Not a number, boolean, percentage or ratio arrow.
+    NotANumber,
+}
+
+/// Reads a field value as a number.
+///
+/// * `True`/`False` read 1/0 (graph flags);
+/// * `A -> B` reads B (the retraction's `#new_token_ratio`);
+/// * a number followed by `%` is divided by 100 (0-1 ratio);
+/// * anything after the leading number is ignored (`45.10 GB`, `69.16%.`, `4.90 [4.70, 5.10]`,
+///   `11.35 s`); `nan`/`inf` are read as such.
+pub fn parse_value(v: &str) -> Result<f64, ValueError> {
+    let v = v.trim();
+    let v = match v.rfind("-> ") {
+        Some(p) => &v[p + 3..],
+        None => v,
+    };
+    if v.starts_with("True") {
+        return Ok(1.0);
+    }
+    if v.starts_with("False") {
+        return Ok(0.0);
+    }
+    let b = v.as_bytes();
+    let mut i = 0;
+    if i < b.len() && (b[i] == b'-' || b[i] == b'+') {
+        i += 1;
+    }
+    let digits_start = i;
+    while i < b.len() && (b[i].is_ascii_digit() || b[i] == b'.') {
+        i += 1;
+    }
+    if i == digits_start {
+        let rest = v[digits_start..].to_ascii_lowercase();
+        let sign = if b.first() == Some(&b'-') { -1.0 } else { 1.0 };
+        return if rest.starts_with("nan") {
+            Ok(f64::NAN)
+        } else if rest.starts_with("inf") {
+            Ok(sign * f64::INFINITY)
+        } else {
+            Err(ValueError::NotANumber)
+        };
+    }
+    let n: f64 = v[..i].parse().map_err(|_| ValueError::NotANumber)?;
+    if b.get(i) == Some(&b'%') {
+        Ok(n / 100.0)
+    } else {
+        Ok(n)
+    }
+}
+
+/// Expands a compound key (v0.4.9-v0.4.9.post2 hybrid SWA: `#token: full=N, swa=N`) into the key
+/// of the later spelling: `#token` + `full` gives `#full token`; `token usage` + `swa` gives
+/// `swa token usage`. Writes into `buf` (reused, so no allocation once it has grown).
+pub fn compound_key<'b>(key: &str, sub: &str, buf: &'b mut String) -> &'b str {
+    buf.clear();
+    if let Some(rest) = key.strip_prefix('#') {
+        buf.push('#');
+        buf.push_str(sub);
+        buf.push(' ');
+        buf.push_str(rest);
+    } else {
+        buf.push_str(sub);
+        buf.push(' ');
+        buf.push_str(key);
+    }
+    buf
+}
+
+/// If `value` is a compound value part `name=number` (and not a plain number), returns the parts.
+pub fn compound_part(value: &str) -> Option<(&str, &str)> {
+    let (name, num) = value.split_once('=')?;
+    if !name.is_empty() && name.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_') {
+        Some((name, num))
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seps() -> Vec<String> {
+        vec![", ".into()]
+    }
+
+    #[test]
+    fn split_keeps_brackets_whole() {
+        let s = seps();
+        let v: Vec<_> = split_fields(
+            "accept len: 4.20, est uncap acc len: 4.90 [4.70, 5.10], #queue-req: 0, ",
+            &s,
+        )
+        .collect();
+        assert_eq!(
+            v,
+            [
+                "accept len: 4.20",
+                "est uncap acc len: 4.90 [4.70, 5.10]",
+                "#queue-req: 0"
+            ]
+        );
+    }
+
+    #[test]
+    fn values() {
+        assert_eq!(parse_value("0.08"), Ok(0.08));
+        assert_eq!(parse_value("69.16%."), Ok(0.6916));
+        assert_eq!(parse_value("True"), Ok(1.0));
+        assert_eq!(parse_value("False "), Ok(0.0));
+        assert_eq!(parse_value("0.0980 -> 0.3236"), Ok(0.3236));
+        assert_eq!(parse_value("45.10 GB"), Ok(45.10));
+        assert_eq!(parse_value("0.50GB"), Ok(0.50));
+        assert_eq!(parse_value("4.90 [4.70, 5.10]"), Ok(4.90));
+        assert!(parse_value("nan").unwrap().is_nan());
+        assert_eq!(parse_value("-inf"), Ok(f64::NEG_INFINITY));
+        assert_eq!(parse_value("torch.bfloat16"), Err(ValueError::NotANumber));
+        assert_eq!(parse_value(""), Err(ValueError::NotANumber));
+    }
+
+    #[test]
+    fn compound_keys() {
+        let mut b = String::new();
+        assert_eq!(compound_key("#token", "full", &mut b), "#full token");
+        assert_eq!(
+            compound_key("token usage", "swa", &mut b),
+            "swa token usage"
+        );
+        assert_eq!(compound_part("full=20480"), Some(("full", "20480")));
+        assert_eq!(compound_part("0.5"), None);
+    }
+}

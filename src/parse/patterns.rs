@@ -1,0 +1,504 @@
+//! The pattern file (`patterns/sglang.yaml`): loading, validation and compilation.
+//!
+//! The file is data, embedded in the binary and replaceable with `--patterns FILE`. It is read
+//! and compiled once at start-up; a bad file is a [`PatternError`] (exit status 2 from the CLI),
+//! never a panic.
+
+use std::collections::HashMap;
+
+use aho_corasick::AhoCorasick;
+use regex::Regex;
+use serde::Deserialize;
+
+/// The pattern file shipped with the binary.
+pub const EMBEDDED: &str = include_str!("../../patterns/sglang.yaml");
+
+/// Index of a metric in [`Patterns::metrics`].
+pub type MetricId = u16;
+
+/// A broken pattern file. Every variant names what is wrong in words an operator can act on.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PatternError {
+    /// The file could not be read.
+    #[error("cannot read patterns file {path}: {source}")]
+    Read {
+        /// The path given with `--patterns`.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The YAML is not valid or does not have the expected shape.
+    #[error("patterns file is not valid: {0}")]
+    Yaml(#[from] serde_norway::Error),
+    /// A regex does not compile.
+    #[error("patterns file: regex of {what} does not compile: {source}")]
+    Regex {
+        /// Which entry holds the regex.
+        what: String,
+        /// The compile error.
+        source: regex::Error,
+    },
+    /// A reference or value is inconsistent (unknown metric id, unknown class, …).
+    #[error("patterns file: {0}")]
+    Invalid(String),
+}
+
+/// What a line kind is, which decides how the state applies its values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Class {
+    /// A scheduler `Prefill batch` statistics line.
+    Prefill,
+    /// A scheduler `Decode batch` statistics line.
+    Decode,
+    /// A startup fact (KV pool, capacity, weights, graphs).
+    Fact,
+    /// A retraction warning (KV cache pool full).
+    Retract,
+    /// A uvicorn HTTP access line.
+    Access,
+    /// The main process's `server_args=ServerArgs(...)` dump.
+    ServerArgs,
+}
+
+/// Whether a metric is per rank or shared by every rank of a server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// One value per rank (the default).
+    #[default]
+    Rank,
+    /// One value per server, shown on every rank (the capacity line is printed by rank 0 only).
+    Server,
+}
+
+/// Prometheus metric type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MetricKind {
+    /// A value that goes up and down; the last line wins.
+    Gauge,
+    /// A running sum of line values.
+    Counter,
+}
+
+/// One exported metric, from the `metrics:` section.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricDef {
+    /// The exposition name, e.g. `sglang:token_usage`.
+    pub name: String,
+    /// Gauge or counter.
+    pub kind: MetricKind,
+    /// The HELP text: one sentence with the unit.
+    pub help: String,
+    /// Reads 0 while the rank is idle (see `--idle-after`).
+    #[serde(default)]
+    pub activity: bool,
+    /// Per rank or per server.
+    #[serde(default)]
+    pub scope: Scope,
+    /// The id used in the file (filled in after loading).
+    #[serde(skip)]
+    pub id: String,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FieldSpecRaw {
+    metric: Option<String>,
+    prefill: Option<String>,
+    decode: Option<String>,
+    #[serde(default)]
+    ignore: bool,
+    scale: Option<f64>,
+    #[serde(default)]
+    sum: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LineRaw {
+    name: String,
+    class: Class,
+    literal: String,
+    regex: String,
+    #[serde(default)]
+    scope: Scope,
+    separators: Option<Vec<String>>,
+    kv: Option<Vec<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileRaw {
+    prefix: String,
+    rank_tags: HashMap<String, String>,
+    lines: Vec<LineRaw>,
+    fields: HashMap<String, FieldSpecRaw>,
+    #[serde(default)]
+    line_fields: HashMap<String, HashMap<String, FieldSpecRaw>>,
+    metrics: indexmap_like::OrderedMap<MetricDef>,
+}
+
+/// What a known field key turns into on one class of line.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FieldTarget {
+    /// A metric, with a multiplier and whether values of one line add up.
+    Metric {
+        /// The metric.
+        id: MetricId,
+        /// Multiplier applied to the number (GB to bytes).
+        scale: f64,
+        /// Add to an earlier value of the same line instead of replacing it.
+        sum: bool,
+    },
+    /// A key we know and do not export.
+    Ignore,
+}
+
+/// Which rank a prefix tag sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RankTag {
+    /// `DPn`
+    Dp,
+    /// `PPn`
+    Pp,
+    /// `ATTN_CPn`
+    AttnCp,
+    /// `MOE_DPn`
+    MoeDp,
+    /// `TPn` (also the `[gpu_id=N]` message tag of v0.1.17-v0.2.13)
+    Tp,
+    /// `EPn`
+    Ep,
+}
+
+/// One compiled line kind.
+#[derive(Debug)]
+pub struct LineKind {
+    /// The name in the file, also the `kind` label of the self metrics.
+    pub name: String,
+    /// How the state applies it.
+    pub class: Class,
+    /// Per rank or per server (facts only).
+    pub scope: Scope,
+    /// The compiled regex.
+    pub regex: Regex,
+    /// Field separators (default `, `).
+    pub separators: Vec<String>,
+    /// Key/value separators (default `: `).
+    pub kv: Vec<String>,
+    /// Named groups that are field keys: (group index, target).
+    pub group_fields: Vec<(usize, FieldTarget)>,
+    /// Index of the `fields` group, if any.
+    pub fields_group: Option<usize>,
+    /// Index of the `gpu` group, if any.
+    pub gpu_group: Option<usize>,
+    /// Per-line overrides of [`Patterns::field`], by key.
+    overrides: HashMap<String, FieldTarget>,
+}
+
+/// The compiled pattern set. Built once; shared read-only by every source thread.
+#[derive(Debug)]
+pub struct Patterns {
+    /// The prefix regex (groups `date`, `time`, `frac`, `tags`).
+    pub prefix: Regex,
+    /// Rank tag names (`DP`, `ATTN_CP`, …) to the rank they set.
+    pub rank_tags: Vec<(String, RankTag)>,
+    /// Line kinds, in match order.
+    pub lines: Vec<LineKind>,
+    /// Exported metrics; [`MetricId`] indexes this.
+    pub metrics: Vec<MetricDef>,
+    /// The literal prefilter over every line kind's literal (deduplicated).
+    pub prefilter: AhoCorasick,
+    /// The prefilter literal of each line kind.
+    pub kind_literal: Vec<usize>,
+    fields_prefill: HashMap<String, FieldTarget>,
+    fields_decode: HashMap<String, FieldTarget>,
+    fields_other: HashMap<String, FieldTarget>,
+}
+
+mod indexmap_like {
+    //! A YAML mapping read in file order (serde's HashMap would lose the order, and the
+    //! exposition lists metrics in the order the file gives).
+    use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+    use std::fmt;
+    use std::marker::PhantomData;
+
+    #[derive(Debug)]
+    pub struct OrderedMap<V>(pub Vec<(String, V)>);
+
+    impl<'de, V: Deserialize<'de>> Deserialize<'de> for OrderedMap<V> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V2<V>(PhantomData<V>);
+            impl<'de, V: Deserialize<'de>> Visitor<'de> for V2<V> {
+                type Value = OrderedMap<V>;
+                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                    f.write_str("a mapping")
+                }
+                fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+                    let mut out = Vec::new();
+                    while let Some((k, v)) = m.next_entry::<String, V>()? {
+                        out.push((k, v));
+                    }
+                    Ok(OrderedMap(out))
+                }
+            }
+            d.deserialize_map(V2(PhantomData))
+        }
+    }
+}
+
+const SPECIAL_GROUPS: [&str; 5] = ["fields", "gpu", "method", "path", "status"];
+
+impl Patterns {
+    /// Compiles the embedded pattern file. It is tested, so this cannot fail in a release.
+    pub fn embedded() -> Result<Patterns, PatternError> {
+        Patterns::from_yaml(EMBEDDED)
+    }
+
+    /// Reads and compiles a pattern file given with `--patterns`.
+    ///
+    /// # Errors
+    /// [`PatternError`] when the file cannot be read, is not valid YAML of the expected shape,
+    /// has a regex that does not compile or refers to an undefined metric.
+    pub fn from_file(path: &std::path::Path) -> Result<Patterns, PatternError> {
+        let text = std::fs::read_to_string(path).map_err(|source| PatternError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Patterns::from_yaml(&text)
+    }
+
+    /// Compiles a pattern file from its YAML text.
+    ///
+    /// # Errors
+    /// See [`Patterns::from_file`].
+    pub fn from_yaml(text: &str) -> Result<Patterns, PatternError> {
+        let raw: FileRaw = serde_norway::from_str(text)?;
+        let mut metrics = Vec::new();
+        let mut metric_ids = HashMap::new();
+        for (id, mut def) in raw.metrics.0 {
+            if metric_ids
+                .insert(id.clone(), metrics.len() as MetricId)
+                .is_some()
+            {
+                return Err(PatternError::Invalid(format!(
+                    "metric {id} is defined twice"
+                )));
+            }
+            if !valid_metric_name(&def.name) {
+                return Err(PatternError::Invalid(format!(
+                    "metric {id}: {:?} is not a valid Prometheus metric name",
+                    def.name
+                )));
+            }
+            def.id = id;
+            metrics.push(def);
+        }
+        let resolve = |key: &str, name: Option<&String>, spec: &FieldSpecRaw| {
+            if spec.ignore {
+                return Ok(Some(FieldTarget::Ignore));
+            }
+            match name {
+                None => Ok(None),
+                Some(n) => match metric_ids.get(n.as_str()) {
+                    Some(&id) => Ok(Some(FieldTarget::Metric {
+                        id,
+                        scale: spec.scale.unwrap_or(1.0),
+                        sum: spec.sum,
+                    })),
+                    None => Err(PatternError::Invalid(format!(
+                        "field {key:?} refers to undefined metric {n:?}"
+                    ))),
+                },
+            }
+        };
+        let mut fields_prefill = HashMap::new();
+        let mut fields_decode = HashMap::new();
+        let mut fields_other = HashMap::new();
+        for (key, spec) in &raw.fields {
+            let any = resolve(key, spec.metric.as_ref(), spec)?;
+            let p = resolve(key, spec.prefill.as_ref(), spec)?.or(any);
+            let d = resolve(key, spec.decode.as_ref(), spec)?.or(any);
+            if any.is_none() && p.is_none() && d.is_none() {
+                return Err(PatternError::Invalid(format!(
+                    "field {key:?} names no metric and is not ignored"
+                )));
+            }
+            if let Some(t) = p {
+                fields_prefill.insert(key.clone(), t);
+            }
+            if let Some(t) = d {
+                fields_decode.insert(key.clone(), t);
+            }
+            if let Some(t) = any {
+                fields_other.insert(key.clone(), t);
+            }
+        }
+        let mut rank_tags = Vec::new();
+        for (tag, rank) in &raw.rank_tags {
+            let r = match rank.as_str() {
+                "dp" => RankTag::Dp,
+                "pp" => RankTag::Pp,
+                "attn_cp" => RankTag::AttnCp,
+                "moe_dp" => RankTag::MoeDp,
+                "tp" => RankTag::Tp,
+                "ep" => RankTag::Ep,
+                other => {
+                    return Err(PatternError::Invalid(format!(
+                        "rank tag {tag}: unknown rank {other:?} (dp, pp, attn_cp, moe_dp, tp, ep)"
+                    )))
+                }
+            };
+            rank_tags.push((tag.clone(), r));
+        }
+        // Longest first, so `MOE_DP` is tried before `DP`.
+        rank_tags.sort_by_key(|(t, _)| std::cmp::Reverse(t.len()));
+
+        let mut lines = Vec::new();
+        let mut literals: Vec<String> = Vec::new();
+        let mut kind_literal: Vec<usize> = Vec::new();
+        for l in raw.lines {
+            let regex = Regex::new(&l.regex).map_err(|source| PatternError::Regex {
+                what: format!("line {}", l.name),
+                source,
+            })?;
+            if l.literal.is_empty() {
+                return Err(PatternError::Invalid(format!(
+                    "line {}: the literal must not be empty",
+                    l.name
+                )));
+            }
+            let mut overrides = HashMap::new();
+            if let Some(o) = raw.line_fields.get(&l.name) {
+                for (key, spec) in o {
+                    if let Some(t) = resolve(key, spec.metric.as_ref(), spec)? {
+                        overrides.insert(key.clone(), t);
+                    }
+                }
+            }
+            let mut kind = LineKind {
+                name: l.name,
+                class: l.class,
+                scope: l.scope,
+                separators: l.separators.unwrap_or_else(|| vec![", ".into()]),
+                kv: l.kv.unwrap_or_else(|| vec![": ".into()]),
+                group_fields: Vec::new(),
+                fields_group: None,
+                gpu_group: None,
+                overrides,
+                regex,
+            };
+            if kind.separators.iter().any(|s| s.is_empty()) || kind.kv.iter().any(|s| s.is_empty())
+            {
+                return Err(PatternError::Invalid(format!(
+                    "line {}: separators must not be empty",
+                    kind.name
+                )));
+            }
+            let names: Vec<(usize, String)> = kind
+                .regex
+                .capture_names()
+                .enumerate()
+                .filter_map(|(gi, n)| n.map(|n| (gi, n.to_string())))
+                .collect();
+            for (gi, n) in names {
+                match n.as_str() {
+                    "fields" => kind.fields_group = Some(gi),
+                    "gpu" => kind.gpu_group = Some(gi),
+                    _ if SPECIAL_GROUPS.contains(&n.as_str()) => {}
+                    _ => match kind.target(&n, &fields_prefill, &fields_decode, &fields_other) {
+                        Some(t) => kind.group_fields.push((gi, t)),
+                        None => {
+                            return Err(PatternError::Invalid(format!(
+                                "line {}: group {n:?} is not a known field",
+                                kind.name
+                            )))
+                        }
+                    },
+                }
+            }
+            match literals.iter().position(|x| *x == l.literal) {
+                Some(p) => kind_literal.push(p),
+                None => {
+                    kind_literal.push(literals.len());
+                    literals.push(l.literal);
+                }
+            }
+            lines.push(kind);
+        }
+        if literals.len() > 64 {
+            return Err(PatternError::Invalid(format!(
+                "{} distinct literals; at most 64 are supported",
+                literals.len()
+            )));
+        }
+        let prefilter = AhoCorasick::builder()
+            .match_kind(aho_corasick::MatchKind::Standard)
+            .build(&literals)
+            .map_err(|e| PatternError::Invalid(format!("literal prefilter: {e}")))?;
+        let prefix = Regex::new(&raw.prefix).map_err(|source| PatternError::Regex {
+            what: "prefix".into(),
+            source,
+        })?;
+        Ok(Patterns {
+            prefix,
+            rank_tags,
+            lines,
+            metrics,
+            prefilter,
+            kind_literal,
+            fields_prefill,
+            fields_decode,
+            fields_other,
+        })
+    }
+
+    /// The target of field `key` on a line of kind `line`, or `None` for an unknown key.
+    pub fn field(&self, line: &LineKind, key: &str) -> Option<FieldTarget> {
+        line.target(
+            key,
+            &self.fields_prefill,
+            &self.fields_decode,
+            &self.fields_other,
+        )
+    }
+
+    /// The metric with exposition name `name`, if defined.
+    pub fn metric_by_id(&self, id: &str) -> Option<MetricId> {
+        self.metrics
+            .iter()
+            .position(|m| m.id == id)
+            .map(|i| i as MetricId)
+    }
+}
+
+impl LineKind {
+    fn target(
+        &self,
+        key: &str,
+        prefill: &HashMap<String, FieldTarget>,
+        decode: &HashMap<String, FieldTarget>,
+        other: &HashMap<String, FieldTarget>,
+    ) -> Option<FieldTarget> {
+        if let Some(t) = self.overrides.get(key) {
+            return Some(*t);
+        }
+        match self.class {
+            Class::Prefill => prefill.get(key),
+            Class::Decode => decode.get(key),
+            _ => other.get(key),
+        }
+        .copied()
+    }
+}
+
+/// Prometheus metric name rule: `[a-zA-Z_:][a-zA-Z0-9_:]*`.
+pub fn valid_metric_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_' || c == ':')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+}

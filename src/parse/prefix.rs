@@ -1,0 +1,148 @@
+//! SGLang's line prefix: `[<date> <time>[.mmm] <rank tags>] ` (§6 of sglang-formats.md, printed by
+//! `configure_logger` in `python/sglang/srt/utils.py`, later `utils/common.py`), and turning its
+//! local time into a Unix timestamp.
+
+use jiff::civil::{Date, DateTime, Time};
+use jiff::tz::TimeZone;
+use regex::Captures;
+
+use crate::parse::patterns::{Patterns, RankTag};
+use crate::record::{LogTime, Ranks};
+
+/// Reads the prefix captures (groups `date`, `time`, `frac`, `tags`) into a time and ranks.
+pub fn read_prefix(p: &Patterns, caps: &Captures<'_>) -> (Option<LogTime>, Ranks) {
+    let mut ranks = Ranks::default();
+    if let Some(tags) = caps.name("tags") {
+        for tag in tags.as_str().split_ascii_whitespace() {
+            set_rank_tag(p, tag, &mut ranks);
+        }
+    }
+    let time = caps.name("time").and_then(|t| {
+        let b = t.as_str().as_bytes();
+        let num = |i: usize| ((b[i] - b'0') * 10 + (b[i + 1] - b'0')) as i8;
+        let nanos = caps.name("frac").map_or(0, |f| {
+            let s = f.as_str();
+            let n: i32 = s.parse().unwrap_or(0);
+            n * 10i32.pow(9 - s.len() as u32)
+        });
+        let time = Time::new(num(0), num(3), num(6), nanos).ok()?;
+        let date = caps.name("date").and_then(|d| {
+            let s = d.as_str();
+            Date::new(
+                s[0..4].parse().ok()?,
+                s[5..7].parse().ok()?,
+                s[8..10].parse().ok()?,
+            )
+            .ok()
+        });
+        Some(LogTime { date, time })
+    });
+    (time, ranks)
+}
+
+/// Sets the rank a tag like `ATTN_CP1` names; unknown tags are ignored.
+pub fn set_rank_tag(p: &Patterns, tag: &str, ranks: &mut Ranks) {
+    for (name, which) in &p.rank_tags {
+        if let Some(num) = tag.strip_prefix(name.as_str()) {
+            if let Ok(n) = num.parse::<u32>() {
+                let slot = match which {
+                    RankTag::Dp => &mut ranks.dp,
+                    RankTag::Pp => &mut ranks.pp,
+                    RankTag::AttnCp => &mut ranks.attn_cp,
+                    RankTag::MoeDp => &mut ranks.moe_dp,
+                    RankTag::Tp => &mut ranks.tp,
+                    RankTag::Ep => &mut ranks.ep,
+                };
+                *slot = Some(n);
+                return;
+            }
+        }
+    }
+}
+
+/// Turns prefix times (local, no timezone) into Unix seconds.
+///
+/// SGLang prints the process's local time. The zone is `--timezone` (default: this host's).
+/// A time without a date (v0.2.14-v0.3.3.post1) takes the date of `--date`, else the last full
+/// date seen in the same input, else today; it rolls to the next day when the clock goes back by
+/// more than 12 hours (midnight).
+#[derive(Debug, Clone)]
+pub struct TimeResolver {
+    tz: TimeZone,
+    fixed_date: Option<Date>,
+    last_date: Option<Date>,
+    last_time: Option<Time>,
+    /// (date, hour) → Unix seconds of that hour's start, so most lines skip the zone lookup.
+    cache: Option<(Date, i8, i64)>,
+}
+
+impl TimeResolver {
+    /// A resolver for zone `tz`, with `date` for time-only prefixes.
+    pub fn new(tz: TimeZone, date: Option<Date>) -> TimeResolver {
+        TimeResolver {
+            tz,
+            fixed_date: date,
+            last_date: None,
+            last_time: None,
+            cache: None,
+        }
+    }
+
+    /// Unix seconds (with fraction) of a prefix time, or `None` if the zone cannot place it.
+    pub fn resolve(&mut self, t: LogTime) -> Option<f64> {
+        let date = match t.date {
+            Some(d) => {
+                self.last_date = Some(d);
+                d
+            }
+            None => {
+                let mut d = self
+                    .last_date
+                    .or(self.fixed_date)
+                    .unwrap_or_else(|| jiff::Zoned::now().with_time_zone(self.tz.clone()).date());
+                if let Some(prev) = self.last_time {
+                    // The clock went back by more than 12 h: midnight passed.
+                    if prev.duration_until(t.time).as_secs() < -12 * 3600 {
+                        d = d.tomorrow().ok()?;
+                    }
+                }
+                self.last_date = Some(d);
+                d
+            }
+        };
+        self.last_time = Some(t.time);
+        let hour = t.time.hour();
+        let base = match self.cache {
+            Some((d, h, s)) if d == date && h == hour => s,
+            _ => {
+                let dt = DateTime::from_parts(date, Time::new(hour, 0, 0, 0).ok()?);
+                let s = dt.to_zoned(self.tz.clone()).ok()?.timestamp().as_second();
+                self.cache = Some((date, hour, s));
+                s
+            }
+        };
+        let within = t.time.minute() as i64 * 60 + t.time.second() as i64;
+        Some((base + within) as f64 + t.time.subsec_nanosecond() as f64 / 1e9)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_utc_and_midnight() {
+        let mut r = TimeResolver::new(TimeZone::UTC, Some(jiff::civil::date(2024, 10, 1)));
+        let t = |h, m, s| LogTime {
+            date: None,
+            time: Time::new(h, m, s, 0).unwrap(),
+        };
+        assert_eq!(r.resolve(t(23, 59, 59)), Some(1727827199.0));
+        assert_eq!(r.resolve(t(0, 0, 1)), Some(1727827201.0));
+        let full = LogTime {
+            date: Some(jiff::civil::date(2026, 6, 3)),
+            time: Time::new(10, 0, 21, 345_000_000).unwrap(),
+        };
+        assert_eq!(r.resolve(full), Some(1780480821.345));
+    }
+}

@@ -1,0 +1,103 @@
+//! The typed output of the parser: what one log line says.
+
+use crate::parse::patterns::{Class, MetricId};
+
+/// The parallelism ranks named by a line's prefix tags (`DP0 PP1 ATTN_CP0 MOE_DP0 TP1 EP1`),
+/// `None` where the tag is absent. Single-GPU servers print no tags (v0.4.6.post2+).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Ranks {
+    /// Data-parallel rank (`DPn`).
+    pub dp: Option<u32>,
+    /// Pipeline-parallel rank (`PPn`).
+    pub pp: Option<u32>,
+    /// Attention context-parallel rank (`ATTN_CPn`, v0.5.9+).
+    pub attn_cp: Option<u32>,
+    /// MoE data-parallel rank (`MOE_DPn`, v0.5.9+).
+    pub moe_dp: Option<u32>,
+    /// Tensor-parallel rank (`TPn`; also the `[gpu_id=N]`/`[gpu=N]` message tag of v0.1.17-v0.2.13).
+    pub tp: Option<u32>,
+    /// Expert-parallel rank (`EPn`), exported as `moe_ep_rank` as SGLang does.
+    pub ep: Option<u32>,
+}
+
+/// The local wall-clock time in a line's SGLang prefix: no timezone, a date only from v0.3.4
+/// (`HH:MM:SS` alone before), milliseconds only with `SGLANG_LOG_MS=1`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogTime {
+    /// The date, when printed.
+    pub date: Option<jiff::civil::Date>,
+    /// The time of day, with sub-second part when printed.
+    pub time: jiff::civil::Time,
+}
+
+/// A uvicorn access line's request (`"POST /v1/chat/completions HTTP/1.1" 200`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Access<'a> {
+    /// HTTP method as printed.
+    pub method: &'a str,
+    /// Path without the query string, not yet normalised.
+    pub path: &'a str,
+    /// Status code.
+    pub status: u16,
+}
+
+/// What the main process's `server_args=ServerArgs(...)` line says about the server.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServerArgs {
+    /// `served_model_name`, else `model_path`.
+    pub model_name: Option<String>,
+    /// `disaggregation_mode`: `prefill`, `decode` or `null`.
+    pub disaggregation_mode: Option<String>,
+    /// `tp_size`.
+    pub tp_size: Option<u32>,
+    /// `dp_size`.
+    pub dp_size: Option<u32>,
+    /// `pp_size`.
+    pub pp_size: Option<u32>,
+    /// `base_gpu_id`.
+    pub base_gpu_id: Option<u32>,
+    /// `gpu_id_step`.
+    pub gpu_id_step: Option<u32>,
+    /// `enable_dp_attention`.
+    pub enable_dp_attention: Option<bool>,
+}
+
+/// One parsed line. Borrows the line and the parser's scratch space.
+#[derive(Debug, Clone)]
+pub struct Record<'a> {
+    /// Index of the line kind in the pattern file.
+    pub kind: usize,
+    /// What the line is.
+    pub class: Class,
+    /// The prefix time, when the line has a prefix.
+    pub time: Option<LogTime>,
+    /// The prefix rank tags.
+    pub ranks: Ranks,
+    /// Metric values read from the fields, scaled to base units.
+    pub values: &'a [(MetricId, f64)],
+    /// The line (without `\r`) the spans below point into.
+    pub line: &'a str,
+    /// Byte spans in `line` of field keys not in the pattern file.
+    pub unknown: &'a [(usize, usize)],
+    /// Fields whose value was not a number.
+    pub bad_values: u32,
+    /// The request, for access lines.
+    pub access: Option<Access<'a>>,
+    /// The arguments, for a `server_args=` line.
+    pub server_args: Option<Box<ServerArgs>>,
+}
+
+impl<'a> Record<'a> {
+    /// The value of `metric` in this line, if it has one.
+    pub fn get(&self, metric: MetricId) -> Option<f64> {
+        self.values
+            .iter()
+            .find(|(m, _)| *m == metric)
+            .map(|(_, v)| *v)
+    }
+
+    /// The field keys of this line that the pattern file does not know.
+    pub fn unknown_keys(&self) -> impl Iterator<Item = &'a str> + '_ {
+        self.unknown.iter().map(|&(s, e)| &self.line[s..e])
+    }
+}

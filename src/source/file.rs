@@ -1,0 +1,228 @@
+//! Following a file like `tail -F`.
+//!
+//! The file is read from its start (so gauges and startup facts are right at once), then
+//! followed. After each end of file a small decision ([`classify`]) says what happened to the
+//! path: the file grew, was truncated (copytruncate), was replaced (rename-and-create rotation:
+//! the old file is finished first), is gone (deleted: keep the old handle until a new file
+//! appears) or is unchanged. `notify` wakes the tailer on directory events; a stat poll is the
+//! backstop where inotify is not available or misses an event.
+
+use std::fs::{File, Metadata};
+use std::io::{self, Read};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::Duration;
+
+use notify::{RecursiveMode, Watcher};
+
+use super::linebuf::LineBuf;
+use super::{Ingest, Timing};
+
+/// What happened to the path since the file was opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// Same file, no smaller than what was read.
+    Same,
+    /// Same file, now shorter than the read offset (copytruncate).
+    Truncated,
+    /// Another file is at the path now (rename-and-create rotation, or delete and re-create).
+    Replaced,
+    /// Nothing is at the path.
+    Gone,
+}
+
+/// Decides what happened, from the open file's identity and offset and a fresh `stat` of the
+/// path. Pure, so every case is tested without touching a disk.
+pub fn classify(open: (u64, u64), offset: u64, now: io::Result<(u64, u64, u64)>) -> Change {
+    match now {
+        Err(_) => Change::Gone,
+        Ok((dev, ino, _)) if (dev, ino) != open => Change::Replaced,
+        Ok((_, _, len)) if len < offset => Change::Truncated,
+        Ok(_) => Change::Same,
+    }
+}
+
+/// Settings of a tailer.
+#[derive(Debug, Clone)]
+pub struct TailConfig {
+    /// Backstop poll interval.
+    pub poll: Duration,
+    /// Longest line kept.
+    pub max_line: usize,
+    /// Read to the end once and return (no following).
+    pub once: bool,
+}
+
+fn identity(m: &Metadata) -> (u64, u64, u64) {
+    (m.dev(), m.ino(), m.len())
+}
+
+struct Open {
+    file: File,
+    id: (u64, u64),
+    offset: u64,
+}
+
+/// Reads `path` to its end (`once`) or follows it until `stop` is set.
+///
+/// Errors never end the tailer: a missing file is waited for, an unreadable one or a directory
+/// is warned about once and retried, every error counted in the source's self metrics.
+pub fn follow(path: &Path, ingest: &mut Ingest, cfg: &TailConfig, stop: &AtomicBool) {
+    let (tx, rx) = channel::<()>();
+    // The watcher must live as long as the loop; without one the poll alone drives us.
+    let _watcher = if cfg.once { None } else { watch_dir(path, tx) };
+    let mut lb = LineBuf::new(cfg.max_line);
+    let mut open: Option<Open> = None;
+    let mut last_error: Option<String> = None;
+    let mut first_pass = true;
+    ingest.set_timing(Timing::LogTime);
+    loop {
+        if open.is_none() {
+            match open_file(path) {
+                Ok(o) => {
+                    if last_error.take().is_some() || !first_pass {
+                        tracing::info!(path = %path.display(), "reading the file");
+                    }
+                    ingest.set_up(true);
+                    open = Some(o);
+                }
+                Err(e) => {
+                    ingest.set_up(false);
+                    let msg = e.to_string();
+                    if last_error.as_deref() != Some(msg.as_str()) {
+                        ingest.count_error();
+                        tracing::warn!(path = %path.display(), "cannot read the file: {msg}; will retry");
+                        last_error = Some(msg);
+                    }
+                    if cfg.once {
+                        ingest.flush();
+                        return;
+                    }
+                }
+            }
+        }
+        if let Some(o) = open.as_mut() {
+            if let Err(e) = drain(o, &mut lb, ingest) {
+                ingest.count_error();
+                tracing::warn!(path = %path.display(), "reading failed: {e}; reopening");
+                lb.reset();
+                open = None;
+                continue;
+            }
+            ingest.flush();
+            if cfg.once {
+                lb.flush_partial(|e| ingest.event(e));
+                ingest.flush();
+                return;
+            }
+            if first_pass {
+                // Caught up with history: from now on a line's time is when it arrives.
+                first_pass = false;
+                ingest.set_timing(Timing::Arrival);
+            }
+            let now = std::fs::metadata(path).map(|m| identity(&m));
+            match classify(o.id, o.offset, now) {
+                Change::Same | Change::Gone => {}
+                Change::Truncated => {
+                    tracing::info!(path = %path.display(), "the file was truncated; reading it from the start");
+                    lb.flush_partial(|e| ingest.event(e));
+                    o.offset = 0;
+                    if let Err(e) = io::Seek::seek(&mut o.file, io::SeekFrom::Start(0)) {
+                        tracing::warn!(path = %path.display(), "seek failed: {e}; reopening");
+                        open = None;
+                    }
+                    continue;
+                }
+                Change::Replaced => {
+                    // Finish the old file, then the new one from its start.
+                    let _ = drain(o, &mut lb, ingest);
+                    lb.flush_partial(|e| ingest.event(e));
+                    ingest.flush();
+                    tracing::info!(path = %path.display(), "the file was rotated; following the new one");
+                    open = None;
+                    continue;
+                }
+            }
+        }
+        if stop.load(Ordering::Relaxed) {
+            ingest.flush();
+            return;
+        }
+        wait(&rx, cfg.poll);
+    }
+}
+
+/// Waits for a watcher event or the poll interval; coalesces a burst of events into one wake-up.
+fn wait(rx: &Receiver<()>, poll: Duration) {
+    match rx.recv_timeout(poll) {
+        Ok(()) => while rx.try_recv().is_ok() {},
+        Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => {}
+    }
+}
+
+fn open_file(path: &Path) -> io::Result<Open> {
+    let file = File::open(path)?;
+    let m = file.metadata()?;
+    if m.is_dir() {
+        return Err(io::Error::other("it is a directory, not a file"));
+    }
+    let (dev, ino, _) = identity(&m);
+    Ok(Open {
+        file,
+        id: (dev, ino),
+        offset: 0,
+    })
+}
+
+fn drain(o: &mut Open, lb: &mut LineBuf, ingest: &mut Ingest) -> io::Result<()> {
+    loop {
+        let n = lb.fill(&mut o.file as &mut dyn Read, |e| ingest.event(e))?;
+        if n == 0 {
+            return Ok(());
+        }
+        o.offset += n as u64;
+    }
+}
+
+fn watch_dir(path: &Path, tx: std::sync::mpsc::Sender<()>) -> Option<notify::RecommendedWatcher> {
+    let dir: PathBuf = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let mut w = notify::recommended_watcher(move |_res: notify::Result<notify::Event>| {
+        let _ = tx.send(());
+    })
+    .map_err(|e| tracing::debug!("no file watcher ({e}); polling"))
+    .ok()?;
+    match w.watch(&dir, RecursiveMode::NonRecursive) {
+        Ok(()) => Some(w),
+        Err(e) => {
+            tracing::debug!(dir = %dir.display(), "cannot watch the directory ({e}); polling");
+            None
+        }
+    }
+}
+
+/// A stop flag shared by every follower.
+pub type StopFlag = Arc<AtomicBool>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classify_every_case() {
+        let ok = |d, i, l| Ok((d, i, l));
+        assert_eq!(classify((1, 2), 10, ok(1, 2, 10)), Change::Same);
+        assert_eq!(classify((1, 2), 10, ok(1, 2, 50)), Change::Same);
+        assert_eq!(classify((1, 2), 10, ok(1, 2, 3)), Change::Truncated);
+        assert_eq!(classify((1, 2), 10, ok(1, 3, 50)), Change::Replaced);
+        assert_eq!(
+            classify((1, 2), 10, Err(io::Error::from(io::ErrorKind::NotFound))),
+            Change::Gone
+        );
+    }
+}

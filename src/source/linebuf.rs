@@ -1,0 +1,158 @@
+//! A read buffer that lends whole lines (bytes up to `\n`) without copying, keeps the partial tail
+//! for the next read, and turns a line longer than the limit into a counted event instead of an
+//! unbounded buffer.
+
+use std::io::{self, Read};
+
+/// Size of one read (at least 64 KiB, as the benchmarks want).
+pub const READ_SIZE: usize = 64 * 1024;
+
+/// What the buffer hands out.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Event<'a> {
+    /// A whole line without its `\n`.
+    Line(&'a [u8]),
+    /// A line longer than the limit was skipped (counted once per line).
+    Oversized,
+}
+
+/// The line buffer. Memory stays under `max_line + READ_SIZE` bytes.
+#[derive(Debug)]
+pub struct LineBuf {
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    max_line: usize,
+    skipping: bool,
+}
+
+impl LineBuf {
+    /// A buffer that skips lines longer than `max_line` bytes.
+    pub fn new(max_line: usize) -> LineBuf {
+        LineBuf {
+            buf: vec![0; READ_SIZE],
+            start: 0,
+            end: 0,
+            max_line: max_line.max(1),
+            skipping: false,
+        }
+    }
+
+    /// Reads once from `r` and hands every whole line now in the buffer to `f`. Returns the
+    /// number of bytes read (0 at end of input).
+    ///
+    /// # Errors
+    /// The read error (`Interrupted` is retried).
+    pub fn fill<R: Read + ?Sized>(
+        &mut self,
+        r: &mut R,
+        mut f: impl FnMut(Event<'_>),
+    ) -> io::Result<usize> {
+        if self.start > 0 && (self.end == self.start || self.buf.len() - self.end < READ_SIZE / 2) {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        if self.buf.len() - self.end < READ_SIZE / 2 {
+            let want = (self.end + READ_SIZE).min(self.max_line + READ_SIZE);
+            if want > self.buf.len() {
+                self.buf.resize(want, 0);
+            }
+        }
+        let n = loop {
+            match r.read(&mut self.buf[self.end..]) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        };
+        let scan_from = self.end;
+        self.end += n;
+        self.drain(scan_from, &mut f);
+        Ok(n)
+    }
+
+    fn drain(&mut self, mut scan_from: usize, f: &mut impl FnMut(Event<'_>)) {
+        while let Some(p) = memchr::memchr(b'\n', &self.buf[scan_from..self.end]) {
+            let nl = scan_from + p;
+            if self.skipping {
+                self.skipping = false;
+            } else {
+                f(Event::Line(&self.buf[self.start..nl]));
+            }
+            self.start = nl + 1;
+            scan_from = self.start;
+        }
+        if self.end - self.start > self.max_line {
+            // Too long: drop what we hold and skip to the next newline.
+            if !self.skipping {
+                f(Event::Oversized);
+            }
+            self.skipping = true;
+            self.start = 0;
+            self.end = 0;
+        }
+    }
+
+    /// Hands out the partial last line (no `\n` yet), if any, and forgets it: at the end of a
+    /// finished input, or when a file is rotated or truncated under us.
+    pub fn flush_partial(&mut self, mut f: impl FnMut(Event<'_>)) {
+        if self.end > self.start && !self.skipping {
+            f(Event::Line(&self.buf[self.start..self.end]));
+        }
+        self.reset();
+    }
+
+    /// Forgets any buffered bytes.
+    pub fn reset(&mut self) {
+        self.start = 0;
+        self.end = 0;
+        self.skipping = false;
+    }
+
+    /// Bytes held for an incomplete line.
+    pub fn pending(&self) -> usize {
+        self.end - self.start
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn collect(input: &[&[u8]], max: usize) -> (Vec<String>, usize) {
+        let mut lb = LineBuf::new(max);
+        let mut lines = Vec::new();
+        let mut over = 0;
+        for chunk in input {
+            let mut r: &[u8] = chunk;
+            while lb
+                .fill(&mut r, |e| match e {
+                    Event::Line(l) => lines.push(String::from_utf8_lossy(l).into_owned()),
+                    Event::Oversized => over += 1,
+                })
+                .unwrap()
+                > 0
+            {}
+        }
+        (lines, over)
+    }
+
+    #[test]
+    fn partial_lines_join_across_reads() {
+        let (l, o) = collect(&[b"ab", b"c\nde", b"f\n"], 100);
+        assert_eq!(l, ["abc", "def"]);
+        assert_eq!(o, 0);
+    }
+
+    #[test]
+    fn oversized_line_is_skipped_once() {
+        let long = vec![b'x'; 300_000];
+        let mut input = b"ok1\n".to_vec();
+        input.extend_from_slice(&long);
+        input.extend_from_slice(b"\nok2\n");
+        let (l, o) = collect(&[&input], 1000);
+        assert_eq!(l, ["ok1", "ok2"]);
+        assert_eq!(o, 1);
+    }
+}

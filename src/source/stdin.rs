@@ -1,0 +1,26 @@
+//! Standard input (`-`), e.g. `journalctl -u sglang-decode -f -o json | sglang-log-exporter -`.
+//! JSON journal records are recognised per line (see [`super::framing`]).
+
+use std::io::Read;
+
+use super::linebuf::LineBuf;
+use super::Ingest;
+
+/// Reads `input` to its end, feeding whole lines to `ingest`. The last line is handed out even
+/// without a final `\n`, since the input is finished. A read error ends the input with a warning.
+pub fn read_to_end<R: Read>(input: &mut R, ingest: &mut Ingest, max_line: usize) {
+    let mut lb = LineBuf::new(max_line);
+    loop {
+        match lb.fill(input, |e| ingest.event(e)) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => {
+                ingest.count_error();
+                tracing::warn!(source = %ingest.source(), "reading failed: {e}; treating it as the end of the input");
+                break;
+            }
+        }
+    }
+    lb.flush_partial(|e| ingest.event(e));
+    ingest.flush();
+}
