@@ -105,6 +105,18 @@ pub fn parse_value(v: &str) -> Result<f64, ValueError> {
             Err(ValueError::NotANumber)
         };
     }
+    if b.get(i) == Some(&b'%') {
+        // Parse `12.89%` as 12.89e-2 so the ratio is the nearest double to 0.1289 (dividing by
+        // 100 would print 0.12890000000000001).
+        let mut buf = [0u8; 48];
+        let digits = &b[..i];
+        if digits.len() + 3 <= buf.len() {
+            buf[..digits.len()].copy_from_slice(digits);
+            buf[digits.len()..digits.len() + 3].copy_from_slice(b"e-2");
+            let s = std::str::from_utf8(&buf[..digits.len() + 3]).map_err(|_| ValueError::NotANumber)?;
+            return s.parse().map_err(|_| ValueError::NotANumber);
+        }
+    }
     let n: f64 = v[..i].parse().map_err(|_| ValueError::NotANumber)?;
     if b.get(i) == Some(&b'%') {
         Ok(n / 100.0)
@@ -171,6 +183,8 @@ mod tests {
     fn values() {
         assert_eq!(parse_value("0.08"), Ok(0.08));
         assert_eq!(parse_value("69.16%."), Ok(0.6916));
+        assert_eq!(parse_value("12.89%"), Ok(0.1289));
+        assert_eq!(parse_value("0.00%"), Ok(0.0));
         assert_eq!(parse_value("True"), Ok(1.0));
         assert_eq!(parse_value("False "), Ok(0.0));
         assert_eq!(parse_value("0.0980 -> 0.3236"), Ok(0.3236));

@@ -78,10 +78,9 @@ impl Parser {
             Some(c) => prefix::read_prefix(pat, &c),
             None => (None, Ranks::default()),
         };
-        if let Some((s, e)) = group(kind.gpu_group) {
-            if ranks.tp.is_none() {
-                ranks.tp = line[s..e].parse().ok();
-            }
+        if ranks.tp.is_none() {
+            // v0.1.17-v0.2.13 tag every message with `[gpu_id=N] ` or `[gpu=N] `.
+            ranks.tp = gpu_tag(region);
         }
 
         self.values.clear();
@@ -112,7 +111,13 @@ impl Parser {
                     }
                 }
                 let start = group(kind.fields_group).map_or(m_end, |(s, _)| s);
-                let body = line[start..].trim_end_matches([' ', ',', '\t']);
+                let mut body = &line[start..];
+                if let Some(stop) = &kind.stop {
+                    if let Some(p) = body.find(stop.as_str()) {
+                        body = &body[..p];
+                    }
+                }
+                let body = body.trim_end_matches([' ', ',', '\t']);
                 let mut compound: Option<&str> = None;
                 for piece in split_fields(body, &kind.separators) {
                     let (key, value) = match split_kv(piece, &kind.kv) {
@@ -163,13 +168,23 @@ impl Parser {
     }
 }
 
+/// The N of a `[gpu_id=N]` / `[gpu=N]` message tag (v0.1.17-v0.2.13).
+fn gpu_tag(region: &str) -> Option<u32> {
+    let p = region.find("[gpu")?;
+    let rest = &region[p + 4..];
+    let rest = rest.strip_prefix("_id=").or_else(|| rest.strip_prefix('='))?;
+    let end = rest.find(']')?;
+    rest[..end].parse().ok()
+}
+
 fn push_value(values: &mut Vec<(MetricId, f64)>, t: FieldTarget, raw: &str, bad: &mut u32) {
     let FieldTarget::Metric { id, scale, sum } = t else {
         return;
     };
     match parse_value(raw) {
         Ok(v) => {
-            let v = v * scale;
+            // Scaled values are byte counts from `X GB`: whole bytes.
+            let v = if scale == 1.0 { v } else { (v * scale).round() };
             match values.iter_mut().find(|(m, _)| *m == id) {
                 Some(slot) if sum => slot.1 += v,
                 Some(slot) => slot.1 = v,

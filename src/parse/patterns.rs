@@ -128,6 +128,7 @@ struct LineRaw {
     scope: Scope,
     separators: Option<Vec<String>>,
     kv: Option<Vec<String>>,
+    stop: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -194,8 +195,9 @@ pub struct LineKind {
     pub group_fields: Vec<(usize, FieldTarget)>,
     /// Index of the `fields` group, if any.
     pub fields_group: Option<usize>,
-    /// Index of the `gpu` group, if any.
-    pub gpu_group: Option<usize>,
+    /// Fields end where this text begins (the v0.1.17 capacity line runs into a
+    /// `server_args: …` dump).
+    pub stop: Option<String>,
     /// Per-line overrides of [`Patterns::field`], by key.
     overrides: HashMap<String, FieldTarget>,
 }
@@ -251,7 +253,7 @@ mod indexmap_like {
     }
 }
 
-const SPECIAL_GROUPS: [&str; 5] = ["fields", "gpu", "method", "path", "status"];
+const SPECIAL_GROUPS: [&str; 4] = ["fields", "method", "path", "status"];
 
 impl Patterns {
     /// Compiles the embedded pattern file. It is tested, so this cannot fail in a release.
@@ -388,7 +390,7 @@ impl Patterns {
                 kv: l.kv.unwrap_or_else(|| vec![": ".into()]),
                 group_fields: Vec::new(),
                 fields_group: None,
-                gpu_group: None,
+                stop: l.stop,
                 overrides,
                 regex,
             };
@@ -408,7 +410,6 @@ impl Patterns {
             for (gi, n) in names {
                 match n.as_str() {
                     "fields" => kind.fields_group = Some(gi),
-                    "gpu" => kind.gpu_group = Some(gi),
                     _ if SPECIAL_GROUPS.contains(&n.as_str()) => {}
                     _ => match kind.target(&n, &fields_prefill, &fields_decode, &fields_other) {
                         Some(t) => kind.group_fields.push((gi, t)),
