@@ -113,7 +113,8 @@ pub fn parse_value(v: &str) -> Result<f64, ValueError> {
         if digits.len() + 3 <= buf.len() {
             buf[..digits.len()].copy_from_slice(digits);
             buf[digits.len()..digits.len() + 3].copy_from_slice(b"e-2");
-            let s = std::str::from_utf8(&buf[..digits.len() + 3]).map_err(|_| ValueError::NotANumber)?;
+            let s = std::str::from_utf8(&buf[..digits.len() + 3])
+                .map_err(|_| ValueError::NotANumber)?;
             return s.parse().map_err(|_| ValueError::NotANumber);
         }
     }

@@ -172,7 +172,9 @@ impl Parser {
 fn gpu_tag(region: &str) -> Option<u32> {
     let p = region.find("[gpu")?;
     let rest = &region[p + 4..];
-    let rest = rest.strip_prefix("_id=").or_else(|| rest.strip_prefix('='))?;
+    let rest = rest
+        .strip_prefix("_id=")
+        .or_else(|| rest.strip_prefix('='))?;
     let end = rest.find(']')?;
     rest[..end].parse().ok()
 }

@@ -160,6 +160,8 @@ impl Ingest {
     /// Counts a read error of this source (open, permission, a directory…).
     pub fn count_error(&mut self) {
         self.delta.errors += 1;
+        // Errors are rare and the source may now wait a long time: show them at once.
+        self.flush();
     }
 
     /// Hands the batched counters to the state.

@@ -98,7 +98,8 @@ impl Exporter {
         e
     }
 
-    fn wait_ready(&self) {
+    /// Waits until the exporter accepts connections.
+    pub fn wait_ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
             if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
@@ -117,7 +118,9 @@ impl Exporter {
                 let ct = r.header("content-type").unwrap_or("").to_string();
                 (r.status(), ct, r.into_string().unwrap_or_default())
             }
-            Err(ureq::Error::Status(code, r)) => (code, String::new(), r.into_string().unwrap_or_default()),
+            Err(ureq::Error::Status(code, r)) => {
+                (code, String::new(), r.into_string().unwrap_or_default())
+            }
             Err(e) => panic!("GET {url}: {e}"),
         }
     }

@@ -2,4 +2,6 @@
 //! (`CARGO_BIN_EXE_sglang-log-exporter`) on real files and real sockets.
 
 mod common;
+mod follow;
+mod once;
 mod variants;

@@ -92,6 +92,15 @@ fn every_variant_parses_to_its_golden_record() {
             failures.push(format!("{group}\n   want: {w}\n    got: {g}"));
         }
     }
-    assert_eq!(got.lines().count(), want.lines().count(), "line count differs");
-    assert!(failures.is_empty(), "{} variants differ:\n{}", failures.len(), failures.join("\n"));
+    assert_eq!(
+        got.lines().count(),
+        want.lines().count(),
+        "line count differs"
+    );
+    assert!(
+        failures.is_empty(),
+        "{} variants differ:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }

@@ -1,0 +1,362 @@
+//! The running binary following real files: appends, partial writes, CRLF, invalid UTF-8,
+//! oversized lines, rotation (rename, copytruncate, delete and re-create), a file that appears
+//! later, the idle policy on the wall clock, stdin, the HTTP endpoint, promtool's verdict and
+//! SIGTERM.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use crate::common::{append, bin, free_port, sample, value, Exporter};
+
+/// A decode line of rank `TPn` with `#queue-req: q` and `#running-req: r`, stamped now (UTC, as
+/// the exporter runs with `--timezone UTC`): lines already in a file when the exporter starts are
+/// judged by their own time.
+fn decode(tp: u32, r: u32, q: u32) -> String {
+    let now = jiff::Timestamp::now().strftime("%Y-%m-%d %H:%M:%S");
+    format!("[{now} TP{tp}] Decode batch, #running-req: {r}, #token: {}, token usage: 0.05, cuda graph: True, gen throughput (token/s): 12.50, #queue-req: {q}\n", r * 100)
+}
+
+fn rank(server: &str, tp: u32) -> String {
+    format!("{{server=\"{server}\",model_name=\"\",engine_type=\"unified\",dp_rank=\"\",pp_rank=\"\",tp_rank=\"{tp}\",moe_ep_rank=\"\"}}")
+}
+
+fn has(expo: &str, series: &str, want: f64) -> bool {
+    value(expo, series) == Some(want)
+}
+
+fn running(server: &str, tp: u32) -> String {
+    format!("sglang:num_running_reqs{}", rank(server, tp))
+}
+
+fn lines_read(path: &std::path::Path) -> String {
+    format!(
+        "sglang_log_exporter_lines_read_total{{source=\"{}\"}}",
+        path.display()
+    )
+}
+
+/// Starts the exporter following `path` with a long idle window (values stay put).
+fn follow(path: &std::path::Path) -> Exporter {
+    Exporter::start(&["--idle-after", "1h", path.to_str().unwrap()])
+}
+
+#[test]
+fn appended_line_shows_up_and_partial_writes_are_joined() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("srv.log");
+    append(&p, decode(0, 1, 0).as_bytes());
+    let e = follow(&p);
+    let s = e.scrape_until(10, |s| has(s, &running("srv", 0), 1.0));
+    assert!(has(&s, &running("srv", 0), 1.0), "{s}");
+    // One line in two writes, cut inside a number: it must be read once, whole.
+    let line = decode(0, 2, 77);
+    let cut = line.find("#queue-req: 7").unwrap() + "#queue-req: 7".len();
+    append(&p, &line.as_bytes()[..cut]);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    append(&p, &line.as_bytes()[cut..]);
+    append(&p, decode(1, 9, 0).as_bytes());
+    let s = e.scrape_until(10, |s| has(s, &running("srv", 1), 9.0));
+    assert!(
+        has(
+            &s,
+            &format!("sglang:num_queue_reqs{}", rank("srv", 0)),
+            77.0
+        ),
+        "{s}"
+    );
+    assert!(has(&s, &lines_read(&p), 3.0), "{s}");
+}
+
+#[test]
+fn crlf_invalid_utf8_and_oversized_lines_are_survived_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("bad.log");
+    append(&p, b"");
+    let e = follow(&p);
+    append(&p, decode(0, 3, 5).replace('\n', "\r\n").as_bytes());
+    append(
+        &p,
+        b"[2026-06-03 10:00:00 TP1] Decode batch, #running-req: 4, \xff\xfe: 1, #queue-req: 6\n",
+    );
+    let mut huge = vec![b'x'; 2 << 20];
+    huge.push(b'\n');
+    append(&p, &huge);
+    append(&p, decode(2, 8, 0).as_bytes());
+    let s = e.scrape_until(10, |s| has(s, &running("bad", 2), 8.0));
+    assert!(
+        has(&s, &format!("sglang:num_queue_reqs{}", rank("bad", 0)), 5.0),
+        "{s}"
+    );
+    assert!(has(&s, &running("bad", 1), 4.0), "{s}");
+    assert!(
+        has(&s, &format!("sglang:num_queue_reqs{}", rank("bad", 1)), 6.0),
+        "{s}"
+    );
+    let src = format!("{{source=\"{}\"}}", p.display());
+    assert!(
+        has(
+            &s,
+            &format!("sglang_log_exporter_lines_invalid_utf8_total{src}"),
+            1.0
+        ),
+        "{s}"
+    );
+    assert!(
+        has(
+            &s,
+            &format!("sglang_log_exporter_lines_oversized_total{src}"),
+            1.0
+        ),
+        "{s}"
+    );
+    assert!(
+        has(
+            &s,
+            &format!("sglang_log_exporter_field_value_errors_total{src}"),
+            0.0
+        ),
+        "{s}"
+    );
+    assert!(has(&s, &lines_read(&p), 4.0), "{s}");
+}
+
+#[test]
+fn rename_rotation_finishes_the_old_file_then_reads_the_new_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("rot.log");
+    append(&p, decode(0, 1, 0).as_bytes());
+    let e = follow(&p);
+    e.scrape_until(10, |s| has(s, &running("rot", 0), 1.0));
+    let old = dir.path().join("rot.log.1");
+    std::fs::rename(&p, &old).unwrap();
+    // SGLang still writes to the renamed file until it reopens.
+    append(&old, decode(1, 2, 0).as_bytes());
+    append(&p, decode(2, 3, 0).as_bytes());
+    let s = e.scrape_until(10, |s| has(s, &running("rot", 2), 3.0));
+    assert!(has(&s, &running("rot", 2), 3.0), "{s}");
+    assert!(has(&s, &running("rot", 1), 2.0), "{s}");
+    assert!(has(&s, &lines_read(&p), 3.0), "{s}");
+    // And the new file keeps being followed.
+    append(&p, decode(2, 4, 0).as_bytes());
+    let s = e.scrape_until(10, |s| has(s, &running("rot", 2), 4.0));
+    assert!(has(&s, &lines_read(&p), 4.0), "{s}");
+}
+
+#[test]
+fn copytruncate_and_delete_recreate_are_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("ct.log");
+    append(&p, decode(0, 1, 0).as_bytes());
+    append(&p, decode(0, 2, 0).as_bytes());
+    let e = follow(&p);
+    e.scrape_until(10, |s| has(s, &running("ct", 0), 2.0));
+    // copytruncate: copy away, truncate in place, the writer goes on at offset 0.
+    std::fs::copy(&p, dir.path().join("ct.log.1")).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(&p)
+        .unwrap();
+    append(&p, decode(0, 5, 0).as_bytes());
+    let s = e.scrape_until(10, |s| has(s, &running("ct", 0), 5.0));
+    assert!(has(&s, &running("ct", 0), 5.0), "{s}");
+    assert!(has(&s, &lines_read(&p), 3.0), "{s}");
+    // Delete, then re-create.
+    std::fs::remove_file(&p).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    append(&p, decode(0, 6, 0).as_bytes());
+    let s = e.scrape_until(10, |s| has(s, &running("ct", 0), 6.0));
+    assert!(has(&s, &running("ct", 0), 6.0), "{s}");
+    assert!(has(&s, &lines_read(&p), 4.0), "{s}");
+}
+
+#[test]
+fn a_file_that_appears_later_is_picked_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("later.log");
+    let e = follow(&p);
+    let src = format!("{{source=\"{}\"}}", p.display());
+    let s = e.scrape_until(10, |s| {
+        has(s, &format!("sglang_log_exporter_source_up{src}"), 0.0)
+    });
+    assert!(
+        has(&s, &format!("sglang_log_exporter_source_up{src}"), 0.0),
+        "{s}"
+    );
+    assert!(
+        has(
+            &s,
+            &format!("sglang_log_exporter_read_errors_total{src}"),
+            1.0
+        ),
+        "{s}"
+    );
+    append(&p, decode(0, 4, 0).as_bytes());
+    let s = e.scrape_until(10, |s| has(s, &running("later", 0), 4.0));
+    assert!(has(&s, &running("later", 0), 4.0), "{s}");
+    assert!(
+        has(&s, &format!("sglang_log_exporter_source_up{src}"), 1.0),
+        "{s}"
+    );
+}
+
+#[test]
+fn live_gauges_read_zero_after_idle_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("idle.log");
+    append(&p, b"");
+    let e = Exporter::start(&["--idle-after", "1s", p.to_str().unwrap()]);
+    append(&p, decode(0, 5, 2).as_bytes());
+    let idle = format!("sglang_idle{}", rank("idle", 0));
+    let s = e.scrape_until(10, |s| has(s, &running("idle", 0), 5.0));
+    assert!(has(&s, &idle, 0.0), "{s}");
+    let s = e.scrape_until(10, |s| has(s, &idle, 1.0));
+    assert!(has(&s, &idle, 1.0), "{s}");
+    assert!(has(&s, &running("idle", 0), 0.0), "{s}");
+    assert!(
+        has(
+            &s,
+            &format!("sglang:num_queue_reqs{}", rank("idle", 0)),
+            0.0
+        ),
+        "{s}"
+    );
+    // The graph flag is a property of the last batch, not activity: kept.
+    assert!(
+        has(&s, &format!("sglang:is_cuda_graph{}", rank("idle", 0)), 1.0),
+        "{s}"
+    );
+}
+
+#[test]
+fn http_endpoint_content_type_landing_page_and_404() {
+    let e = Exporter::start(&[sample("single-gpu-2025.log").to_str().unwrap()]);
+    let (code, ct, body) = e.get("/metrics");
+    assert_eq!(code, 200);
+    assert_eq!(ct, "text/plain; version=0.0.4; charset=utf-8");
+    assert!(
+        body.contains("# TYPE sglang:num_running_reqs gauge"),
+        "{body}"
+    );
+    let (code, _, body) = e.get("/");
+    assert_eq!(code, 200);
+    assert!(body.contains("href=\"/metrics\""), "{body}");
+    assert_eq!(e.get("/nope").0, 404);
+}
+
+#[test]
+fn promtool_accepts_the_exposition_except_the_colon_names() {
+    let args: Vec<String> = [
+        "pd-decode-session.log",
+        "prefill-session.log",
+        "single-gpu-2025.log",
+        "sglang-variants.log",
+    ]
+    .iter()
+    .map(|f| sample(f).display().to_string())
+    .collect();
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let e = Exporter::start(&refs);
+    let body = e.scrape_until(10, |s| {
+        s.contains("sglang_server_info{server=\"sglang-variants\"")
+    });
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (Debian package prometheus) must be installed");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(body.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut colon = 0;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        // Kept for compatibility with SGLang's own names (sglang:*): the one expected message.
+        if line.starts_with("sglang:") && line.ends_with("metric names should not contain ':'") {
+            colon += 1;
+        } else {
+            panic!("promtool: {line}\n{text}");
+        }
+    }
+    assert!(colon > 10, "{text}");
+}
+
+#[test]
+fn stdin_json_journal_lines_and_serving_after_eof() {
+    let port = free_port();
+    let mut child = Command::new(bin())
+        .args([
+            "--web.listen-address",
+            &format!("127.0.0.1:{port}"),
+            "--idle-after",
+            "1h",
+            "-",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The journal's own timestamp (µs) is the sample time.
+    let now_us = jiff::Timestamp::now().as_microsecond() as u64 / 1_000_000 * 1_000_000;
+    {
+        let mut stdin = child.stdin.take().unwrap();
+        let msg = decode(3, 11, 1);
+        let json = serde_json_line(msg.trim_end(), "sglang-decode.service", now_us);
+        stdin.write_all(json.as_bytes()).unwrap();
+        // Plain lines on stdin work too, under the server name `stdin`.
+        stdin.write_all(decode(0, 2, 0).as_bytes()).unwrap();
+    } // EOF
+    let e = Exporter { child, port };
+    e.wait_ready();
+    let s = e.scrape_until(10, |s| has(s, &running("stdin", 0), 2.0));
+    let l = "{server=\"sglang-decode\",model_name=\"\",engine_type=\"decode\",dp_rank=\"\",pp_rank=\"\",tp_rank=\"3\",moe_ep_rank=\"\"}";
+    assert!(has(&s, &format!("sglang:num_running_reqs{l}"), 11.0), "{s}");
+    assert!(
+        has(
+            &s,
+            &format!("sglang_last_stats_timestamp_seconds{l}"),
+            (now_us / 1_000_000) as f64
+        ),
+        "{s}"
+    );
+    assert!(has(&s, &running("stdin", 0), 2.0), "{s}");
+}
+
+fn serde_json_line(msg: &str, unit: &str, realtime_us: u64) -> String {
+    let esc = msg.replace('\\', "\\\\").replace('"', "\\\"");
+    format!("{{\"MESSAGE\":\"{esc}\",\"_SYSTEMD_UNIT\":\"{unit}\",\"__REALTIME_TIMESTAMP\":\"{realtime_us}\"}}\n")
+}
+
+#[test]
+fn sigterm_shuts_down_cleanly() {
+    let mut e = Exporter::start(&[sample("single-gpu-2025.log").to_str().unwrap()]);
+    let pid = e.child.id();
+    let st = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        if let Some(status) = e.child.try_wait().unwrap() {
+            assert_eq!(status.code(), Some(0));
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no exit after SIGTERM"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

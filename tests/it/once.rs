@@ -1,0 +1,372 @@
+//! `--once` on whole sample sessions: exact series at the end of each log, the idle policy judged
+//! by the log's own clock, exit status 2 for bad inputs, and a golden exposition.
+
+use crate::common::{once, run, sample, samples, value};
+
+/// The label set of a rank of the PD decode sample (`DPn TPn`, no PP/EP tags).
+fn decode_rank(server: &str, n: u32) -> String {
+    format!(
+        "{{server=\"{server}\",model_name=\"deepseek-ai/DeepSeek-V3\",engine_type=\"decode\",dp_rank=\"{n}\",pp_rank=\"\",tp_rank=\"{n}\",moe_ep_rank=\"\"}}"
+    )
+}
+
+fn get(expo: &str, name: &str, labels: &str) -> f64 {
+    let series = format!("{name}{labels}");
+    value(expo, &series).unwrap_or_else(|| panic!("no series {series} in:\n{expo}"))
+}
+
+#[test]
+fn pd_decode_session_end_state_is_idle_by_log_clock() {
+    let p = sample("pd-decode-session.log");
+    let expo = once(&[p.to_str().unwrap()]);
+    let s = "pd-decode-session";
+    // The log ends at 10:18:46 with health checks only; the last decode lines are 10:17:31-36, so
+    // by the log's own clock every rank has been idle for over 30 s: activity gauges read 0.
+    for n in 0..4 {
+        let l = decode_rank(s, n);
+        assert_eq!(get(&expo, "sglang:num_running_reqs", &l), 0.0);
+        assert_eq!(get(&expo, "sglang:token_usage", &l), 0.0);
+        assert_eq!(get(&expo, "sglang:gen_throughput", &l), 0.0);
+        assert_eq!(get(&expo, "sglang_idle", &l), 1.0);
+        // Capacity: the rank-0 capacity line applies to every rank; each rank's own KV line.
+        assert_eq!(get(&expo, "sglang:max_total_num_tokens", &l), 786432.0);
+        assert_eq!(get(&expo, "sglang:context_len", &l), 163840.0);
+        assert_eq!(get(&expo, "sglang_kv_pool_capacity_tokens", &l), 786432.0);
+        // 51.47 GB (2^30 bytes each) = 55265491681.28 bytes.
+        assert_eq!(get(&expo, "sglang_kv_pool_size_bytes", &l), 55265491681.0);
+        // Graph flag is not an activity gauge: it keeps the last value.
+        assert_eq!(get(&expo, "sglang:is_cuda_graph", &l), 1.0);
+    }
+    let decode_lines = [597.0, 514.0, 512.0, 546.0];
+    for (n, want) in decode_lines.iter().enumerate() {
+        assert_eq!(
+            get(
+                &expo,
+                "sglang_decode_stats_lines_total",
+                &decode_rank(s, n as u32)
+            ),
+            *want
+        );
+    }
+    // 10:17:36 (DP0's last line) as Unix seconds.
+    assert_eq!(
+        get(
+            &expo,
+            "sglang_last_stats_timestamp_seconds",
+            &decode_rank(s, 0)
+        ),
+        1780481856.0
+    );
+    // Retractions: DP3 at 10:07:40 (16040 tokens freed), DP2 at 10:09:36 (12436).
+    assert_eq!(
+        get(&expo, "sglang_retractions_total", &decode_rank(s, 3)),
+        1.0
+    );
+    assert_eq!(
+        get(&expo, "sglang_retracted_requests_total", &decode_rank(s, 3)),
+        1.0
+    );
+    assert_eq!(
+        get(
+            &expo,
+            "sglang_retract_freed_tokens_total",
+            &decode_rank(s, 3)
+        ),
+        16040.0
+    );
+    assert_eq!(
+        get(
+            &expo,
+            "sglang_retract_freed_tokens_total",
+            &decode_rank(s, 2)
+        ),
+        12436.0
+    );
+    assert_eq!(
+        get(&expo, "sglang:new_token_ratio", &decode_rank(s, 2)),
+        0.4036
+    );
+    assert!(samples(&expo, "sglang_retractions_total").len() == 2);
+    // Access lines: 476 chat completions, 37 health checks, 1 generate, 1 model info.
+    let http = |m: &str, p: &str| {
+        format!("{{server=\"{s}\",model_name=\"deepseek-ai/DeepSeek-V3\",engine_type=\"decode\",method=\"{m}\",path=\"{p}\",status=\"200\"}}")
+    };
+    assert_eq!(
+        get(
+            &expo,
+            "sglang_http_requests_total",
+            &http("POST", "/v1/chat/completions")
+        ),
+        476.0
+    );
+    assert_eq!(
+        get(&expo, "sglang_http_requests_total", &http("GET", "/health")),
+        37.0
+    );
+    assert_eq!(
+        get(
+            &expo,
+            "sglang_http_requests_total",
+            &http("POST", "/generate")
+        ),
+        1.0
+    );
+    assert_eq!(
+        get(
+            &expo,
+            "sglang_http_requests_total",
+            &http("GET", "/get_model_info")
+        ),
+        1.0
+    );
+    assert_eq!(
+        get(
+            &expo,
+            "sglang_server_info",
+            &format!("{{server=\"{s}\",model_name=\"deepseek-ai/DeepSeek-V3\",engine_type=\"decode\",tp_size=\"4\",dp_size=\"4\",pp_size=\"1\"}}")
+        ),
+        1.0
+    );
+    // Every line of the file is accounted for.
+    let src = format!("{{source=\"{}\"}}", p.display());
+    assert_eq!(
+        get(&expo, "sglang_log_exporter_lines_read_total", &src),
+        2727.0
+    );
+    assert_eq!(
+        get(&expo, "sglang_log_exporter_lines_unmatched_total", &src),
+        27.0
+    );
+}
+
+#[test]
+fn pd_decode_mid_traffic_shows_the_last_line_of_each_rank() {
+    // The log cut at 10:07:50, while every rank is busy (token usage 0.94-0.97).
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(sample("pd-decode-session.log")).unwrap();
+    let cut: String = text.lines().take(1230).map(|l| format!("{l}\n")).collect();
+    let path = dir.path().join("busy.log");
+    std::fs::write(&path, cut).unwrap();
+    let expo = once(&[path.to_str().unwrap()]);
+    // (running, #token, token usage, gen throughput, #prealloc-req, #retracted-req, cuda graph)
+    let want = [
+        (55.0, 764782.0, 0.97, 1230.74, 9.0, 0.0),
+        (56.0, 741902.0, 0.94, 1241.48, 0.0, 0.0),
+        (57.0, 765415.0, 0.97, 1263.72, 7.0, 0.0),
+        (54.0, 750425.0, 0.95, 1196.08, 7.0, 1.0),
+    ];
+    for (n, w) in want.iter().enumerate() {
+        let l = decode_rank("busy", n as u32);
+        assert_eq!(get(&expo, "sglang:num_running_reqs", &l), w.0, "rank {n}");
+        assert_eq!(get(&expo, "sglang:num_used_tokens", &l), w.1, "rank {n}");
+        assert_eq!(get(&expo, "sglang:token_usage", &l), w.2, "rank {n}");
+        assert_eq!(get(&expo, "sglang:gen_throughput", &l), w.3, "rank {n}");
+        assert_eq!(
+            get(&expo, "sglang:num_decode_prealloc_queue_reqs", &l),
+            w.4,
+            "rank {n}"
+        );
+        assert_eq!(
+            get(&expo, "sglang_decode_retracted_queue_requests", &l),
+            w.5,
+            "rank {n}"
+        );
+        assert_eq!(get(&expo, "sglang:is_cuda_graph", &l), 0.0, "rank {n}");
+        assert_eq!(get(&expo, "sglang_idle", &l), 0.0, "rank {n}");
+    }
+}
+
+#[test]
+fn idle_after_decides_what_the_end_of_an_old_log_shows() {
+    // With a long --idle-after the end of the decode log shows each rank's last line.
+    let p = sample("pd-decode-session.log");
+    let expo = once(&["--idle-after", "1h", p.to_str().unwrap()]);
+    let l = decode_rank("pd-decode-session", 2);
+    assert_eq!(get(&expo, "sglang:num_used_tokens", &l), 5035.0);
+    assert_eq!(get(&expo, "sglang:token_usage", &l), 0.01);
+    assert_eq!(get(&expo, "sglang:gen_throughput", &l), 77.84);
+    assert_eq!(get(&expo, "sglang_idle", &l), 0.0);
+}
+
+#[test]
+fn prefill_session_counts_tokens_and_labels_the_engine() {
+    let p = sample("prefill-session.log");
+    let expo = once(&["--idle-after", "1h", p.to_str().unwrap()]);
+    let tp = |n: u32| {
+        format!("{{server=\"prefill-session\",model_name=\"deepseek-ai/DeepSeek-V3\",engine_type=\"prefill\",dp_rank=\"\",pp_rank=\"\",tp_rank=\"{n}\",moe_ep_rank=\"\"}}")
+    };
+    // Sums of #new-token and #cached-token over the 357 prefill lines of TP0.
+    assert_eq!(
+        get(&expo, "sglang_prefill_new_tokens_total", &tp(0)),
+        4222473.0
+    );
+    assert_eq!(
+        get(&expo, "sglang_prefill_cached_tokens_total", &tp(0)),
+        762289.0
+    );
+    assert_eq!(get(&expo, "sglang_prefill_batches_total", &tp(0)), 357.0);
+    // The last prefill line (10:17:17).
+    assert_eq!(
+        get(&expo, "sglang:num_prefill_inflight_queue_reqs", &tp(0)),
+        1.0
+    );
+    assert_eq!(
+        get(&expo, "sglang:num_prefill_bootstrap_queue_reqs", &tp(0)),
+        0.0
+    );
+    assert_eq!(
+        get(
+            &expo,
+            "sglang_prefill_input_throughput_tokens_per_second",
+            &tp(0)
+        ),
+        4331.7
+    );
+    assert_eq!(get(&expo, "sglang:cache_hit_rate", &tp(0)), 0.0);
+    // Pure TP: only TP0 prints stats, but every rank has its KV pool and the server capacity.
+    for n in 0..4 {
+        assert_eq!(get(&expo, "sglang:max_total_num_tokens", &tp(n)), 1070080.0);
+        assert_eq!(
+            get(&expo, "sglang_kv_pool_capacity_tokens", &tp(n)),
+            1070080.0
+        );
+    }
+    assert_eq!(samples(&expo, "sglang_idle").len(), 1);
+}
+
+#[test]
+fn single_gpu_log_has_empty_rank_labels() {
+    let p = sample("single-gpu-2025.log");
+    let expo = once(&[p.to_str().unwrap()]);
+    let l = "{server=\"single-gpu-2025\",model_name=\"meta-llama/Llama-3.1-8B-Instruct\",engine_type=\"unified\",dp_rank=\"\",pp_rank=\"\",tp_rank=\"\",moe_ep_rank=\"\"}";
+    // The log ends on a decode line (14:07:51): live values, not idle.
+    assert_eq!(get(&expo, "sglang:num_running_reqs", l), 1.0);
+    assert_eq!(get(&expo, "sglang:num_used_tokens", l), 2788.0);
+    assert_eq!(get(&expo, "sglang:gen_throughput", l), 133.84);
+    assert_eq!(get(&expo, "sglang_idle", l), 0.0);
+    // Last prefill: 437 cached of 712 prompt tokens.
+    assert_eq!(get(&expo, "sglang:cache_hit_rate", l), 437.0 / 712.0);
+    assert_eq!(get(&expo, "sglang_prefill_batches_total", l), 189.0);
+    assert_eq!(get(&expo, "sglang_decode_stats_lines_total", l), 100.0);
+    // MHA pool: K 25.25 GB + V 25.25 GB.
+    assert_eq!(get(&expo, "sglang_kv_pool_capacity_tokens", l), 413696.0);
+    assert_eq!(
+        get(&expo, "sglang_kv_pool_size_bytes", l),
+        2.0 * (25.25f64 * 1073741824.0).round()
+    );
+}
+
+#[test]
+fn two_servers_never_collide_and_names_can_be_set() {
+    let a = sample("pd-decode-session.log");
+    let b = sample("prefill-session.log");
+    let expo = once(&[
+        &format!("dec={}", a.display()),
+        &format!("pre={}", b.display()),
+    ]);
+    let info = samples(&expo, "sglang_server_info");
+    assert_eq!(info.len(), 2, "{info:?}");
+    assert!(info[0].contains("server=\"dec\"") && info[0].contains("engine_type=\"decode\""));
+    assert!(info[1].contains("server=\"pre\"") && info[1].contains("engine_type=\"prefill\""));
+}
+
+#[test]
+fn unknown_field_is_counted_and_known_fields_still_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("new.log");
+    std::fs::write(
+        &path,
+        "[2026-09-01 10:00:00 TP0] Decode batch, #running-req: 7, #token: 700, #brand-new-req: 3, token usage: 0.07, cuda graph: True, gen throughput (token/s): 70.00, #queue-req: 2, token usage: bogus\n",
+    )
+    .unwrap();
+    let expo = once(&[path.to_str().unwrap()]);
+    let l = "{server=\"new\",model_name=\"\",engine_type=\"unified\",dp_rank=\"\",pp_rank=\"\",tp_rank=\"0\",moe_ep_rank=\"\"}";
+    assert_eq!(get(&expo, "sglang:num_running_reqs", l), 7.0);
+    assert_eq!(get(&expo, "sglang:num_queue_reqs", l), 2.0);
+    assert_eq!(get(&expo, "sglang:token_usage", l), 0.07);
+    assert_eq!(
+        get(
+            &expo,
+            "sglang_log_exporter_unknown_fields_total",
+            "{field=\"#brand-new-req\"}"
+        ),
+        1.0
+    );
+    let src = format!("{{source=\"{}\"}}", path.display());
+    assert_eq!(
+        get(&expo, "sglang_log_exporter_field_value_errors_total", &src),
+        1.0
+    );
+}
+
+#[test]
+fn bad_inputs_exit_2_with_a_clear_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope.log");
+    let out = run(&["--once", missing.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("error: cannot read") && err.contains("nope.log"),
+        "{err}"
+    );
+
+    let out = run(&["--once", dir.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is a directory"));
+
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "prefix: '['\nrank_tags: {}\nlines: []\nfields: {}\nmetrics: {}\n",
+    )
+    .unwrap();
+    let log = sample("single-gpu-2025.log");
+    let out = run(&[
+        "--once",
+        "--patterns",
+        bad.to_str().unwrap(),
+        log.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("regex of prefix does not compile"), "{err}");
+
+    let out = run(&[
+        "--once",
+        "--patterns",
+        missing.to_str().unwrap(),
+        log.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read patterns file"));
+}
+
+#[test]
+fn empty_and_garbage_files_give_counters_not_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.log");
+    std::fs::write(&empty, "").unwrap();
+    let junk = dir.path().join("junk.log");
+    let mut bytes: Vec<u8> = (0..=255u8).cycle().take(100_000).collect();
+    bytes.extend_from_slice(b"\n[2026-06-03 10:00:00 TP0] Decode batch, #running-req: 3, #tok");
+    std::fs::write(&junk, bytes).unwrap();
+    let expo = once(&[empty.to_str().unwrap(), junk.to_str().unwrap()]);
+    let src = format!("{{source=\"{}\"}}", empty.display());
+    assert_eq!(
+        get(&expo, "sglang_log_exporter_lines_read_total", &src),
+        0.0
+    );
+    let src = format!("{{source=\"{}\"}}", junk.display());
+    // 100000 bytes of 0..=255 hold 391 newlines, one more ends the junk: 392 lines, then the cut
+    // decode line without a newline (handed out at the end of a finished input).
+    assert_eq!(
+        get(&expo, "sglang_log_exporter_lines_read_total", &src),
+        393.0
+    );
+    assert!(get(&expo, "sglang_log_exporter_lines_invalid_utf8_total", &src) > 0.0);
+    // The cut line still gives what it has: running requests, and no made-up token count.
+    let l = "{server=\"junk\",model_name=\"\",engine_type=\"unified\",dp_rank=\"\",pp_rank=\"\",tp_rank=\"0\",moe_ep_rank=\"\"}";
+    assert_eq!(get(&expo, "sglang:num_running_reqs", l), 3.0);
+    assert!(samples(&expo, "sglang:num_used_tokens").is_empty());
+}
