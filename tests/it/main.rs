@@ -5,3 +5,4 @@ mod common;
 mod follow;
 mod once;
 mod variants;
+mod formats;

@@ -370,3 +370,23 @@ fn empty_and_garbage_files_give_counters_not_errors() {
     assert_eq!(get(&expo, "sglang:num_running_reqs", l), 3.0);
     assert!(samples(&expo, "sglang:num_used_tokens").is_empty());
 }
+
+#[test]
+fn whole_exposition_matches_the_golden_file() {
+    // Run from the repository root with a relative path so the `source` label is stable.
+    let out = std::process::Command::new(crate::common::bin())
+        .current_dir(crate::common::root())
+        .args(["--once", "--timezone", "UTC", "samples/single-gpu-2025.log"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let got = String::from_utf8(out.stdout).unwrap();
+    let golden = crate::common::root().join("tests/golden/single-gpu-2025.prom");
+    if std::env::var_os("BLESS").is_some() {
+        std::fs::write(&golden, &got).unwrap();
+    }
+    let want = std::fs::read_to_string(&golden).unwrap();
+    // Version-independent: the build_info line names the crate version.
+    let norm = |s: &str| s.replace(env!("CARGO_PKG_VERSION"), "VERSION");
+    assert_eq!(norm(&got), norm(&want));
+}
