@@ -285,12 +285,6 @@ impl State {
         self.collected.insert(name, families);
     }
 
-    /// Registers a server name so it is listed even before its first record; the first
-    /// registration of an engine hint (e.g. from a journald unit) is kept.
-    pub fn touch_server(&mut self, server: &str) -> bool {
-        self.server_mut(server).is_some()
-    }
-
     fn server_mut(&mut self, server: &str) -> Option<&mut ServerState> {
         if !self.servers.contains_key(server) {
             if self.servers.len() >= self.cfg.max_servers {

@@ -64,6 +64,28 @@ struct Open {
     file: File,
     id: (u64, u64),
     offset: u64,
+    /// The last bytes before `offset`, as read. copytruncate followed by a quick write can leave
+    /// the file longer than our offset: only a change in these bytes tells it was truncated.
+    tail: Vec<u8>,
+}
+
+/// How many bytes before the offset identify the content we already read.
+const TAIL_CHECK: u64 = 64;
+
+impl Open {
+    fn read_tail(&self) -> io::Result<Vec<u8>> {
+        use std::os::unix::fs::FileExt;
+        let n = self.offset.min(TAIL_CHECK);
+        let mut buf = vec![0u8; n as usize];
+        self.file.read_exact_at(&mut buf, self.offset - n)?;
+        Ok(buf)
+    }
+
+    /// Whether the bytes before the offset are still those we read (false also when they can no
+    /// longer be read: the file is shorter).
+    fn tail_intact(&self) -> bool {
+        self.read_tail().is_ok_and(|t| t == self.tail)
+    }
 }
 
 /// Reads `path` to its end (`once`) or follows it until `stop` is set.
@@ -105,6 +127,15 @@ pub fn follow(path: &Path, ingest: &mut Ingest, cfg: &TailConfig, stop: &AtomicB
             }
         }
         if let Some(o) = open.as_mut() {
+            if o.offset > 0 && !o.tail_intact() {
+                tracing::info!(path = %path.display(), "the file was truncated and rewritten; reading it from the start");
+                lb.flush_partial(|e| ingest.event(e));
+                if let Err(e) = rewind(o) {
+                    tracing::warn!(path = %path.display(), "seek failed: {e}; reopening");
+                    open = None;
+                    continue;
+                }
+            }
             if let Err(e) = drain(o, &mut lb, ingest) {
                 ingest.count_error();
                 tracing::warn!(path = %path.display(), "reading failed: {e}; reopening");
@@ -129,8 +160,7 @@ pub fn follow(path: &Path, ingest: &mut Ingest, cfg: &TailConfig, stop: &AtomicB
                 Change::Truncated => {
                     tracing::info!(path = %path.display(), "the file was truncated; reading it from the start");
                     lb.flush_partial(|e| ingest.event(e));
-                    o.offset = 0;
-                    if let Err(e) = io::Seek::seek(&mut o.file, io::SeekFrom::Start(0)) {
+                    if let Err(e) = rewind(o) {
                         tracing::warn!(path = %path.display(), "seek failed: {e}; reopening");
                         open = None;
                     }
@@ -174,17 +204,31 @@ fn open_file(path: &Path) -> io::Result<Open> {
         file,
         id: (dev, ino),
         offset: 0,
+        tail: Vec::new(),
     })
 }
 
+fn rewind(o: &mut Open) -> io::Result<()> {
+    io::Seek::seek(&mut o.file, io::SeekFrom::Start(0))?;
+    o.offset = 0;
+    o.tail.clear();
+    Ok(())
+}
+
+/// Reads to the end of the file, then remembers the bytes before the new offset.
 fn drain(o: &mut Open, lb: &mut LineBuf, ingest: &mut Ingest) -> io::Result<()> {
+    let start = o.offset;
     loop {
         let n = lb.fill(&mut o.file as &mut dyn Read, |e| ingest.event(e))?;
         if n == 0 {
-            return Ok(());
+            break;
         }
         o.offset += n as u64;
     }
+    if o.offset != start {
+        o.tail = o.read_tail()?;
+    }
+    Ok(())
 }
 
 fn watch_dir(path: &Path, tx: std::sync::mpsc::Sender<()>) -> Option<notify::RecommendedWatcher> {

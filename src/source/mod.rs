@@ -62,8 +62,9 @@ impl Ingest {
         times: TimeResolver,
         max_line: usize,
     ) -> Ingest {
+        // The source is listed in the self metrics at once; a server appears with its first
+        // record (a journald stream names its own servers, so `stdin` may never be one).
         if let Ok(mut s) = state.lock() {
-            s.touch_server(server);
             s.add_source_counts(source, &SourceDelta::default());
         }
         Ingest {

@@ -360,3 +360,55 @@ fn sigterm_shuts_down_cleanly() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// A seeded random sequence of appends, rename rotations, copytruncates and delete/re-creates
+/// against the running binary; after every step the exporter must have read exactly the lines
+/// written so far, and the last one's value must show.
+#[test]
+fn random_rotation_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("model.log");
+    append(&p, b"");
+    let e = follow(&p);
+    let mut seed: u64 = 0x5eed_1234;
+    let mut rnd = |n: u64| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) % n
+    };
+    let mut written = 0u32;
+    let mut rotations = 0;
+    for step in 0..40 {
+        match rnd(6) {
+            0 => {
+                rotations += 1;
+                std::fs::rename(&p, dir.path().join(format!("model.log.{rotations}"))).unwrap();
+                append(&p, b"");
+            }
+            1 => {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .truncate(true)
+                    .open(&p)
+                    .unwrap();
+            }
+            2 => {
+                std::fs::remove_file(&p).unwrap();
+                append(&p, b"");
+            }
+            _ => {}
+        }
+        let burst = 1 + rnd(3) as u32;
+        for _ in 0..burst {
+            written += 1;
+            append(&p, decode(0, written, step).as_bytes());
+        }
+        let s = e.scrape_until(10, |s| has(s, &lines_read(&p), written as f64));
+        assert!(has(&s, &lines_read(&p), written as f64), "step {step}: {s}");
+        assert!(
+            has(&s, &running("model", 0), written as f64),
+            "step {step}: {s}"
+        );
+    }
+}

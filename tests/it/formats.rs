@@ -31,7 +31,10 @@ fn kubernetes_cri_file_with_a_partial_record() {
     assert_eq!(get(&expo, &format!("sglang:token_usage{l}")), 0.30);
     assert_eq!(get(&expo, &format!("sglang:num_queue_reqs{l}")), 4.0);
     // The CRI record time (not the SGLang prefix) is the sample time.
-    assert_eq!(get(&expo, &format!("sglang_last_stats_timestamp_seconds{l}")), 1780480800.000000001);
+    assert_eq!(
+        get(&expo, &format!("sglang_last_stats_timestamp_seconds{l}")),
+        1780480800.000000001
+    );
     assert_eq!(samples(&expo, "sglang_http_requests_total").len(), 1);
 }
 
@@ -49,7 +52,10 @@ fn docker_json_file_with_a_split_line() {
     let l = "{server=\"container-json\",model_name=\"\",engine_type=\"unified\",dp_rank=\"1\",pp_rank=\"\",tp_rank=\"1\",moe_ep_rank=\"\"}";
     assert_eq!(get(&expo, &format!("sglang:num_used_tokens{l}")), 300.0);
     assert_eq!(get(&expo, &format!("sglang:is_cuda_graph{l}")), 0.0);
-    assert_eq!(get(&expo, &format!("sglang_last_stats_timestamp_seconds{l}")), 1780480800.25);
+    assert_eq!(
+        get(&expo, &format!("sglang_last_stats_timestamp_seconds{l}")),
+        1780480800.25
+    );
 }
 
 #[test]
@@ -65,7 +71,11 @@ fn journald_json_on_stdin_names_servers_by_unit() {
                 .find_map(|l| l.strip_prefix(&format!("{k}=")))
                 .map(str::to_string)
         };
-        if let (Some(m), Some(u), Some(t)) = (field("MESSAGE"), field("_SYSTEMD_UNIT"), field("__REALTIME_TIMESTAMP")) {
+        if let (Some(m), Some(u), Some(t)) = (
+            field("MESSAGE"),
+            field("_SYSTEMD_UNIT"),
+            field("__REALTIME_TIMESTAMP"),
+        ) {
             let m = m.replace('\\', "\\\\").replace('"', "\\\"");
             json.push_str(&format!("{{\"MESSAGE\":\"{m}\",\"_SYSTEMD_UNIT\":\"{u}\",\"__REALTIME_TIMESTAMP\":\"{t}\"}}\n"));
         }
@@ -77,19 +87,38 @@ fn journald_json_on_stdin_names_servers_by_unit() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(json.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(json.as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
     let expo = String::from_utf8(out.stdout).unwrap();
     let info = samples(&expo, "sglang_server_info");
-    assert_eq!(info.len(), 3, "{info:?}"); // stdin (unused default), sglang-decode, sglang-prefill
-    let dec = |n: u32| format!("{{server=\"sglang-decode\",model_name=\"deepseek-ai/DeepSeek-V3\",engine_type=\"decode\",dp_rank=\"{n}\",pp_rank=\"\",tp_rank=\"{n}\",moe_ep_rank=\"\"}}");
+    assert_eq!(info.len(), 2, "{info:?}"); // sglang-decode, sglang-prefill
+    let dec = |n: u32| {
+        format!("{{server=\"sglang-decode\",model_name=\"deepseek-ai/DeepSeek-V3\",engine_type=\"decode\",dp_rank=\"{n}\",pp_rank=\"\",tp_rank=\"{n}\",moe_ep_rank=\"\"}}")
+    };
     // The last entry: 10:07:50 DP0 TP0, #running-req 55, #token 764782.
-    assert_eq!(get(&expo, &format!("sglang:num_running_reqs{}", dec(0))), 55.0);
-    assert_eq!(get(&expo, &format!("sglang:num_used_tokens{}", dec(0))), 764782.0);
-    assert_eq!(get(&expo, &format!("sglang_retractions_total{}", dec(3))), 1.0);
+    assert_eq!(
+        get(&expo, &format!("sglang:num_running_reqs{}", dec(0))),
+        55.0
+    );
+    assert_eq!(
+        get(&expo, &format!("sglang:num_used_tokens{}", dec(0))),
+        764782.0
+    );
+    assert_eq!(
+        get(&expo, &format!("sglang_retractions_total{}", dec(3))),
+        1.0
+    );
     let pre = "{server=\"sglang-prefill\",model_name=\"deepseek-ai/DeepSeek-V3\",engine_type=\"prefill\",dp_rank=\"\",pp_rank=\"\",tp_rank=\"0\",moe_ep_rank=\"\"}";
-    assert_eq!(get(&expo, &format!("sglang:max_total_num_tokens{pre}")), 1070080.0);
+    assert_eq!(
+        get(&expo, &format!("sglang:max_total_num_tokens{pre}")),
+        1070080.0
+    );
 }
 
 #[test]
@@ -129,7 +158,10 @@ fn time_only_prefixes_take_the_date_option_and_roll_over_midnight() {
     let expo = once(&["--date", "2024-10-01", p.to_str().unwrap()]);
     let l = labels("old", "0");
     // 2024-10-02 00:00:03 UTC.
-    assert_eq!(get(&expo, &format!("sglang_last_stats_timestamp_seconds{l}")), 1727827203.0);
+    assert_eq!(
+        get(&expo, &format!("sglang_last_stats_timestamp_seconds{l}")),
+        1727827203.0
+    );
     assert_eq!(get(&expo, &format!("sglang:num_running_reqs{l}")), 2.0);
 }
 
@@ -142,7 +174,10 @@ fn a_flood_of_ranks_is_bounded_and_counted() {
         text.push_str(&format!("[2026-06-03 10:00:00 TP{tp}] Decode batch, #running-req: 1, #token: 1, token usage: 0.00, cuda graph: True, gen throughput (token/s): 1.00, #queue-req: 0\n"));
     }
     for i in 0..400 {
-        text.push_str(&format!("[2026-06-03 10:00:00] INFO:     1.2.3.4:5 - \"GET /scan/{i} HTTP/1.1\" {} OK\n", 200 + i % 300));
+        text.push_str(&format!(
+            "[2026-06-03 10:00:00] INFO:     1.2.3.4:5 - \"GET /scan/{i} HTTP/1.1\" {} OK\n",
+            200 + i % 300
+        ));
     }
     std::fs::write(&p, text).unwrap();
     let expo = once(&[p.to_str().unwrap()]);
@@ -153,5 +188,8 @@ fn a_flood_of_ranks_is_bounded_and_counted() {
     assert!(http.iter().all(|l| l.contains("path=\"other\"")));
     // Dropped: 476 ranks, and the 44 lines whose status was the 257th-300th distinct one (the
     // last 100 lines repeat statuses 200-299, which fit).
-    assert_eq!(get(&expo, "sglang_log_exporter_series_dropped_total"), 476.0 + 44.0);
+    assert_eq!(
+        get(&expo, "sglang_log_exporter_series_dropped_total"),
+        476.0 + 44.0
+    );
 }

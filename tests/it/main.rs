@@ -3,6 +3,6 @@
 
 mod common;
 mod follow;
+mod formats;
 mod once;
 mod variants;
-mod formats;
