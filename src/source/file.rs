@@ -13,7 +13,6 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
-use std::sync::Arc;
 use std::time::Duration;
 
 use notify::{RecursiveMode, Watcher};
@@ -249,9 +248,6 @@ fn watch_dir(path: &Path, tx: std::sync::mpsc::Sender<()>) -> Option<notify::Rec
         }
     }
 }
-
-/// A stop flag shared by every follower.
-pub type StopFlag = Arc<AtomicBool>;
 
 #[cfg(test)]
 mod tests {

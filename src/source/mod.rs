@@ -9,7 +9,6 @@ pub mod framing;
 pub mod linebuf;
 pub mod stdin;
 
-use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::parse::prefix::TimeResolver;
@@ -193,6 +192,3 @@ pub fn server_name_of(path: &std::path::Path) -> String {
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "sglang".to_string())
 }
-
-/// Shared handle type for a parser's patterns.
-pub type PatternsRef = Arc<crate::parse::patterns::Patterns>;

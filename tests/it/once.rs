@@ -390,3 +390,16 @@ fn whole_exposition_matches_the_golden_file() {
     let norm = |s: &str| s.replace(env!("CARGO_PKG_VERSION"), "VERSION");
     assert_eq!(norm(&got), norm(&want));
 }
+
+#[test]
+fn check_reports_coverage_of_the_variants_file() {
+    let out = run(&["check", sample("sglang-variants.log").to_str().unwrap()]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("282 lines, 120 matched"), "{text}");
+    assert!(text.contains("  decode                 43\n"), "{text}");
+    assert!(text.contains("  prefill_v01            2\n"), "{text}");
+    // Only comment lines mention `batch` without being stats lines.
+    assert!(text.contains("stats-like lines no pattern matched: 15"), "{text}");
+    assert!(!text.contains("unknown fields"), "{text}");
+}
