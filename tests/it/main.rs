@@ -4,5 +4,6 @@
 mod common;
 mod follow;
 mod formats;
+mod monitoring;
 mod once;
 mod variants;

@@ -400,6 +400,9 @@ fn check_reports_coverage_of_the_variants_file() {
     assert!(text.contains("  decode                 43\n"), "{text}");
     assert!(text.contains("  prefill_v01            2\n"), "{text}");
     // Only comment lines mention `batch` without being stats lines.
-    assert!(text.contains("stats-like lines no pattern matched: 15"), "{text}");
+    assert!(
+        text.contains("stats-like lines no pattern matched: 15"),
+        "{text}"
+    );
     assert!(!text.contains("unknown fields"), "{text}");
 }
