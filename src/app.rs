@@ -162,10 +162,7 @@ impl Config {
 /// The exposition text of the state: "now" is the latest input time when `input_clock` (a
 /// finished input), else the wall clock.
 pub fn render(state: &Shared, input_clock: bool) -> String {
-    let s = match state.lock() {
-        Ok(s) => s,
-        Err(p) => p.into_inner(),
-    };
+    let s = crate::state::lock(state);
     let now = if input_clock {
         s.latest_input().unwrap_or_else(now_unix)
     } else {
@@ -225,8 +222,11 @@ pub fn run_live(cfg: Config, a: &RunArgs) -> Result<(), ConfigError> {
             .name(name)
             .spawn(move || match input {
                 Input::File { server, path } => {
-                    let mut ing = cfg.ingest(&state, &path.display().to_string(), &server);
-                    follow(&path, &mut ing, &cfg.tail, &stop);
+                    let source = path.display().to_string();
+                    supervise(&source, &stop, || {
+                        let mut ing = cfg.ingest(&state, &source, &server);
+                        follow(&path, &mut ing, &cfg.tail, &stop);
+                    });
                 }
                 Input::Stdin { server } => {
                     let mut ing = cfg.ingest(&state, "-", &server);
@@ -266,6 +266,27 @@ pub fn run_live(cfg: Config, a: &RunArgs) -> Result<(), ConfigError> {
     stop.store(true, Ordering::Relaxed);
     tracing::info!("shut down");
     Ok(())
+}
+
+/// Runs a source until it returns normally (stop requested); a panic in it (a bug of ours) is
+/// logged and the source restarted after a pause, so one input's failure never stops the others
+/// or the server.
+fn supervise(source: &str, stop: &AtomicBool, mut run: impl FnMut()) {
+    loop {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(&mut run)) {
+            Ok(()) => return,
+            Err(_) => {
+                tracing::error!(
+                    source,
+                    "the reader of this source failed (a bug); restarting it in 5 s"
+                );
+                std::thread::sleep(std::time::Duration::from_secs(5));
+                if stop.load(Ordering::Relaxed) {
+                    return;
+                }
+            }
+        }
+    }
 }
 
 /// Completes on SIGTERM or SIGINT.

@@ -166,6 +166,13 @@ pub struct SourceDelta {
 /// The state shared by sources and exporters.
 pub type Shared = Arc<Mutex<State>>;
 
+/// Locks the shared state. A thread that panicked while holding the lock leaves the state
+/// consistent enough to keep serving (every update is a few field writes), so poisoning is
+/// ignored rather than silently dropping every later update.
+pub fn lock(state: &Shared) -> std::sync::MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// All series.
 #[derive(Debug)]
 pub struct State {

@@ -13,7 +13,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::parse::prefix::TimeResolver;
 use crate::parse::Parser;
-use crate::state::{Shared, SourceDelta};
+use crate::state::{lock, Shared, SourceDelta};
 use framing::{Framed, Framer};
 use linebuf::Event;
 
@@ -63,9 +63,7 @@ impl Ingest {
     ) -> Ingest {
         // The source is listed in the self metrics at once; a server appears with its first
         // record (a journald stream names its own servers, so `stdin` may never be one).
-        if let Ok(mut s) = state.lock() {
-            s.add_source_counts(source, &SourceDelta::default());
-        }
+        lock(&state).add_source_counts(source, &SourceDelta::default());
         Ingest {
             parser,
             framer: Framer::new(max_line),
@@ -152,9 +150,7 @@ impl Ingest {
             Timing::LogTime => rec.time.and_then(|t| self.times.resolve(t)),
         });
         let server = unit.unwrap_or(&self.server);
-        if let Ok(mut s) = self.state.lock() {
-            s.apply(&self.source, server, &rec, ts);
-        }
+        lock(&self.state).apply(&self.source, server, &rec, ts);
     }
 
     /// Counts a read error of this source (open, permission, a directory…).
@@ -167,9 +163,7 @@ impl Ingest {
     /// Hands the batched counters to the state.
     pub fn flush(&mut self) {
         let d = std::mem::take(&mut self.delta);
-        if let Ok(mut s) = self.state.lock() {
-            s.add_source_counts(&self.source, &d);
-        }
+        lock(&self.state).add_source_counts(&self.source, &d);
     }
 
     /// Sets `sglang_log_exporter_source_up` for this source.
