@@ -484,6 +484,10 @@ fn live_outage_then_recovery() {
     let m = e.scrape_until(20, |m| value(m, used0).is_some());
     assert_eq!(value(&m, used0), Some(GIB as f64));
     assert_eq!(value(&m, "sglang_log_exporter_nvml_up"), Some(1.0));
+    // The 2026-06-03 log is idle by the wall clock: like token usage, the KV estimate reads 0.
+    let kv = samples(&m, "sglang_kv_pool_used_estimate_bytes");
+    assert_eq!(kv.len(), 4);
+    assert!(kv.iter().all(|l| l.ends_with("} 0")), "{kv:?}");
     // The device count call starts failing: NVML is down, GPU series go, the rest stays.
     script(&s, &(four_gpus() + "count_error 999\n"));
     let m = e.scrape_until(20, |m| value(m, "sglang_log_exporter_nvml_up") == Some(0.0));
@@ -504,4 +508,96 @@ fn live_outage_then_recovery() {
     std::io::Read::read_to_string(e.child.stderr.as_mut().unwrap(), &mut err).unwrap();
     assert_eq!(err.matches("NVML unavailable").count(), 1, "{err}");
     assert_eq!(err.matches("NVML is available again").count(), 1, "{err}");
+}
+
+/// The README's PromQL joins, evaluated by `promtool test rules` over the series of a real
+/// `--once` exposition.
+#[test]
+fn readme_joins_work_in_promtool() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = fake_nvml(dir.path());
+    let s = script_file(dir.path());
+    script(&s, &four_gpus());
+    let log = dir.path().join("dec.log");
+    std::fs::write(
+        &log,
+        "[2026-06-03 10:00:00 TP0] KV Cache is allocated. #tokens: 100000, KV size: 4.00 GB\n\
+         [2026-06-03 10:00:00 TP1] KV Cache is allocated. #tokens: 100000, KV size: 4.00 GB\n\
+         [2026-06-03 10:00:05 TP0] Decode batch, #running-req: 3, #token: 25000, token usage: 0.25, gen throughput (token/s): 40.00, #queue-req: 0\n\
+         [2026-06-03 10:00:05 TP1] Decode batch, #running-req: 3, #token: 50000, token usage: 0.50, gen throughput (token/s): 40.00, #queue-req: 0\n",
+    )
+    .unwrap();
+    let input = format!("dec={}", log.display());
+    let (out, _) = once(&lib, &s, &["--gpus", "dec=2,3", &input]);
+
+    let q = |t: &str| t.replace('\'', "''");
+    let mut y = String::from(
+        "rule_files: []\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n",
+    );
+    for l in out.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+        let (series, v) = l.rsplit_once(' ').unwrap();
+        y += &format!("      - series: '{}'\n        values: '{v}'\n", q(series));
+    }
+    y += "    promql_expr_test:\n";
+    let readme = std::fs::read_to_string(crate::common::root().join("README.md")).unwrap();
+    let blocks: Vec<String> = readme
+        .split("```promql\n")
+        .skip(1)
+        .map(|b| {
+            b.split("```")
+                .next()
+                .unwrap()
+                .lines()
+                .filter(|l| !l.starts_with('#'))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    assert_eq!(blocks.len(), 3, "the README's PromQL examples");
+    let kv_labels = |tp: u32| {
+        format!("server=\"dec\",model_name=\"\",engine_type=\"unified\",dp_rank=\"\",pp_rank=\"\",tp_rank=\"{tp}\",moe_ep_rank=\"\",gpu=\"{g}\",uuid=\"GPU-{g}{g}{g}{g}\"", g = tp + 2)
+    };
+    let rank_labels = |tp: u32| {
+        format!("server=\"dec\",engine_type=\"unified\",dp_rank=\"\",tp_rank=\"{tp}\",pp_rank=\"\",gpu=\"{g}\",uuid=\"GPU-{g}{g}{g}{g}\",method=\"explicit\"", g = tp + 2)
+    };
+    // four_gpus: GPU i uses (i+1) GiB of 40 GiB.
+    let expect: [Vec<(String, f64)>; 3] = [
+        vec![(kv_labels(0), 0.25), (kv_labels(1), 0.5)],
+        vec![(rank_labels(0), 3.0 / 40.0), (rank_labels(1), 4.0 / 40.0)],
+        vec![
+            (kv_labels(0), 0.25 * 4.0 / 40.0),
+            (kv_labels(1), 0.5 * 4.0 / 40.0),
+        ],
+    ];
+    for (expr, exp) in blocks.iter().zip(expect) {
+        y += &format!(
+            "      - expr: '{}'\n        eval_time: 0m\n        exp_samples:\n",
+            q(expr)
+        );
+        for (labels, v) in exp {
+            // Prometheus drops labels with empty values.
+            let labels: Vec<&str> = labels
+                .split(',')
+                .filter(|l| !l.ends_with("=\"\""))
+                .collect();
+            let labels = labels.join(",");
+            y += &format!(
+                "          - labels: '{{{}}}'\n            value: {v}\n",
+                q(&labels)
+            );
+        }
+    }
+    let file = dir.path().join("joins.test.yml");
+    std::fs::write(&file, &y).unwrap();
+    let res = Command::new("promtool")
+        .args(["test", "rules"])
+        .arg(&file)
+        .output()
+        .expect("run promtool (Debian package prometheus)");
+    assert!(
+        res.status.success(),
+        "{}\n{}\n{y}",
+        String::from_utf8_lossy(&res.stdout),
+        String::from_utf8_lossy(&res.stderr)
+    );
 }
