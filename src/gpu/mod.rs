@@ -214,7 +214,7 @@ impl Sampler {
                 maps = correlate::correlate(&inputs(&visible));
             }
         }
-        gpu_families(r, servers, &procs, &maps)
+        render(r, servers, &procs, &maps)
     }
 }
 
@@ -256,7 +256,8 @@ fn rank_labels(m: &Mapping) -> Labels {
     ]
 }
 
-fn gpu_families(
+/// The GPU, process and rank families of one reading.
+fn render(
     r: &Reading,
     servers: &[ServerView],
     procs: &BTreeMap<u32, ProcInfo>,
