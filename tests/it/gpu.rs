@@ -481,7 +481,10 @@ fn live_outage_then_recovery() {
         &env,
     );
     let used0 = "sglang_gpu_memory_used_bytes{gpu=\"0\",uuid=\"GPU-0000\"}";
-    let m = e.scrape_until(20, |m| value(m, used0).is_some());
+    // Wait for the first sample and for the log to be read (the reader thread runs on its own).
+    let m = e.scrape_until(20, |m| {
+        value(m, used0).is_some() && samples(m, "sglang_kv_pool_used_estimate_bytes").len() == 4
+    });
     assert_eq!(value(&m, used0), Some(GIB as f64));
     assert_eq!(value(&m, "sglang_log_exporter_nvml_up"), Some(1.0));
     // The 2026-06-03 log is idle by the wall clock: like token usage, the KV estimate reads 0.
