@@ -53,6 +53,8 @@ pub struct Config {
     pub date: Option<jiff::civil::Date>,
     /// Tailer settings.
     pub tail: TailConfig,
+    /// GPU sampler settings; `None` with `--gpu.disable`.
+    pub gpu: Option<crate::gpu::GpuConfig>,
 }
 
 /// Loads the pattern file named on the command line, or the embedded one.
@@ -144,6 +146,7 @@ impl Config {
                 max_line: a.max_line_bytes,
                 once: a.once,
             },
+            gpu: gpu_config(a)?,
         })
     }
 
@@ -188,6 +191,9 @@ pub fn run_once(cfg: &Config) -> ExitCode {
                 stdin::read_to_end(&mut std::io::stdin().lock(), &mut ing, cfg.tail.max_line);
             }
         }
+    }
+    if let Some(g) = &cfg.gpu {
+        crate::gpu::Sampler::new(g.clone()).sample(&state);
     }
     let text = render(&state, true);
     let mut out = std::io::stdout().lock();
@@ -237,6 +243,10 @@ pub fn run_live(cfg: Config, a: &RunArgs) -> Result<(), ConfigError> {
         if let Err(e) = spawned {
             return Err(ConfigError(format!("cannot start a reader thread: {e}")));
         }
+    }
+    if let Some(g) = &cfg.gpu {
+        crate::gpu::spawn(g.clone(), state.clone(), stop.clone())
+            .map_err(|e| ConfigError(format!("cannot start the GPU sampler: {e}")))?;
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -312,4 +322,27 @@ pub async fn shutdown_signal() {
         let _ = ctrl_c.await;
     }
     tracing::info!("shutting down");
+}
+
+/// The GPU sampler's settings from `--gpus` and `--gpu.*`; `None` with `--gpu.disable`.
+///
+/// # Errors
+/// A [`ConfigError`] for a malformed `--gpus` argument.
+pub fn gpu_config(a: &RunArgs) -> Result<Option<crate::gpu::GpuConfig>, ConfigError> {
+    if a.gpu_disable {
+        return Ok(None);
+    }
+    let explicit = a
+        .gpus
+        .iter()
+        .map(|g| crate::gpu::correlate::parse_explicit(g))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(ConfigError)?;
+    Ok(Some(crate::gpu::GpuConfig {
+        library: a.gpu_nvml_library.clone(),
+        interval: a.gpu_interval,
+        retry: a.gpu_retry_interval,
+        proc_root: a.gpu_proc_root.clone(),
+        explicit,
+    }))
 }

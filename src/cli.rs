@@ -90,6 +90,32 @@ pub struct RunArgs {
     /// Log level of the exporter's own messages (error, warn, info, debug, trace).
     #[arg(long = "log.level", default_value = "info")]
     pub log_level: String,
+
+    /// GPUs of a server, `SERVER=LIST` (repeatable): NVML indexes or `GPU-…` UUIDs in SGLang's
+    /// launch order, e.g. `decode=4,5,6,7` (the rank at launch slot i gets the i-th GPU).
+    #[arg(long = "gpus", value_name = "SERVER=LIST")]
+    pub gpus: Vec<String>,
+
+    /// Time between two GPU samples (NVML is never read on the scrape path).
+    #[arg(long = "gpu.interval", default_value = "5s", value_parser = parse_duration)]
+    pub gpu_interval: std::time::Duration,
+
+    /// NVML library to load instead of the system's `libnvidia-ml.so.1`.
+    #[arg(long = "gpu.nvml-library", value_name = "PATH")]
+    pub gpu_nvml_library: Option<PathBuf>,
+
+    /// Root of the proc file system, where NVML's PIDs are looked up (`/proc`; another path for
+    /// tests or a host /proc mounted into a container).
+    #[arg(long = "gpu.proc-root", default_value = "/proc", value_name = "PATH")]
+    pub gpu_proc_root: PathBuf,
+
+    /// Do not load NVML (no GPU metrics, no `sglang_log_exporter_nvml_up`).
+    #[arg(long = "gpu.disable")]
+    pub gpu_disable: bool,
+
+    /// First wait before loading NVML again after a failure; doubles up to 10 minutes.
+    #[arg(long = "gpu.retry-interval", default_value = "30s", value_parser = parse_duration, hide = true)]
+    pub gpu_retry_interval: std::time::Duration,
 }
 
 /// Parses `30s`, `1m30s`, `500ms`, `2h` or a plain number of seconds.

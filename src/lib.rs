@@ -10,6 +10,7 @@ pub mod check;
 pub mod cli;
 pub mod export;
 pub mod family;
+pub mod gpu;
 pub mod parse;
 pub mod record;
 pub mod source;

@@ -71,6 +71,7 @@ pub fn families(state: &State, now: f64) -> Vec<Family> {
     }
     out.extend(rank_families(state, now, idle_after));
     out.extend(server_families(state));
+    out.extend(super::kv::families(state, now));
     out.extend(self_families(state));
     out.extend(state.collected.values().flatten().cloned());
     out.retain(|f| !f.samples.is_empty());

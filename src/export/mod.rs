@@ -1,4 +1,5 @@
 //! Exporters: they read the state and publish it.
 
 pub mod http;
+pub mod kv;
 pub mod metrics;

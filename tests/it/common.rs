@@ -82,12 +82,18 @@ pub struct Exporter {
 impl Exporter {
     /// Starts the binary serving on a free loopback port with `args`.
     pub fn start(args: &[&str]) -> Exporter {
+        Exporter::start_env(args, &[])
+    }
+
+    /// Like [`Exporter::start`], with extra environment variables for the child.
+    pub fn start_env(args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Exporter {
         let port = free_port();
         let listen = format!("127.0.0.1:{port}");
         let child = Command::new(bin())
             .args(["--web.listen-address", &listen, "--timezone", "UTC"])
             .args(args)
             .env("TZ", "UTC")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

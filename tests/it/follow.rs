@@ -232,6 +232,7 @@ fn live_gauges_read_zero_after_idle_after() {
 #[test]
 fn http_endpoint_content_type_landing_page_and_404() {
     let e = Exporter::start(&[sample("single-gpu-2025.log").to_str().unwrap()]);
+    e.scrape_until(10, |s| s.contains("sglang:num_running_reqs{"));
     let (code, ct, body) = e.get("/metrics");
     assert_eq!(code, 200);
     assert_eq!(ct, "text/plain; version=0.0.4; charset=utf-8");

@@ -4,6 +4,7 @@
 mod common;
 mod follow;
 mod formats;
+mod gpu;
 mod monitoring;
 mod once;
 mod variants;

@@ -1,0 +1,195 @@
+//! What `/proc` says about a process that NVML lists on a GPU: its SGLang process title, its
+//! systemd unit and its `CUDA_VISIBLE_DEVICES`.
+//!
+//! The root is configurable (`--gpu.proc-root`) so tests can serve a prepared tree. NVML reports
+//! PIDs of the host PID namespace: an exporter in another namespace (a container without
+//! `--pid=host`) finds none of them, and correlation falls back to `server_args`.
+
+use std::path::Path;
+
+use crate::record::Ranks;
+
+/// What we read about one process; fields are `None` where unreadable or absent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProcInfo {
+    /// The PID.
+    pub pid: u32,
+    /// `argv[0]` from `cmdline`: SGLang sets it with `setproctitle` to
+    /// `sglang::scheduler_DP0_TP0` and the like (`scheduler.py`, `run_scheduler_process`).
+    pub argv0: Option<String>,
+    /// An argument names an SGLang module or file (`-m sglang.launch_server`,
+    /// `…/site-packages/sglang/…`).
+    pub mentions_sglang: bool,
+    /// The deepest systemd service unit named in `cgroup`, e.g. `sglang-decode.service`.
+    pub unit: Option<String>,
+}
+
+impl ProcInfo {
+    /// An SGLang process: its title starts with `sglang::`, or an argument names an SGLang
+    /// module or file.
+    pub fn is_sglang(&self) -> bool {
+        self.mentions_sglang
+            || self
+                .argv0
+                .as_deref()
+                .is_some_and(|a| a.starts_with("sglang::"))
+    }
+
+    /// The scheduler's ranks, when the process is an SGLang scheduler.
+    pub fn scheduler_ranks(&self) -> Option<Ranks> {
+        self.argv0.as_deref().and_then(scheduler_ranks)
+    }
+}
+
+/// Reads `cmdline` and `cgroup` of `pid` under `root`. A process that has exited or cannot be
+/// read yields a record with `None` fields, never an error.
+pub fn read(root: &Path, pid: u32) -> ProcInfo {
+    let dir = root.join(pid.to_string());
+    let cmdline = std::fs::read(dir.join("cmdline")).unwrap_or_default();
+    let argv0 = cmdline
+        .split(|&b| b == 0)
+        .next()
+        .map(|a| String::from_utf8_lossy(a).trim().to_string())
+        .filter(|a| !a.is_empty());
+    let mentions_sglang = cmdline
+        .split(|&b| b == 0)
+        .any(|a| a.starts_with(b"sglang.") || memchr::memmem::find(a, b"/sglang/").is_some());
+    let unit = std::fs::read_to_string(dir.join("cgroup"))
+        .ok()
+        .and_then(|c| unit_of_cgroup(&c));
+    ProcInfo {
+        pid,
+        argv0,
+        mentions_sglang,
+        unit,
+    }
+}
+
+/// PIDs of every process under `root` (its numeric entries).
+pub fn pids(root: &Path) -> Vec<u32> {
+    let Ok(rd) = std::fs::read_dir(root) else {
+        return Vec::new();
+    };
+    let mut out: Vec<u32> = rd
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
+        .collect();
+    out.sort_unstable();
+    out
+}
+
+/// `CUDA_VISIBLE_DEVICES` from `environ` of `pid` (readable for our own user or as root).
+pub fn visible_devices(root: &Path, pid: u32) -> Option<String> {
+    let env = std::fs::read(root.join(pid.to_string()).join("environ")).ok()?;
+    env.split(|&b| b == 0).find_map(|kv| {
+        kv.strip_prefix(b"CUDA_VISIBLE_DEVICES=")
+            .map(|v| String::from_utf8_lossy(v).trim().to_string())
+    })
+}
+
+/// The deepest `*.service` unit in a `/proc/PID/cgroup` text (v1 or v2 lines
+/// `ID:CONTROLLERS:PATH`), e.g. `sglang-decode.service` from
+/// `0::/system.slice/sglang-decode.service`, or `sglang.service` from
+/// `0::/user.slice/user-1000.slice/user@1000.service/app.slice/sglang.service`.
+pub fn unit_of_cgroup(text: &str) -> Option<String> {
+    let mut best: Option<(usize, &str)> = None;
+    for line in text.lines() {
+        let Some(path) = line.splitn(3, ':').nth(2) else {
+            continue;
+        };
+        for (depth, comp) in path.split('/').enumerate() {
+            let is_unit = comp.ends_with(".service") && comp.len() > ".service".len();
+            if is_unit && best.is_none_or(|(d, _)| depth > d) {
+                best = Some((depth, comp));
+            }
+        }
+    }
+    best.map(|(_, u)| u.to_string())
+}
+
+/// The ranks named by a scheduler's process title: `sglang::scheduler` (one GPU, no tags),
+/// `sglang::scheduler_TP1`, `sglang::scheduler_DP0_TP0`, `sglang::scheduler_PP1_TP3_EP3`,
+/// `sglang::scheduler_DP0_ATTN_CP0_MOE_DP0_TP0`. SGLang builds the title from the same tags as its
+/// log prefix (`" DP0 TP0"` with spaces turned into `_`), so these ranks equal the ones its log
+/// lines carry. `None` for any other title.
+pub fn scheduler_ranks(title: &str) -> Option<Ranks> {
+    let rest = title.strip_prefix("sglang::scheduler")?;
+    let mut r = Ranks::default();
+    let mut s = rest;
+    while !s.is_empty() {
+        s = s.strip_prefix('_')?;
+        let (tag, after) = ["ATTN_CP", "MOE_DP", "DP", "PP", "TP", "EP"]
+            .iter()
+            .find_map(|t| s.strip_prefix(t).map(|a| (*t, a)))?;
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        let n: u32 = after[..digits].parse().ok()?;
+        s = &after[digits..];
+        let slot = match tag {
+            "ATTN_CP" => &mut r.attn_cp,
+            "MOE_DP" => &mut r.moe_dp,
+            "DP" => &mut r.dp,
+            "PP" => &mut r.pp,
+            "TP" => &mut r.tp,
+            _ => &mut r.ep,
+        };
+        *slot = Some(n);
+    }
+    Some(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn titles() {
+        assert_eq!(scheduler_ranks("sglang::scheduler"), Some(Ranks::default()));
+        assert_eq!(
+            scheduler_ranks("sglang::scheduler_DP1_TP3"),
+            Some(Ranks {
+                dp: Some(1),
+                tp: Some(3),
+                ..Ranks::default()
+            })
+        );
+        assert_eq!(
+            scheduler_ranks("sglang::scheduler_DP0_ATTN_CP1_MOE_DP2_TP3_EP4"),
+            Some(Ranks {
+                dp: Some(0),
+                attn_cp: Some(1),
+                moe_dp: Some(2),
+                tp: Some(3),
+                ep: Some(4),
+                pp: None,
+            })
+        );
+        assert_eq!(scheduler_ranks("sglang::detokenizer"), None);
+        assert_eq!(scheduler_ranks("sglang::scheduler_XY1"), None);
+        assert_eq!(scheduler_ranks("sglang::scheduler_TP"), None);
+        assert_eq!(scheduler_ranks("python3"), None);
+    }
+
+    #[test]
+    fn units() {
+        assert_eq!(
+            unit_of_cgroup("0::/system.slice/sglang-decode.service\n").as_deref(),
+            Some("sglang-decode.service")
+        );
+        assert_eq!(
+            unit_of_cgroup(
+                "0::/user.slice/user-1000.slice/user@1000.service/app.slice/sglang.service\n"
+            )
+            .as_deref(),
+            Some("sglang.service")
+        );
+        assert_eq!(
+            unit_of_cgroup(
+                "12:pids:/system.slice/a.service\n1:name=systemd:/system.slice/a.service\n0::/\n"
+            )
+            .as_deref(),
+            Some("a.service")
+        );
+        assert_eq!(unit_of_cgroup("0::/\n"), None);
+        assert_eq!(unit_of_cgroup("0::/user.slice/session-3.scope\n"), None);
+    }
+}
