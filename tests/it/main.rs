@@ -2,3 +2,4 @@
 //! (`CARGO_BIN_EXE_sglang-log-exporter`) on real files and real sockets.
 
 mod common;
+mod journald;
