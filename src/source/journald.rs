@@ -177,6 +177,9 @@ fn common_args(cfg: &JournalConfig) -> Vec<OsString> {
         "--all".into(),
         "--no-pager".into(),
         "--quiet".into(),
+        // Only what the framer and the probes read (journalctl adds `__CURSOR` and the
+        // timestamps): a fraction of the bytes of a full entry (`_CMDLINE`, …).
+        "--output-fields=MESSAGE,_SYSTEMD_UNIT,_SYSTEMD_INVOCATION_ID".into(),
     ];
     for f in &cfg.files {
         let mut s = OsString::from("--file=");
@@ -508,8 +511,13 @@ pub fn supervise(
             tracing::warn!(unit, "{outcome}; restarting it from the last entry read (further failures are logged at debug level)");
         }
         sleep_unless_stopped(backoff, stop);
-        backoff = (backoff * 2).min(BACKOFF_MAX);
+        backoff = next_backoff(backoff);
     }
+}
+
+/// The back-off after `d`: doubled, at most [`BACKOFF_MAX`].
+pub fn next_backoff(d: Duration) -> Duration {
+    (d * 2).min(BACKOFF_MAX)
 }
 
 fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) {
@@ -565,6 +573,7 @@ mod tests {
             "--all",
             "--no-pager",
             "--quiet",
+            "--output-fields=MESSAGE,_SYSTEMD_UNIT,_SYSTEMD_INVOCATION_ID",
             "--file=/j/a.journal",
             "--directory=/var/log/journal",
             "--show-cursor",
@@ -617,6 +626,17 @@ mod tests {
         assert!(!i
             .iter()
             .any(|a| a == "--follow" || a.starts_with("--lines")));
+    }
+
+    #[test]
+    fn backoff_doubles_to_30s() {
+        let mut d = BACKOFF_START;
+        let mut seen = vec![d.as_secs()];
+        for _ in 0..6 {
+            d = next_backoff(d);
+            seen.push(d.as_secs());
+        }
+        assert_eq!(seen, [1, 2, 4, 8, 16, 30, 30]);
     }
 
     #[test]
