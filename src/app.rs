@@ -14,6 +14,7 @@ use crate::parse::patterns::Patterns;
 use crate::parse::prefix::TimeResolver;
 use crate::parse::Parser;
 use crate::source::file::{follow, TailConfig};
+use crate::source::journald::{self, JournalConfig};
 use crate::source::{now_unix, server_name_of, stdin, Ingest};
 use crate::state::{Shared, State, StateConfig};
 
@@ -55,6 +56,8 @@ pub struct Config {
     pub tail: TailConfig,
     /// GPU sampler settings; `None` with `--gpu.disable`.
     pub gpu: Option<crate::gpu::GpuConfig>,
+    /// `--journal-unit` children (no units: none).
+    pub journal: JournalConfig,
 }
 
 /// Loads the pattern file named on the command line, or the embedded one.
@@ -132,7 +135,16 @@ impl Config {
         if a.max_line_bytes < 1024 {
             return Err(ConfigError("--max-line-bytes must be at least 1024".into()));
         }
+        let journal = JournalConfig::new(
+            &a.journal_units,
+            &a.journal_files,
+            &a.journal_directories,
+            &a.journalctl,
+            a.max_line_bytes,
+        )
+        .map_err(ConfigError)?;
         Ok(Config {
+            journal,
             patterns,
             inputs,
             state: StateConfig {
@@ -192,6 +204,17 @@ pub fn run_once(cfg: &Config) -> ExitCode {
             }
         }
     }
+    for unit in &cfg.journal.units {
+        let mut ing = cfg.ingest(
+            &state,
+            &journald::source_of(unit),
+            &journald::server_of(unit),
+        );
+        if let Err(e) = journald::read_once(&cfg.journal, unit, &mut ing) {
+            eprintln!("error: {unit}: {e}");
+            return ExitCode::from(2);
+        }
+    }
     if let Some(g) = &cfg.gpu {
         crate::gpu::Sampler::new(g.clone()).sample(&state);
     }
@@ -242,6 +265,19 @@ pub fn run_live(cfg: Config, a: &RunArgs) -> Result<(), ConfigError> {
             });
         if let Err(e) = spawned {
             return Err(ConfigError(format!("cannot start a reader thread: {e}")));
+        }
+    }
+    for unit in cfg.journal.units.clone() {
+        let (cfg, state, stop) = (cfg.clone(), state.clone(), stop.clone());
+        let spawned = std::thread::Builder::new()
+            .name(format!("journal {unit}"))
+            .spawn(move || {
+                let source = journald::source_of(&unit);
+                let mut ing = cfg.ingest(&state, &source, &journald::server_of(&unit));
+                journald::supervise(&cfg.journal, &unit, &mut ing, &state, &stop);
+            });
+        if let Err(e) = spawned {
+            return Err(ConfigError(format!("cannot start a journal thread: {e}")));
         }
     }
     if let Some(g) = &cfg.gpu {

@@ -87,6 +87,24 @@ pub struct RunArgs {
     #[arg(long = "poll-interval", default_value = "250ms", value_parser = parse_duration)]
     pub poll_interval: std::time::Duration,
 
+    /// A systemd unit to follow through a supervised `journalctl --follow --output=json -u UNIT`
+    /// (repeatable; `.service` may be omitted). The `server` label is the unit name.
+    #[arg(long = "journal-unit", value_name = "UNIT")]
+    pub journal_units: Vec<String>,
+
+    /// A journal file for the `--journal-unit` children (`journalctl --file`; repeatable).
+    #[arg(long = "journal-file", value_name = "PATH")]
+    pub journal_files: Vec<PathBuf>,
+
+    /// A journal directory for the `--journal-unit` children (`journalctl --directory`;
+    /// repeatable).
+    #[arg(long = "journal-directory", value_name = "DIR")]
+    pub journal_directories: Vec<PathBuf>,
+
+    /// The journalctl binary run for `--journal-unit`.
+    #[arg(long, value_name = "PATH", default_value = "journalctl")]
+    pub journalctl: PathBuf,
+
     /// Log level of the exporter's own messages (error, warn, info, debug, trace).
     #[arg(long = "log.level", default_value = "info")]
     pub log_level: String,

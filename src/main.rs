@@ -27,8 +27,10 @@ fn main() -> ExitCode {
             if cli.run.once {
                 return app::run_once(&cfg);
             }
-            if cfg.inputs.is_empty() {
-                return fail("no inputs: give log files, - for stdin (see --help)");
+            if cfg.inputs.is_empty() && cfg.journal.units.is_empty() {
+                return fail(
+                    "no inputs: give log files, - for stdin or --journal-unit (see --help)",
+                );
             }
             match app::run_live(cfg, &cli.run) {
                 Ok(()) => ExitCode::SUCCESS,

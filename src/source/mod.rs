@@ -6,6 +6,7 @@
 
 pub mod file;
 pub mod framing;
+pub mod journald;
 pub mod linebuf;
 pub mod stdin;
 

@@ -5,6 +5,7 @@ mod common;
 mod follow;
 mod formats;
 mod gpu;
+mod journald;
 mod monitoring;
 mod once;
 mod variants;

@@ -376,7 +376,13 @@ fn whole_exposition_matches_the_golden_file() {
     // Run from the repository root with a relative path so the `source` label is stable.
     let out = std::process::Command::new(crate::common::bin())
         .current_dir(crate::common::root())
-        .args(["--once", "--gpu.disable", "--timezone", "UTC", "samples/single-gpu-2025.log"])
+        .args([
+            "--once",
+            "--gpu.disable",
+            "--timezone",
+            "UTC",
+            "samples/single-gpu-2025.log",
+        ])
         .output()
         .unwrap();
     assert!(out.status.success());

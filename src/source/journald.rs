@@ -1,0 +1,697 @@
+//! The journald source: the exporter runs `journalctl --output=json` for each `--journal-unit`
+//! itself and supervises it.
+//!
+//! * Start-up restores the current state: the child starts at the first entry of the unit's
+//!   current invocation (`_SYSTEMD_INVOCATION_ID` of its latest entry), so startup lines hours
+//!   old (capacity, model name) and the last stats line of every rank are read, then it follows.
+//! * A child that exits or dies is restarted after a back-off (1 s doubling to 30 s) with
+//!   `--after-cursor` = the `__CURSOR` of the last whole line read, so no entry is lost or counted
+//!   twice. Restarts are counted in `sglang_log_exporter_journalctl_restarts_total{unit}`; the
+//!   first exit of a failure streak is warned about, later attempts are logged at debug only (our
+//!   own log may land in the journal we read).
+//!
+//! One child per unit, not one child with several `-u`: each unit has its own current
+//! invocation to start from and its own cursor, while one child can start at one position only
+//! (it would have to start at the oldest invocation and re-read other units' stale history). A
+//! failing unit also restarts alone. The cost is one small journalctl process per unit.
+
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::linebuf::{Event, LineBuf};
+use super::Ingest;
+use crate::state::Shared;
+
+/// First back-off after a child exits; doubled after each failed attempt.
+pub const BACKOFF_START: Duration = Duration::from_secs(1);
+/// Longest back-off.
+pub const BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// A child that ran this long was healthy: the next failure starts a new streak (a warning and
+/// the shortest back-off).
+const HEALTHY_RUN: Duration = Duration::from_secs(60);
+
+/// Unit types journalctl knows; a name without one of these suffixes gets `.service`.
+const UNIT_SUFFIXES: &[&str] = &[
+    ".service",
+    ".socket",
+    ".scope",
+    ".slice",
+    ".target",
+    ".mount",
+    ".timer",
+    ".path",
+    ".swap",
+    ".device",
+    ".automount",
+];
+
+/// What the journald source needs, validated.
+#[derive(Debug, Clone, Default)]
+pub struct JournalConfig {
+    /// Full unit names (`sglang-decode.service`).
+    pub units: Vec<String>,
+    /// Journal files for `--file` (absolute: journalctl 252 cannot follow a relative one).
+    pub files: Vec<PathBuf>,
+    /// Journal directories for `--directory` (absolute).
+    pub directories: Vec<PathBuf>,
+    /// The journalctl binary.
+    pub journalctl: PathBuf,
+    /// Longest JSON line kept, in bytes.
+    pub max_line: usize,
+}
+
+impl JournalConfig {
+    /// Validates the command-line values: unit names (`.service` added when no unit type is
+    /// given), `--journal-file`/`--journal-directory` only with a unit, the binary found.
+    ///
+    /// # Errors
+    /// A message naming the bad value.
+    pub fn new(
+        units: &[String],
+        files: &[PathBuf],
+        directories: &[PathBuf],
+        journalctl: &Path,
+        max_line: usize,
+    ) -> Result<JournalConfig, String> {
+        if units.is_empty() {
+            if !files.is_empty() || !directories.is_empty() {
+                return Err("--journal-file and --journal-directory need --journal-unit".into());
+            }
+            return Ok(JournalConfig::default());
+        }
+        let mut full = Vec::new();
+        for u in units {
+            let n = unit_name(u)?;
+            if !full.contains(&n) {
+                full.push(n);
+            }
+        }
+        let abs = |p: &PathBuf| std::path::absolute(p).map_err(|e| format!("{}: {e}", p.display()));
+        let files = files.iter().map(abs).collect::<Result<Vec<_>, _>>()?;
+        let directories = directories.iter().map(abs).collect::<Result<Vec<_>, _>>()?;
+        let journalctl = find_program(journalctl).ok_or_else(|| {
+            format!(
+                "--journalctl {}: not found or not executable",
+                journalctl.display()
+            )
+        })?;
+        Ok(JournalConfig {
+            units: full,
+            files,
+            directories,
+            journalctl,
+            max_line,
+        })
+    }
+}
+
+/// The full unit name of a `--journal-unit` value: `sglang-decode` → `sglang-decode.service`.
+///
+/// # Errors
+/// A message for an empty name or one with characters systemd does not allow.
+pub fn unit_name(arg: &str) -> Result<String, String> {
+    let ok = !arg.is_empty()
+        && arg.bytes().all(|c| {
+            c.is_ascii_alphanumeric() || matches!(c, b':' | b'_' | b'.' | b'@' | b'-' | b'\\')
+        });
+    if !ok {
+        return Err(format!("--journal-unit {arg:?}: not a systemd unit name"));
+    }
+    if UNIT_SUFFIXES.iter().any(|s| arg.ends_with(s)) {
+        Ok(arg.to_string())
+    } else {
+        Ok(format!("{arg}.service"))
+    }
+}
+
+/// The `server` label of a unit: its name without `.service` (as the framer names journald
+/// records by `_SYSTEMD_UNIT`).
+pub fn server_of(unit: &str) -> String {
+    unit.strip_suffix(".service").unwrap_or(unit).to_string()
+}
+
+/// The source name of a unit in the self metrics.
+pub fn source_of(unit: &str) -> String {
+    format!("journald:{unit}")
+}
+
+/// Where a child starts reading.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Start {
+    /// Everything of the unit the journal holds (no invocation found).
+    All,
+    /// At this entry, inclusive (the first of the current invocation).
+    Cursor(String),
+    /// After this entry (a restart: the last entry read).
+    AfterCursor(String),
+}
+
+/// The arguments (without the binary) of the reading child for `unit`.
+pub fn argv(cfg: &JournalConfig, unit: &str, start: &Start, follow: bool) -> Vec<OsString> {
+    let mut a: Vec<OsString> = common_args(cfg);
+    a.push("--show-cursor".into());
+    if follow {
+        // Without `--no-tail`, journalctl 252 shows only the last 10 entries when following,
+        // even with `--cursor`.
+        a.push("--follow".into());
+        a.push("--no-tail".into());
+    }
+    a.push(format!("--unit={unit}").into());
+    match start {
+        Start::All => {}
+        Start::Cursor(c) => a.push(format!("--cursor={c}").into()),
+        Start::AfterCursor(c) => a.push(format!("--after-cursor={c}").into()),
+    }
+    a
+}
+
+/// Arguments of every journalctl run: JSON with full fields, no pager or hints, the journals.
+fn common_args(cfg: &JournalConfig) -> Vec<OsString> {
+    let mut a: Vec<OsString> = vec![
+        "--output=json".into(),
+        "--all".into(),
+        "--no-pager".into(),
+        "--quiet".into(),
+        // Only what the framer and the probes read (journalctl adds `__CURSOR` and the
+        // timestamps): a fraction of the bytes of a full entry (`_CMDLINE`, …).
+        "--output-fields=MESSAGE,_SYSTEMD_UNIT,_SYSTEMD_INVOCATION_ID".into(),
+    ];
+    for f in &cfg.files {
+        let mut s = OsString::from("--file=");
+        s.push(f);
+        a.push(s);
+    }
+    for d in &cfg.directories {
+        let mut s = OsString::from("--directory=");
+        s.push(d);
+        a.push(s);
+    }
+    a
+}
+
+/// Arguments of the probe for the latest entry written by the unit's own processes.
+pub fn latest_argv(cfg: &JournalConfig, unit: &str) -> Vec<OsString> {
+    let mut a = common_args(cfg);
+    a.push("--lines=1".into());
+    a.push(format!("_SYSTEMD_UNIT={unit}").into());
+    a
+}
+
+/// Arguments of the probe for the entries of one invocation, oldest first.
+pub fn invocation_argv(cfg: &JournalConfig, unit: &str, invocation: &str) -> Vec<OsString> {
+    let mut a = common_args(cfg);
+    a.push(format!("_SYSTEMD_UNIT={unit}").into());
+    a.push(format!("_SYSTEMD_INVOCATION_ID={invocation}").into());
+    a
+}
+
+/// The `__CURSOR` of a `journalctl -o json` line. A plain substring search is exact here:
+/// inside JSON string values every `"` is escaped, so `"__CURSOR":"` only matches the key.
+pub fn cursor_of(line: &[u8]) -> Option<&str> {
+    let key = br#""__CURSOR":""#;
+    let at = memchr::memmem::find(line, key)? + key.len();
+    let len = memchr::memchr(b'"', &line[at..])?;
+    std::str::from_utf8(&line[at..at + len]).ok()
+}
+
+/// The `_SYSTEMD_INVOCATION_ID` of a `journalctl -o json` line.
+fn invocation_of(line: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Inv {
+        #[serde(rename = "_SYSTEMD_INVOCATION_ID")]
+        id: Option<String>,
+    }
+    serde_json::from_slice::<Inv>(line).ok()?.id
+}
+
+/// A spawned journalctl, killed and reaped when dropped.
+#[derive(Debug)]
+pub struct ChildGuard {
+    child: Child,
+    stderr_tail: Arc<Mutex<String>>,
+    stderr_done: Option<std::sync::mpsc::Receiver<()>>,
+}
+
+impl ChildGuard {
+    /// The child's standard output (once).
+    pub fn take_stdout(&mut self) -> Option<ChildStdout> {
+        self.child.stdout.take()
+    }
+
+    /// The child's process id.
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits for the child to exit, then (up to 1 s) for its stderr to be drained, so
+    /// [`ChildGuard::stderr_tail`] holds its last words.
+    ///
+    /// # Errors
+    /// The wait error.
+    pub fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        let status = self.child.wait()?;
+        if let Some(done) = self.stderr_done.take() {
+            let _ = done.recv_timeout(Duration::from_secs(1));
+        }
+        Ok(status)
+    }
+
+    /// The last line the child wrote to stderr.
+    pub fn stderr_tail(&self) -> String {
+        self.stderr_tail
+            .lock()
+            .map(|s| s.clone())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `journalctl` with `args`, stdout piped; stderr is drained by a thread (so the child
+/// can never block on it), logged at debug, its last line kept for messages.
+///
+/// # Errors
+/// The spawn error (binary missing, not executable…).
+pub fn spawn(journalctl: &Path, args: &[OsString]) -> std::io::Result<ChildGuard> {
+    let mut child = Command::new(journalctl)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let stderr_tail = Arc::new(Mutex::new(String::new()));
+    let mut stderr_done = None;
+    if let Some(err) = child.stderr.take() {
+        let tail = stderr_tail.clone();
+        let (done_tx, done_rx) = std::sync::mpsc::sync_channel::<()>(1);
+        stderr_done = Some(done_rx);
+        let drained = std::thread::Builder::new()
+            .name("journalctl stderr".into())
+            .spawn(move || {
+                for line in BufReader::new(err).lines() {
+                    let Ok(line) = line else { break };
+                    tracing::debug!("journalctl: {line}");
+                    if let Ok(mut t) = tail.lock() {
+                        *t = line;
+                    }
+                }
+                let _ = done_tx.send(());
+            });
+        if let Err(e) = drained {
+            // Without a drainer the child could block; better not to run it.
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(e);
+        }
+    }
+    Ok(ChildGuard {
+        child,
+        stderr_tail,
+        stderr_done,
+    })
+}
+
+/// A failed journalctl run.
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    /// It could not be started.
+    #[error("cannot run {0}: {1}")]
+    Spawn(String, std::io::Error),
+    /// It exited with a failure.
+    #[error("{0} failed ({1}): {2}")]
+    Failed(String, ExitStatus, String),
+}
+
+/// Finds where the current invocation of `unit` starts: the cursor of the first entry with the
+/// `_SYSTEMD_INVOCATION_ID` of the unit's latest entry; [`Start::All`] when the unit has no
+/// entries or its latest entry names no invocation.
+///
+/// # Errors
+/// A [`JournalError`] when journalctl cannot be run or fails.
+pub fn current_invocation(cfg: &JournalConfig, unit: &str) -> Result<Start, JournalError> {
+    let Some(latest) = first_line(cfg, &latest_argv(cfg, unit))? else {
+        return Ok(Start::All);
+    };
+    let Some(inv) = invocation_of(&latest) else {
+        return Ok(Start::All);
+    };
+    let first = first_line(cfg, &invocation_argv(cfg, unit, &inv))?;
+    Ok(match first.as_deref().and_then(cursor_of) {
+        Some(c) => Start::Cursor(c.to_string()),
+        None => Start::All,
+    })
+}
+
+/// The first output line of a journalctl run (the child is killed after it).
+fn first_line(cfg: &JournalConfig, args: &[OsString]) -> Result<Option<Vec<u8>>, JournalError> {
+    let bin = cfg.journalctl.display().to_string();
+    let mut child =
+        spawn(&cfg.journalctl, args).map_err(|e| JournalError::Spawn(bin.clone(), e))?;
+    let mut line = Vec::new();
+    if let Some(out) = child.take_stdout() {
+        // Bounded like every other line we read.
+        let mut r = BufReader::new(out.take(cfg.max_line as u64 + 1));
+        let _ = r.read_until(b'\n', &mut line);
+    }
+    if line.ends_with(b"\n") {
+        line.pop();
+        return Ok(Some(line));
+    }
+    // Nothing (or a partial line): the child's exit says whether that is an empty result.
+    let status = child
+        .wait()
+        .map_err(|e| JournalError::Spawn(bin.clone(), e))?;
+    if !status.success() {
+        return Err(JournalError::Failed(bin, status, child.stderr_tail()));
+    }
+    Ok(None)
+}
+
+/// How one child run ended.
+struct Run {
+    status: Option<ExitStatus>,
+    stderr: String,
+}
+
+/// Runs one child for `unit` from `start` and feeds its whole lines to `ingest`, remembering
+/// the cursor of the last one in `cursor`. A partial last line is dropped: its entry is read
+/// again after the cursor.
+fn run_child(
+    cfg: &JournalConfig,
+    unit: &str,
+    start: &Start,
+    follow: bool,
+    ingest: &mut Ingest,
+    cursor: &mut Option<String>,
+    started: impl FnOnce(),
+) -> Result<Run, std::io::Error> {
+    let mut child = spawn(&cfg.journalctl, &argv(cfg, unit, start, follow))?;
+    started();
+    tracing::debug!(unit, pid = child.id(), ?start, "journalctl started");
+    ingest.set_up(true);
+    if let Some(mut out) = child.take_stdout() {
+        let mut lb = LineBuf::new(cfg.max_line);
+        loop {
+            let r = lb.fill(&mut out, |e| match e {
+                Event::Line(l) => {
+                    if l.starts_with(b"-- cursor: ") {
+                        return;
+                    }
+                    if let Some(c) = cursor_of(l) {
+                        *cursor = Some(c.to_string());
+                    }
+                    ingest.line(l);
+                }
+                Event::Oversized => ingest.event(Event::Oversized),
+            });
+            ingest.flush();
+            match r {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) => {
+                    ingest.count_error();
+                    tracing::debug!(unit, "reading journalctl failed: {e}");
+                    break;
+                }
+            }
+        }
+    }
+    let status = child.wait().ok();
+    ingest.set_up(false);
+    ingest.flush();
+    Ok(Run {
+        status,
+        stderr: child.stderr_tail(),
+    })
+}
+
+/// `--once`: reads the current invocation of `unit` to the end of the journal.
+///
+/// # Errors
+/// A [`JournalError`] when journalctl cannot be run or fails.
+pub fn read_once(cfg: &JournalConfig, unit: &str, ingest: &mut Ingest) -> Result<(), JournalError> {
+    let bin = cfg.journalctl.display().to_string();
+    let start = current_invocation(cfg, unit)?;
+    let mut cursor = None;
+    let run = run_child(cfg, unit, &start, false, ingest, &mut cursor, || {})
+        .map_err(|e| JournalError::Spawn(bin.clone(), e))?;
+    match run.status {
+        Some(s) if s.success() => Ok(()),
+        Some(s) => Err(JournalError::Failed(bin, s, run.stderr)),
+        None => Ok(()),
+    }
+}
+
+/// Follows `unit` until `stop` is set (checked between children): restores the current
+/// invocation, then restarts the child after each exit (see the module docs).
+pub fn supervise(
+    cfg: &JournalConfig,
+    unit: &str,
+    ingest: &mut Ingest,
+    state: &Shared,
+    stop: &AtomicBool,
+) {
+    let mut cursor: Option<String> = None;
+    let mut backoff = BACKOFF_START;
+    let mut warned = false;
+    let mut started_once = false;
+    while !stop.load(Ordering::Relaxed) {
+        let start = match &cursor {
+            Some(c) => Ok(Start::AfterCursor(c.clone())),
+            None => current_invocation(cfg, unit),
+        };
+        let began = Instant::now();
+        let outcome = match start {
+            Ok(start) => {
+                let restart = started_once;
+                let r = run_child(cfg, unit, &start, true, ingest, &mut cursor, || {
+                    started_once = true;
+                    if restart {
+                        if let Ok(mut s) = state.lock() {
+                            s.add_extra("sglang_log_exporter_journalctl_restarts_total", unit, 1.0);
+                        }
+                    }
+                });
+                r.map(|run| {
+                    let how = run.status.map_or("ended".to_string(), |s| s.to_string());
+                    if run.stderr.is_empty() {
+                        format!("journalctl exited ({how})")
+                    } else {
+                        format!("journalctl exited ({how}): {}", run.stderr)
+                    }
+                })
+                .unwrap_or_else(|e| format!("cannot run {}: {e}", cfg.journalctl.display()))
+            }
+            Err(e) => e.to_string(),
+        };
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        ingest.count_error();
+        ingest.set_up(false);
+        ingest.flush();
+        if began.elapsed() >= HEALTHY_RUN {
+            warned = false;
+            backoff = BACKOFF_START;
+        }
+        if warned {
+            tracing::debug!(unit, "{outcome}; restarting in {backoff:?}");
+        } else {
+            warned = true;
+            tracing::warn!(unit, "{outcome}; restarting it from the last entry read (further failures are logged at debug level)");
+        }
+        sleep_unless_stopped(backoff, stop);
+        backoff = next_backoff(backoff);
+    }
+}
+
+/// The back-off after `d`: doubled, at most [`BACKOFF_MAX`].
+pub fn next_backoff(d: Duration) -> Duration {
+    (d * 2).min(BACKOFF_MAX)
+}
+
+fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) {
+    let end = Instant::now() + d;
+    while !stop.load(Ordering::Relaxed) {
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(100)));
+    }
+}
+
+/// The program `p` as it will be run: a path with a `/` as is, a bare name searched in `PATH`.
+/// `None` when it is not an executable file.
+pub fn find_program(p: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let exec = |c: &Path| {
+        std::fs::metadata(c).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if p.components().count() > 1 || p.is_absolute() {
+        return exec(p).then(|| p.to_path_buf());
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(p))
+        .find(|c| exec(c))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> JournalConfig {
+        JournalConfig {
+            units: vec!["sglang-decode.service".into()],
+            files: vec!["/j/a.journal".into()],
+            directories: vec!["/var/log/journal".into()],
+            journalctl: "/bin/journalctl".into(),
+            max_line: 1 << 20,
+        }
+    }
+
+    fn strs(v: Vec<OsString>) -> Vec<String> {
+        v.into_iter().map(|s| s.into_string().unwrap()).collect()
+    }
+
+    #[test]
+    fn argv_follow_from_cursor_and_after_cursor() {
+        let c = cfg();
+        let base = [
+            "--output=json",
+            "--all",
+            "--no-pager",
+            "--quiet",
+            "--output-fields=MESSAGE,_SYSTEMD_UNIT,_SYSTEMD_INVOCATION_ID",
+            "--file=/j/a.journal",
+            "--directory=/var/log/journal",
+            "--show-cursor",
+        ];
+        let mut want: Vec<String> = base.iter().map(|s| s.to_string()).collect();
+        want.extend(
+            [
+                "--follow",
+                "--no-tail",
+                "--unit=u.service",
+                "--cursor=s=1;i=2",
+            ]
+            .map(String::from),
+        );
+        assert_eq!(
+            strs(argv(
+                &c,
+                "u.service",
+                &Start::Cursor("s=1;i=2".into()),
+                true
+            )),
+            want
+        );
+        let mut want: Vec<String> = base.iter().map(|s| s.to_string()).collect();
+        want.extend(["--unit=u.service", "--after-cursor=s=9"].map(String::from));
+        assert_eq!(
+            strs(argv(
+                &c,
+                "u.service",
+                &Start::AfterCursor("s=9".into()),
+                false
+            )),
+            want
+        );
+        let a = strs(argv(&c, "u.service", &Start::All, false));
+        assert_eq!(a.last().map(String::as_str), Some("--unit=u.service"));
+        assert!(!a.iter().any(|s| s == "--follow" || s == "--no-tail"));
+    }
+
+    #[test]
+    fn probes_match_the_units_own_entries() {
+        let c = cfg();
+        let l = strs(latest_argv(&c, "u.service"));
+        assert_eq!(&l[l.len() - 2..], ["--lines=1", "_SYSTEMD_UNIT=u.service"]);
+        let i = strs(invocation_argv(&c, "u.service", "abc"));
+        assert_eq!(
+            &i[i.len() - 2..],
+            ["_SYSTEMD_UNIT=u.service", "_SYSTEMD_INVOCATION_ID=abc"]
+        );
+        assert!(!i
+            .iter()
+            .any(|a| a == "--follow" || a.starts_with("--lines")));
+    }
+
+    #[test]
+    fn backoff_doubles_to_30s() {
+        let mut d = BACKOFF_START;
+        let mut seen = vec![d.as_secs()];
+        for _ in 0..6 {
+            d = next_backoff(d);
+            seen.push(d.as_secs());
+        }
+        assert_eq!(seen, [1, 2, 4, 8, 16, 30, 30]);
+    }
+
+    #[test]
+    fn unit_names() {
+        assert_eq!(unit_name("sglang-decode").unwrap(), "sglang-decode.service");
+        assert_eq!(
+            unit_name("sglang-decode.service").unwrap(),
+            "sglang-decode.service"
+        );
+        assert_eq!(unit_name("sglang@v0.5").unwrap(), "sglang@v0.5.service");
+        assert_eq!(unit_name("run-u1.scope").unwrap(), "run-u1.scope");
+        assert!(unit_name("").is_err());
+        assert!(unit_name("a b").is_err());
+        assert!(unit_name("x;rm").is_err());
+        assert_eq!(server_of("sglang-decode.service"), "sglang-decode");
+        assert_eq!(server_of("run-u1.scope"), "run-u1.scope");
+    }
+
+    #[test]
+    fn cursors() {
+        let l = br#"{"__CURSOR":"s=7b;i=c9;x=d7","MESSAGE":"a \"__CURSOR\":\"no\""}"#;
+        assert_eq!(cursor_of(l), Some("s=7b;i=c9;x=d7"));
+        let l = br#"{"MESSAGE":"\"__CURSOR\":\"fake\"","__CURSOR":"s=1"}"#;
+        assert_eq!(cursor_of(l), Some("s=1"));
+        assert_eq!(cursor_of(br#"{"MESSAGE":"x"}"#), None);
+        assert_eq!(cursor_of(br#"{"__CURSOR":"unterminated"#), None);
+        assert_eq!(
+            invocation_of(br#"{"_SYSTEMD_INVOCATION_ID":"0c9d","MESSAGE":[1,2]}"#).as_deref(),
+            Some("0c9d")
+        );
+        assert_eq!(invocation_of(br#"{"MESSAGE":"x"}"#), None);
+    }
+
+    #[test]
+    fn config_checks() {
+        let sh = PathBuf::from("sh");
+        assert!(JournalConfig::new(&[], &["/x".into()], &[], &sh, 1024).is_err());
+        let c = JournalConfig::new(
+            &["a".into(), "a.service".into()],
+            &["rel.journal".into()],
+            &[],
+            &sh,
+            1024,
+        )
+        .unwrap();
+        assert_eq!(c.units, ["a.service"]);
+        assert!(c.files[0].is_absolute());
+        assert!(c.journalctl.is_absolute());
+        let e = JournalConfig::new(
+            &["a".into()],
+            &[],
+            &[],
+            Path::new("/nonexistent/jctl"),
+            1024,
+        );
+        assert!(e.unwrap_err().contains("not found"));
+    }
+}
