@@ -4,10 +4,9 @@
 //! SGLang's pool, not of the GPU.
 
 use crate::family::{Family, Kind};
-use crate::record::Ranks;
 use crate::state::State;
 
-use super::metrics::rank_labels;
+use super::metrics::{rank_labels, shown_value};
 
 /// `sglang_kv_pool_used_estimate_bytes` for every rank that has both a token usage and a pool
 /// size; it reads 0 while the rank is idle, as token usage does.
@@ -20,8 +19,6 @@ pub fn families(state: &State, now: f64) -> Vec<Family> {
         return Vec::new();
     };
     let (usage, pool) = (usage as usize, pool as usize);
-    let idle_after = state.config().idle_after;
-    let activity = pat.metrics[usage].activity;
     let mut fam = Family::new(
         "sglang_kv_pool_used_estimate_bytes",
         "Estimated KV-cache bytes in use on the rank: token usage (0-1) times the KV pool size in bytes.",
@@ -29,21 +26,11 @@ pub fn families(state: &State, now: f64) -> Vec<Family> {
     );
     for (name, srv) in state.servers() {
         for (ranks, rank) in &srv.ranks {
-            let pick = |id: usize| {
-                if srv.values[id].is_nan() {
-                    rank.values[id]
-                } else {
-                    srv.values[id]
-                }
-            };
-            let (u, p) = (pick(usage), pick(pool));
-            if u.is_nan() || p.is_nan() {
-                continue;
+            let u = shown_value(state, srv, rank, usage, now);
+            let p = shown_value(state, srv, rank, pool, now);
+            if let (Some(u), Some(p)) = (u, p) {
+                fam.push(rank_labels(name, srv, ranks), (u * p).round());
             }
-            let idle = rank.last_stats.is_none_or(|t| now - t > idle_after);
-            let u = if activity && idle { 0.0 } else { u };
-            let r: &Ranks = ranks;
-            fam.push(rank_labels(name, srv, r), (u * p).round());
         }
     }
     vec![fam]

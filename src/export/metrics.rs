@@ -52,19 +52,9 @@ pub fn families(state: &State, now: f64) -> Vec<Family> {
                 continue;
             }
             for (ranks, rank) in &srv.ranks {
-                // Server-scope values (the capacity line) are shown on every rank.
-                let mut v = if srv.values[id].is_nan() {
-                    rank.values[id]
-                } else {
-                    srv.values[id]
-                };
-                if v.is_nan() {
-                    continue;
+                if let Some(v) = shown_value(state, srv, rank, id, now) {
+                    fam.push(rank_labels(name, srv, ranks), v);
                 }
-                if def.activity && is_idle(rank, now, idle_after) {
-                    v = 0.0;
-                }
-                fam.push(rank_labels(name, srv, ranks), v);
             }
         }
         out.push(fam);
@@ -80,6 +70,31 @@ pub fn families(state: &State, now: f64) -> Vec<Family> {
 
 fn is_idle(rank: &RankState, now: f64, idle_after: f64) -> bool {
     rank.last_stats.is_none_or(|t| now - t > idle_after)
+}
+
+/// The value a scrape shows for metric `id` of a rank at `now`: the server-scope value (the
+/// capacity line) where there is one, else the rank's; 0 for an activity gauge of an idle rank;
+/// `None` where never set.
+pub fn shown_value(
+    state: &State,
+    srv: &ServerState,
+    rank: &RankState,
+    id: usize,
+    now: f64,
+) -> Option<f64> {
+    let v = if srv.values[id].is_nan() {
+        rank.values[id]
+    } else {
+        srv.values[id]
+    };
+    if v.is_nan() {
+        return None;
+    }
+    let idle_after = state.config().idle_after;
+    if state.patterns().metrics[id].activity && is_idle(rank, now, idle_after) {
+        return Some(0.0);
+    }
+    Some(v)
 }
 
 /// The label set of SGLang's scheduler metrics plus `server`; ranks a line does not name are
