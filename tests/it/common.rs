@@ -167,3 +167,18 @@ pub fn append(path: &Path, data: &[u8]) {
     f.write_all(data).expect("append");
     f.flush().expect("flush");
 }
+
+/// Runs `cmd` with `input` on its standard input and returns its output (stdout and stderr
+/// captured). Panics naming `what` when it cannot be started.
+pub fn run_with_input(cmd: &mut Command, input: &[u8], what: &str) -> Output {
+    use std::io::Write;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+    // A child that exits early closes its stdin; its output says why.
+    let _ = child.stdin.take().expect("stdin").write_all(input);
+    child.wait_with_output().expect("wait for the child")
+}

@@ -6,7 +6,7 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use crate::common::{append, bin, free_port, sample, value, Exporter};
+use crate::common::{append, bin, free_port, run_with_input, sample, value, Exporter};
 
 /// A decode line of rank `TPn` with `#queue-req: q` and `#running-req: r`, stamped now (UTC, as
 /// the exporter runs with `--timezone UTC`): lines already in a file when the exporter starts are
@@ -262,20 +262,11 @@ fn promtool_accepts_the_exposition_except_the_colon_names() {
     let body = e.scrape_until(10, |s| {
         s.contains("sglang_server_info{server=\"sglang-variants\"")
     });
-    let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool (Debian package prometheus) must be installed");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(body.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run_with_input(
+        Command::new("promtool").args(["check", "metrics"]),
+        body.as_bytes(),
+        "promtool (Debian package prometheus)",
+    );
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),

@@ -2,10 +2,9 @@
 //! json-file), journald JSON on stdin, hybrid-model derivations, time-only prefixes, and the
 //! cardinality bound.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use crate::common::{bin, once, samples, value};
+use crate::common::{bin, once, run_with_input, samples, value};
 
 fn get(expo: &str, series: &str) -> f64 {
     value(expo, series).unwrap_or_else(|| panic!("no series {series} in:\n{expo}"))
@@ -81,19 +80,11 @@ fn journald_json_on_stdin_names_servers_by_unit() {
         }
     }
     assert_eq!(json.lines().count(), 201);
-    let mut child = Command::new(bin())
-        .args(["--once", "--idle-after", "1h", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(json.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run_with_input(
+        Command::new(bin()).args(["--once", "--idle-after", "1h", "-"]),
+        json.as_bytes(),
+        "the exporter",
+    );
     assert!(out.status.success());
     let expo = String::from_utf8(out.stdout).unwrap();
     let info = samples(&expo, "sglang_server_info");

@@ -3,10 +3,10 @@
 //! `systemd-analyze`.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::common::{once, samples, value, Exporter};
+use crate::common::{once, run_with_input, samples, value, Exporter};
 
 const JOURNAL_REMOTE: &str = "/lib/systemd/systemd-journal-remote";
 const BOOT: &str = "6f1c2a9e4b7d4e0fa3c85d1e2b9f7a64";
@@ -41,22 +41,13 @@ fn entry(unit: &str, invocation: &str, realtime_us: u64, message: &[u8]) -> Vec<
 
 /// Appends export-format entries to the journal file `path` (created when missing).
 fn write_journal(path: &Path, export: &[u8]) {
-    use std::io::Write;
-    let mut child = Command::new(JOURNAL_REMOTE)
-        .arg(format!("--output={}", path.display()))
-        .arg("-")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run systemd-journal-remote (Debian package systemd-journal-remote)");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(export)
-        .expect("write the export");
-    let out = child.wait_with_output().expect("wait");
+    let out = run_with_input(
+        Command::new(JOURNAL_REMOTE)
+            .arg(format!("--output={}", path.display()))
+            .arg("-"),
+        export,
+        "systemd-journal-remote (Debian package systemd-journal-remote)",
+    );
     assert!(
         out.status.success(),
         "systemd-journal-remote: {}",
