@@ -9,7 +9,7 @@ use std::sync::Arc;
 use jiff::tz::TimeZone;
 
 use crate::cli::{split_input, RunArgs};
-use crate::export::{http, metrics};
+use crate::export::{http, metrics, push};
 use crate::parse::patterns::Patterns;
 use crate::parse::prefix::TimeResolver;
 use crate::parse::Parser;
@@ -53,6 +53,8 @@ pub struct Config {
     pub date: Option<jiff::civil::Date>,
     /// Tailer settings.
     pub tail: TailConfig,
+    /// Pushgateway settings (`--push.url`).
+    pub push: Option<push::PushConfig>,
 }
 
 /// Loads the pattern file named on the command line, or the embedded one.
@@ -144,6 +146,7 @@ impl Config {
                 max_line: a.max_line_bytes,
                 once: a.once,
             },
+            push: push::PushConfig::from_args(&a.push).map_err(ConfigError)?,
         })
     }
 
@@ -193,6 +196,18 @@ pub fn run_once(cfg: &Config) -> ExitCode {
         }
     }
     let text = render(&state, true);
+    if let Some(p) = &cfg.push {
+        // Cron-style: one push (with retries), no delete; the exit status tells the outcome.
+        let ok = push::Pusher::new(p.clone(), state.clone()).push(&text, |d| {
+            std::thread::sleep(d);
+            true
+        });
+        return if ok {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        };
+    }
     let mut out = std::io::stdout().lock();
     // A closed pipe (`| head`) is not an error.
     let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
@@ -245,6 +260,13 @@ pub fn run_live(cfg: Config, a: &RunArgs) -> Result<(), ConfigError> {
         .map_err(|e| ConfigError(format!("cannot start the runtime: {e}")))?;
     let render_state = state.clone();
     let render_fn: http::Render = Arc::new(move || render(&render_state, false));
+    let pusher = match &cfg.push {
+        Some(p) => Some(
+            push::spawn(p.clone(), state.clone(), render_fn.clone())
+                .map_err(|e| ConfigError(format!("cannot start the pusher: {e}")))?,
+        ),
+        None => None,
+    };
     let telemetry = a.telemetry_path.clone();
     rt.block_on(async move {
         let shutdown = shutdown_signal();
@@ -264,6 +286,9 @@ pub fn run_live(cfg: Config, a: &RunArgs) -> Result<(), ConfigError> {
         Ok::<(), ConfigError>(())
     })?;
     stop.store(true, Ordering::Relaxed);
+    if let Some(p) = pusher {
+        p.stop();
+    }
     tracing::info!("shut down");
     Ok(())
 }

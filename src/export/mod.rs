@@ -2,3 +2,5 @@
 
 pub mod http;
 pub mod metrics;
+pub mod push;
+pub mod openmetrics;
