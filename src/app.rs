@@ -9,7 +9,7 @@ use std::sync::Arc;
 use jiff::tz::TimeZone;
 
 use crate::cli::{split_input, RunArgs};
-use crate::export::{http, metrics, push};
+use crate::export::{http, metrics, push, webconfig};
 use crate::parse::patterns::Patterns;
 use crate::parse::prefix::TimeResolver;
 use crate::parse::Parser;
@@ -227,6 +227,10 @@ pub fn run_live(cfg: Config, a: &RunArgs) -> Result<(), ConfigError> {
     } else {
         Some(http::parse_listen(&a.listen_address).map_err(ConfigError)?)
     };
+    let web = match &a.web_config_file {
+        Some(p) => Some(webconfig::Reloader::new(p).map_err(ConfigError)?),
+        None => None,
+    };
     if !a.telemetry_path.starts_with('/') {
         return Err(ConfigError("--web.telemetry-path must start with /".into()));
     }
@@ -277,9 +281,11 @@ pub fn run_live(cfg: Config, a: &RunArgs) -> Result<(), ConfigError> {
                     .map_err(|e| ConfigError(format!("cannot listen on {addr}: {e}")))?;
                 tracing::info!(address = %addr, path = %telemetry, "serving metrics");
                 let app = http::router(&telemetry, render_fn);
-                http::serve(listener, app, shutdown)
-                    .await
-                    .map_err(|e| ConfigError(format!("HTTP server failed: {e}")))?;
+                match web {
+                    Some(web) => webconfig::serve(listener, app, web, shutdown).await,
+                    None => http::serve(listener, app, shutdown).await,
+                }
+                .map_err(|e| ConfigError(format!("HTTP server failed: {e}")))?;
             }
             None => shutdown.await,
         }

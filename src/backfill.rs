@@ -132,8 +132,10 @@ pub fn backfill(a: &BackfillArgs) -> Result<Summary, BackfillError> {
     let bar = if std::io::stderr().is_terminal() {
         let b = ProgressBar::new(total);
         b.set_style(
-            ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            ProgressStyle::with_template(
+                "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
         b
     } else {

@@ -2,5 +2,6 @@
 
 pub mod http;
 pub mod metrics;
-pub mod push;
 pub mod openmetrics;
+pub mod push;
+pub mod webconfig;

@@ -30,6 +30,23 @@ pub const LAST_STATUS: &str = "sglang_log_exporter_push_last_status";
 /// Attempts per push: the first plus retries after 0.5 s and 1 s (transport errors and 5xx only).
 const ATTEMPTS: u32 = 3;
 
+/// Label names our metrics carry (the rank labels end in `_rank`, the sizes in `_size`).
+const OUR_LABELS: &[&str] = &[
+    "server",
+    "model_name",
+    "engine_type",
+    "method",
+    "path",
+    "status",
+    "source",
+    "kind",
+    "field",
+    "version",
+    "unit",
+    "gpu",
+    "uuid",
+];
+
 /// Produces the exposition text to push.
 pub type Render = Arc<dyn Fn() -> String + Send + Sync>;
 
@@ -59,7 +76,9 @@ impl PushConfig {
         };
         let mut url = url::Url::parse(raw).map_err(|e| format!("--push.url {raw:?}: {e}"))?;
         if !matches!(url.scheme(), "http" | "https") || !url.has_host() {
-            return Err(format!("--push.url {raw:?} must be an http:// or https:// URL"));
+            return Err(format!(
+                "--push.url {raw:?} must be an http:// or https:// URL"
+            ));
         }
         // user:password in the URL is basic auth; keep it out of the request line and logs.
         let mut user = None;
@@ -74,9 +93,8 @@ impl PushConfig {
             user = Some(u.clone());
         }
         if let Some(f) = &a.basic_auth_password_file {
-            let p = std::fs::read_to_string(f).map_err(|e| {
-                format!("--push.basic-auth-password-file {}: {e}", f.display())
-            })?;
+            let p = std::fs::read_to_string(f)
+                .map_err(|e| format!("--push.basic-auth-password-file {}: {e}", f.display()))?;
             pass = Some(p.trim_end_matches(['\n', '\r']).to_string());
         }
         if pass.is_some() && user.is_none() {
@@ -99,6 +117,11 @@ impl PushConfig {
             if !valid_label_name(k) || k == "job" || k == "instance" {
                 return Err(format!(
                     "--push.label {l:?}: {k:?} is not a usable label name (job and instance are set already)"
+                ));
+            }
+            if OUR_LABELS.contains(&k) || k.ends_with("_rank") || k.ends_with("_size") {
+                return Err(format!(
+                    "--push.label {l:?}: {k:?} is a label of the exported metrics; the Pushgateway refuses a grouping label that a metric also has"
                 ));
             }
             labels.push((k.to_string(), v.to_string()));
@@ -145,8 +168,7 @@ pub fn group_path(job: &str, labels: &[(String, String)]) -> String {
     let mut p = String::from("/metrics");
     for (k, v) in std::iter::once(&("job".to_string(), job.to_string())).chain(labels) {
         let plain = !v.is_empty()
-            && v
-                .bytes()
+            && v.bytes()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.' | b'~'));
         if plain {
             p.push_str(&format!("/{k}/{v}"));

@@ -1,4 +1,8 @@
 //! Integration tests: one binary, one module per behaviour. They run the real binary
 //! (`CARGO_BIN_EXE_sglang-log-exporter`) on real files and real sockets.
 
+mod backfill;
 mod common;
+mod promtools;
+mod push;
+mod webconfig;

@@ -1,0 +1,1 @@
+//! `--web.config.file`: HTTPS and basic auth with real certificates from `openssl`.
