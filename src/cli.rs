@@ -142,6 +142,11 @@ pub struct PushArgs {
     /// File holding the basic-auth password (trailing newline ignored).
     #[arg(long = "push.basic-auth-password-file")]
     pub basic_auth_password_file: Option<PathBuf>,
+
+    /// PEM file of the CA certificates to trust for an https:// Pushgateway instead of the
+    /// built-in web roots (for an internal CA or a self-signed certificate).
+    #[arg(long = "push.ca-file")]
+    pub ca_file: Option<PathBuf>,
 }
 
 /// `backfill` options.

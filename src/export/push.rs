@@ -51,7 +51,7 @@ const OUR_LABELS: &[&str] = &[
 pub type Render = Arc<dyn Fn() -> String + Send + Sync>;
 
 /// A validated push configuration.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct PushConfig {
     /// The group's full URL.
     pub group_url: String,
@@ -63,6 +63,46 @@ pub struct PushConfig {
     pub timeout: Duration,
     /// Leave the group on the Pushgateway at shutdown.
     pub keep_on_exit: bool,
+    /// TLS client settings when `--push.ca-file` is given (else the built-in web roots).
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+impl std::fmt::Debug for PushConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the credentials.
+        f.debug_struct("PushConfig")
+            .field("group_url", &self.group_url)
+            .field("auth", &self.auth.as_ref().map(|_| "<set>"))
+            .field("interval", &self.interval)
+            .field("timeout", &self.timeout)
+            .field("keep_on_exit", &self.keep_on_exit)
+            .field("custom_ca", &self.tls.is_some())
+            .finish()
+    }
+}
+
+fn client_tls(path: &std::path::Path) -> Result<rustls::ClientConfig, String> {
+    use rustls_pki_types::pem::PemObject;
+    let name = path.display();
+    let mut roots = rustls::RootCertStore::empty();
+    let certs = rustls_pki_types::CertificateDer::pem_file_iter(path)
+        .map_err(|e| format!("--push.ca-file {name}: {e}"))?;
+    for c in certs {
+        let c = c.map_err(|e| format!("--push.ca-file {name}: {e}"))?;
+        roots
+            .add(c)
+            .map_err(|e| format!("--push.ca-file {name}: {e}"))?;
+    }
+    if roots.is_empty() {
+        return Err(format!("--push.ca-file {name}: no certificate"));
+    }
+    Ok(rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| e.to_string())?
+    .with_root_certificates(roots)
+    .with_no_client_auth())
 }
 
 impl PushConfig {
@@ -133,6 +173,10 @@ impl PushConfig {
             interval: a.interval.max(Duration::from_millis(100)),
             timeout: a.timeout.max(Duration::from_millis(100)),
             keep_on_exit: a.keep_on_exit,
+            tls: match &a.ca_file {
+                Some(p) => Some(Arc::new(client_tls(p)?)),
+                None => None,
+            },
         }))
     }
 }
@@ -192,10 +236,13 @@ pub struct Pusher {
 impl Pusher {
     /// A pusher; sets the self metrics to their initial values.
     pub fn new(cfg: PushConfig, state: Shared) -> Pusher {
-        let agent = ureq::AgentBuilder::new()
+        let mut agent = ureq::AgentBuilder::new()
             .timeout(cfg.timeout)
-            .user_agent(concat!("sglang-log-exporter/", env!("CARGO_PKG_VERSION")))
-            .build();
+            .user_agent(concat!("sglang-log-exporter/", env!("CARGO_PKG_VERSION")));
+        if let Some(tls) = &cfg.tls {
+            agent = agent.tls_config(tls.clone());
+        }
+        let agent = agent.build();
         if let Ok(mut s) = state.lock() {
             s.add_extra(FAILURES, "", 0.0);
             s.add_extra(PUSHES, "", 0.0);

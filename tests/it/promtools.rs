@@ -61,6 +61,28 @@ pub fn pushgateway() -> Proc {
     p
 }
 
+/// Starts `prometheus-pushgateway` with `--web.config.file=web_config` (TLS, basic auth);
+/// ready once it accepts connections.
+pub fn pushgateway_with_web_config(web_config: &Path) -> Proc {
+    let port = free_port();
+    let child = Command::new("prometheus-pushgateway")
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg("--persistence.file=")
+        .arg(format!("--web.config.file={}", web_config.display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start prometheus-pushgateway");
+    let mut p = Proc { child, port };
+    poll(60, "the Pushgateway to listen", || {
+        if let Ok(Some(st)) = p.child.try_wait() {
+            panic!("the Pushgateway exited early: {st}");
+        }
+        std::net::TcpStream::connect(("127.0.0.1", port)).ok()
+    });
+    p
+}
+
 /// Starts `prometheus` with `config` (YAML) and its TSDB in `dir`, old data kept for 10 years.
 pub fn prometheus(config: &str, dir: &Path) -> Proc {
     let port = free_port();
@@ -174,14 +196,11 @@ pub fn query(prom: &Proc, q: &str, time: Option<f64>) -> Vec<(BTreeMap<String, S
         .collect()
 }
 
+/// One series of a range query: labels and (time, value) points.
+pub type RangeSeries = (BTreeMap<String, String>, Vec<(f64, f64)>);
+
 /// A range query; returns each series' labels and (time, value) points.
-pub fn query_range(
-    prom: &Proc,
-    q: &str,
-    start: f64,
-    end: f64,
-    step: f64,
-) -> Vec<(BTreeMap<String, String>, Vec<(f64, f64)>)> {
+pub fn query_range(prom: &Proc, q: &str, start: f64, end: f64, step: f64) -> Vec<RangeSeries> {
     let url = format!(
         "http://127.0.0.1:{}/api/v1/query_range?query={}&start={start}&end={end}&step={step}",
         prom.port,

@@ -381,3 +381,65 @@ fn prometheus_scrapes_the_exporter() {
     });
     assert_eq!(got, want);
 }
+
+#[test]
+fn pushes_over_https_with_basic_auth() {
+    use crate::webconfig::{client, get as tls_get, hash, self_signed};
+    let (_log_dir, log) = busy_log();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cert = self_signed(dir.path(), "gw");
+    let web = dir.path().join("web.yml");
+    std::fs::write(
+        &web,
+        format!(
+            "tls_server_config:\n  cert_file: {d}/gw.pem\n  key_file: {d}/gw.key\nbasic_auth_users:\n  pusher: {h}\n",
+            d = dir.path().display(),
+            h = hash("pushpw")
+        ),
+    )
+    .unwrap();
+    let pw = dir.path().join("pw");
+    std::fs::write(&pw, "pushpw\n").unwrap();
+    let pg = promtools::pushgateway_with_web_config(&web);
+    let url = format!("https://127.0.0.1:{}", pg.port);
+    let run = |user: &str| {
+        Command::new(bin())
+            .args(["--once", "--timezone", "UTC", "--push.instance", "host-s"])
+            .args(["--push.url", &url, "--push.ca-file", cert.to_str().unwrap()])
+            .args([
+                "--push.basic-auth-user",
+                user,
+                "--push.basic-auth-password-file",
+            ])
+            .arg(&pw)
+            .arg(&log)
+            .output()
+            .expect("run")
+    };
+    let out = run("intruder");
+    assert_eq!(out.status.code(), Some(1), "a refused push fails the run");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("401"));
+    let out = run("pusher");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (code, _, body) = tls_get(
+        &client(&cert, None),
+        &format!("{url}/metrics"),
+        Some(("pusher", "pushpw")),
+    );
+    assert_eq!(code, 200);
+    let got: Vec<_> = of(&parse(&body), "sglang:token_usage")
+        .into_iter()
+        .map(|(_, l, v)| (l, v))
+        .collect();
+    assert_eq!(
+        sorted(got),
+        expected(
+            "sglang:token_usage",
+            &[("job", "sglang"), ("instance", "host-s")]
+        )
+    );
+}
