@@ -15,11 +15,14 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::app::{load_patterns, timezone, ConfigError};
 use crate::cli::{split_input, BackfillArgs};
-use crate::export::metrics::{self, rank_labels};
-use crate::export::openmetrics::OpenMetrics;
+use crate::export::metrics::rank_labels;
+use crate::export::openmetrics::{render_labels, OpenMetrics};
+use crate::family::Kind;
 use crate::parse::patterns::Class;
+use crate::parse::patterns::MetricKind;
 use crate::parse::prefix::TimeResolver;
 use crate::parse::Parser;
+use crate::record::Ranks;
 use crate::source::framing::{Framed, Framer};
 use crate::source::linebuf::{Event, LineBuf};
 use crate::source::{now_unix, server_name_of};
@@ -29,7 +32,7 @@ use crate::state::{State, StateConfig};
 /// backfill.
 const RECENT: f64 = 3.0 * 3600.0;
 
-/// Rank families sampled besides the pattern file's metrics.
+/// Rank counters sampled besides the pattern file's metrics (as in [`crate::export::metrics`]).
 const RANK_COUNTERS: &[&str] = &[
     "sglang_prefill_batches_total",
     "sglang_decode_stats_lines_total",
@@ -256,21 +259,57 @@ impl Ctx<'_> {
         let (true, Some(ts)) = (stats, ts) else {
             return;
         };
+        self.sample(server, &ranks, ts);
+    }
+
+    /// Adds the current values of one rank at `ts`: what [`crate::export::metrics::families`] shows for it
+    /// (server-scope values on every rank; never idle at its own line's time), computed for this
+    /// rank only so a long log costs time in proportion to its lines.
+    fn sample(&mut self, server: &str, ranks: &Ranks, ts: f64) {
         let Some(srv) = self.state.servers().get(server) else {
             return;
         };
-        let want = rank_labels(server, srv, &ranks);
-        let pat = self.state.patterns().clone();
-        for fam in metrics::families(self.state, ts) {
-            let ours = pat.metrics.iter().any(|m| m.name == fam.name)
-                || RANK_COUNTERS.contains(&fam.name.as_str());
-            if !ours {
+        let Some(rank) = srv.ranks.get(ranks) else {
+            return;
+        };
+        let labels = render_labels(&rank_labels(server, srv, ranks));
+        let pat = self.state.patterns();
+        for (id, def) in pat.metrics.iter().enumerate() {
+            let v = if srv.values[id].is_nan() {
+                rank.values[id]
+            } else {
+                srv.values[id]
+            };
+            if v.is_nan() {
                 continue;
             }
-            for (labels, v) in &fam.samples {
-                if *labels == want {
-                    self.om.add(&fam.name, &fam.help, fam.kind, labels, ts, *v);
-                }
+            let kind = match def.kind {
+                MetricKind::Gauge => Kind::Gauge,
+                MetricKind::Counter => Kind::Counter,
+            };
+            self.om
+                .add_rendered(&def.name, &def.help, kind, &labels, ts, v);
+        }
+        for (name, help, n) in [
+            (
+                RANK_COUNTERS[0],
+                "Prefill batches, one per Prefill batch line.",
+                rank.prefill_lines,
+            ),
+            (
+                RANK_COUNTERS[1],
+                "Decode batch stats lines (one every --decode-log-interval decode steps).",
+                rank.decode_lines,
+            ),
+            (
+                RANK_COUNTERS[2],
+                "Retraction events (KV cache pool full), one per retraction line.",
+                rank.retractions,
+            ),
+        ] {
+            if n > 0 {
+                self.om
+                    .add_rendered(name, help, Kind::Counter, &labels, ts, n as f64);
             }
         }
     }

@@ -42,21 +42,42 @@ impl OpenMetrics {
     /// Adds one sample of family `name` at `ts` (Unix seconds). NaN and infinite values are
     /// skipped (SGLang never prints them; a state value that is unset is NaN).
     pub fn add(&mut self, name: &str, help: &str, kind: Kind, labels: &Labels, ts: f64, v: f64) {
+        self.add_rendered(name, help, kind, &render_labels(labels), ts, v);
+    }
+
+    /// As [`OpenMetrics::add`], with labels already rendered by [`render_labels`] (so a caller
+    /// adding many families for one label set renders it once).
+    pub fn add_rendered(
+        &mut self,
+        name: &str,
+        help: &str,
+        kind: Kind,
+        labels: &str,
+        ts: f64,
+        v: f64,
+    ) {
         if !v.is_finite() || !ts.is_finite() {
             return;
         }
-        let fam = self
-            .families
-            .entry(name.to_string())
-            .or_insert_with(|| FamilyData {
-                help: help.to_string(),
-                kind,
-                series: BTreeMap::new(),
-            });
-        fam.series
-            .entry(render_labels(labels))
-            .or_default()
-            .push((ts, v));
+        if !self.families.contains_key(name) {
+            self.families.insert(
+                name.to_string(),
+                FamilyData {
+                    help: help.to_string(),
+                    kind,
+                    series: BTreeMap::new(),
+                },
+            );
+        }
+        let Some(fam) = self.families.get_mut(name) else {
+            return;
+        };
+        match fam.series.get_mut(labels) {
+            Some(s) => s.push((ts, v)),
+            None => {
+                fam.series.insert(labels.to_string(), vec![(ts, v)]);
+            }
+        }
         self.samples += 1;
     }
 
@@ -115,7 +136,8 @@ fn format_ts(ts: f64) -> String {
     }
 }
 
-fn render_labels(labels: &Labels) -> String {
+/// `{a="b",c="d"}` with OpenMetrics escaping; empty for no labels.
+pub fn render_labels(labels: &Labels) -> String {
     if labels.is_empty() {
         return String::new();
     }

@@ -204,3 +204,29 @@ fn missing_input_is_a_clear_error() {
     assert_eq!(code, Some(2));
     assert!(err.contains("cannot read /nonexistent/x.log"), "{err}");
 }
+
+#[test]
+fn last_samples_equal_what_once_shows() {
+    for log in [
+        "pd-decode-session.log",
+        "prefill-session.log",
+        "single-gpu-2025.log",
+    ] {
+        let path = sample(log);
+        let (code, om, err) = backfill(
+            &["--timezone", "UTC", "-o", "-", path.to_str().unwrap()],
+            "",
+        );
+        assert_eq!(code, Some(0), "{err}");
+        check_shape(&om);
+        let last: BTreeMap<String, f64> = series(&om)
+            .into_iter()
+            .map(|(k, v)| (k, v.last().unwrap().1))
+            .collect();
+        assert!(last.len() > 10, "{log}: {}", last.len());
+        let now = crate::common::once(&["--idle-after", "100000000", path.to_str().unwrap()]);
+        for (k, v) in &last {
+            assert_eq!(crate::common::value(&now, k), Some(*v), "{log}: {k}");
+        }
+    }
+}
