@@ -19,7 +19,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use base64::Engine as _;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use rustls::server::WebPkiClientVerifier;
 use rustls_pki_types::pem::PemObject;
@@ -371,7 +371,10 @@ pub async fn serve(
         let cfg = web.current();
         let service = TowerToHyperService::new(app.clone());
         tokio::spawn(async move {
-            let http = hyper::server::conn::http1::Builder::new();
+            let mut http = hyper::server::conn::http1::Builder::new();
+            // A client that never finishes its request head does not hold the connection forever.
+            http.timer(TokioTimer::new())
+                .header_read_timeout(HANDSHAKE_TIMEOUT * 3);
             let res = match &cfg.tls {
                 Some(tls) => {
                     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::clone(tls));
