@@ -363,3 +363,57 @@ pub fn spawn(cfg: PushConfig, state: Shared, render: Render) -> std::io::Result<
         })?;
     Ok(PushHandle { stop: tx, thread })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser as _;
+
+    fn cfg(args: &[&str]) -> Result<Option<PushConfig>, String> {
+        let cli = crate::cli::Cli::try_parse_from(
+            std::iter::once("sglang-log-exporter").chain(args.iter().copied()),
+        )
+        .expect("parse");
+        PushConfig::from_args(&cli.run.push)
+    }
+
+    #[test]
+    fn group_paths_encode_awkward_values() {
+        let l = |k: &str, v: &str| (k.to_string(), v.to_string());
+        assert_eq!(
+            group_path("sglang", &[l("instance", "gpu-1.example"), l("rack", "")]),
+            "/metrics/job/sglang/instance/gpu-1.example/rack@base64/="
+        );
+        assert_eq!(
+            group_path("a/b", &[l("instance", "h"), l("path", "/var/tmp")]),
+            "/metrics/job@base64/YS9i/instance/h/path@base64/L3Zhci90bXA="
+        );
+    }
+
+    #[test]
+    fn url_credentials_become_basic_auth() {
+        let c = cfg(&[
+            "--push.url",
+            "https://us%40r:p%3Ass@gw:9091/base/",
+            "--push.instance",
+            "h1",
+            "--push.label",
+            "cluster=eu",
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            c.group_url,
+            "https://gw:9091/base/metrics/job/sglang/instance/h1/cluster/eu"
+        );
+        let token = base64::engine::general_purpose::STANDARD.encode("us@r:p:ss");
+        assert_eq!(c.auth, Some(format!("Basic {token}")));
+        assert!(
+            !format!("{c:?}").contains(&token),
+            "credentials never printed"
+        );
+        assert!(cfg(&[]).unwrap().is_none());
+        assert!(cfg(&["--push.url", "http://gw", "--push.label", "server=x"]).is_err());
+        assert!(cfg(&["--push.url", "http://gw", "--push.label", "dp_rank=0"]).is_err());
+    }
+}
