@@ -9,7 +9,7 @@ use std::sync::Arc;
 use jiff::tz::TimeZone;
 
 use crate::cli::{split_input, RunArgs};
-use crate::export::{http, metrics};
+use crate::export::{http, metrics, push, webconfig};
 use crate::parse::patterns::Patterns;
 use crate::parse::prefix::TimeResolver;
 use crate::parse::Parser;
@@ -58,6 +58,8 @@ pub struct Config {
     pub gpu: Option<crate::gpu::GpuConfig>,
     /// `--journal-unit` children (no units: none).
     pub journal: JournalConfig,
+    /// Pushgateway settings (`--push.url`).
+    pub push: Option<push::PushConfig>,
 }
 
 /// Loads the pattern file named on the command line, or the embedded one.
@@ -159,6 +161,7 @@ impl Config {
                 once: a.once,
             },
             gpu: gpu_config(a)?,
+            push: push::PushConfig::from_args(&a.push).map_err(ConfigError)?,
         })
     }
 
@@ -219,6 +222,18 @@ pub fn run_once(cfg: &Config) -> ExitCode {
         crate::gpu::Sampler::new(g.clone()).sample(&state);
     }
     let text = render(&state, true);
+    if let Some(p) = &cfg.push {
+        // Cron-style: one push (with retries), no delete; the exit status tells the outcome.
+        let ok = push::Pusher::new(p.clone(), state.clone()).push(&text, |d| {
+            std::thread::sleep(d);
+            true
+        });
+        return if ok {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        };
+    }
     let mut out = std::io::stdout().lock();
     // A closed pipe (`| head`) is not an error.
     let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
@@ -237,6 +252,10 @@ pub fn run_live(cfg: Config, a: &RunArgs) -> Result<(), ConfigError> {
         None
     } else {
         Some(http::parse_listen(&a.listen_address).map_err(ConfigError)?)
+    };
+    let web = match &a.web_config_file {
+        Some(p) => Some(webconfig::Reloader::new(p).map_err(ConfigError)?),
+        None => None,
     };
     if !a.telemetry_path.starts_with('/') {
         return Err(ConfigError("--web.telemetry-path must start with /".into()));
@@ -291,6 +310,13 @@ pub fn run_live(cfg: Config, a: &RunArgs) -> Result<(), ConfigError> {
         .map_err(|e| ConfigError(format!("cannot start the runtime: {e}")))?;
     let render_state = state.clone();
     let render_fn: http::Render = Arc::new(move || render(&render_state, false));
+    let pusher = match &cfg.push {
+        Some(p) => Some(
+            push::spawn(p.clone(), state.clone(), render_fn.clone())
+                .map_err(|e| ConfigError(format!("cannot start the pusher: {e}")))?,
+        ),
+        None => None,
+    };
     let telemetry = a.telemetry_path.clone();
     rt.block_on(async move {
         let shutdown = shutdown_signal();
@@ -301,15 +327,20 @@ pub fn run_live(cfg: Config, a: &RunArgs) -> Result<(), ConfigError> {
                     .map_err(|e| ConfigError(format!("cannot listen on {addr}: {e}")))?;
                 tracing::info!(address = %addr, path = %telemetry, "serving metrics");
                 let app = http::router(&telemetry, render_fn);
-                http::serve(listener, app, shutdown)
-                    .await
-                    .map_err(|e| ConfigError(format!("HTTP server failed: {e}")))?;
+                match web {
+                    Some(web) => webconfig::serve(listener, app, web, shutdown).await,
+                    None => http::serve(listener, app, shutdown).await,
+                }
+                .map_err(|e| ConfigError(format!("HTTP server failed: {e}")))?;
             }
             None => shutdown.await,
         }
         Ok::<(), ConfigError>(())
     })?;
     stop.store(true, Ordering::Relaxed);
+    if let Some(p) = pusher {
+        p.stop();
+    }
     tracing::info!("shut down");
     Ok(())
 }

@@ -30,6 +30,9 @@ pub enum Command {
     /// Pattern coverage report: lines per kind, unknown fields, samples of unmatched stats-like
     /// lines.
     Check(CheckArgs),
+    /// Write every stats sample of finished logs, with the log's own timestamps, as OpenMetrics
+    /// text for `promtool tsdb create-blocks-from openmetrics`.
+    Backfill(BackfillArgs),
 }
 
 /// `check` options.
@@ -134,6 +137,82 @@ pub struct RunArgs {
     /// First wait before loading NVML again after a failure; doubles up to 10 minutes.
     #[arg(long = "gpu.retry-interval", default_value = "30s", value_parser = parse_duration, hide = true)]
     pub gpu_retry_interval: std::time::Duration,
+    /// Exporter-toolkit web configuration file (TLS, bcrypt basic auth), re-read when it changes.
+    #[arg(long = "web.config.file")]
+    pub web_config_file: Option<PathBuf>,
+
+    /// Pushgateway options.
+    #[command(flatten)]
+    pub push: PushArgs,
+}
+
+/// Pushgateway options of the main mode.
+#[derive(Debug, Clone, Args)]
+pub struct PushArgs {
+    /// Pushgateway base URL (`http://host:9091`); enables pushing. `user:password@` in the URL
+    /// is sent as basic auth.
+    #[arg(long = "push.url")]
+    pub url: Option<String>,
+
+    /// Time between pushes.
+    #[arg(long = "push.interval", default_value = "15s", value_parser = parse_duration)]
+    pub interval: std::time::Duration,
+
+    /// `job` of the pushed group.
+    #[arg(long = "push.job", default_value = "sglang")]
+    pub job: String,
+
+    /// Extra grouping label `K=V` (repeatable), after `instance=<hostname>`.
+    #[arg(long = "push.label")]
+    pub labels: Vec<String>,
+
+    /// `instance` of the pushed group (default: this host's name).
+    #[arg(long = "push.instance")]
+    pub instance: Option<String>,
+
+    /// Timeout of one push request.
+    #[arg(long = "push.timeout", default_value = "10s", value_parser = parse_duration)]
+    pub timeout: std::time::Duration,
+
+    /// Keep the group on the Pushgateway at shutdown (default: delete it).
+    #[arg(long = "push.keep-on-exit")]
+    pub keep_on_exit: bool,
+
+    /// Basic-auth user for the Pushgateway.
+    #[arg(long = "push.basic-auth-user")]
+    pub basic_auth_user: Option<String>,
+
+    /// File holding the basic-auth password (trailing newline ignored).
+    #[arg(long = "push.basic-auth-password-file")]
+    pub basic_auth_password_file: Option<PathBuf>,
+
+    /// PEM file of the CA certificates to trust for an https:// Pushgateway instead of the
+    /// built-in web roots (for an internal CA or a self-signed certificate).
+    #[arg(long = "push.ca-file")]
+    pub ca_file: Option<PathBuf>,
+}
+
+/// `backfill` options.
+#[derive(Debug, Args)]
+pub struct BackfillArgs {
+    /// Log files to read (`NAME=PATH` sets the `server` label; `-` for stdin).
+    #[arg(required = true)]
+    pub inputs: Vec<String>,
+    /// OpenMetrics file to write (`-` for stdout).
+    #[arg(long, short = 'o')]
+    pub output: PathBuf,
+    /// Pattern file to use instead of the embedded one.
+    #[arg(long)]
+    pub patterns: Option<PathBuf>,
+    /// Timezone of the SGLang prefix times (IANA name or `UTC`); default: this host's.
+    #[arg(long)]
+    pub timezone: Option<String>,
+    /// Date (YYYY-MM-DD) for logs whose prefix has a time only (SGLang v0.2.14-v0.3.3).
+    #[arg(long)]
+    pub date: Option<jiff::civil::Date>,
+    /// Longest line kept, in bytes; longer lines are skipped.
+    #[arg(long = "max-line-bytes", default_value_t = 1 << 20)]
+    pub max_line_bytes: usize,
 }
 
 /// Parses `30s`, `1m30s`, `500ms`, `2h` or a plain number of seconds.

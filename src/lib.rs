@@ -6,6 +6,7 @@
 //! repository for the metric contract.
 
 pub mod app;
+pub mod backfill;
 pub mod check;
 pub mod cli;
 pub mod export;

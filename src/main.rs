@@ -19,6 +19,7 @@ fn main() -> ExitCode {
         .init();
     match cli.command {
         Some(Command::Check(a)) => run_check(&a),
+        Some(Command::Backfill(a)) => sglang_log_exporter::backfill::run(&a),
         None => {
             let cfg = match app::Config::from_args(&cli.run) {
                 Ok(c) => c,

@@ -29,6 +29,30 @@ pub const EXTRA: &[(&str, &str, Kind, &str)] = &[
         Kind::Gauge,
         "source",
     ),
+    (
+        "sglang_log_exporter_push_last_success_timestamp_seconds",
+        "Unix time in seconds of the last successful push to the Pushgateway.",
+        Kind::Gauge,
+        "",
+    ),
+    (
+        "sglang_log_exporter_pushes_total",
+        "Successful pushes to the Pushgateway.",
+        Kind::Counter,
+        "",
+    ),
+    (
+        "sglang_log_exporter_push_failures_total",
+        "Push requests to the Pushgateway that failed (no answer, timeout or an error status).",
+        Kind::Counter,
+        "",
+    ),
+    (
+        "sglang_log_exporter_push_last_status",
+        "HTTP status of the last push request to the Pushgateway; 0 when none came back.",
+        Kind::Gauge,
+        "",
+    ),
 ];
 
 /// Every family of the state at time `now` (Unix seconds): SGLang-compatible metrics, ours, and

@@ -3,3 +3,6 @@
 pub mod http;
 pub mod kv;
 pub mod metrics;
+pub mod openmetrics;
+pub mod push;
+pub mod webconfig;

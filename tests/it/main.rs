@@ -1,6 +1,7 @@
 //! Integration tests: one binary, one module per behaviour. They run the real binary
 //! (`CARGO_BIN_EXE_sglang-log-exporter`) on real files and real sockets.
 
+mod backfill;
 mod common;
 mod follow;
 mod formats;
@@ -8,4 +9,7 @@ mod gpu;
 mod journald;
 mod monitoring;
 mod once;
+mod promtools;
+mod push;
 mod variants;
+mod webconfig;

@@ -1,0 +1,201 @@
+//! OpenMetrics text with timestamps, for `promtool tsdb create-blocks-from openmetrics`.
+//!
+//! Samples are collected first and written at the end, because the format wants every sample of
+//! a family in one block and `promtool` wants each series in time order.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+use crate::family::{Kind, Labels};
+
+#[derive(Debug)]
+struct FamilyData {
+    help: String,
+    kind: Kind,
+    /// Rendered label set (`{a="b"}` or empty) → (Unix seconds, value).
+    series: BTreeMap<String, Vec<(f64, f64)>>,
+}
+
+/// Timestamped samples grouped by family and series.
+#[derive(Debug, Default)]
+pub struct OpenMetrics {
+    families: BTreeMap<String, FamilyData>,
+    samples: u64,
+}
+
+impl OpenMetrics {
+    /// An empty collection.
+    pub fn new() -> OpenMetrics {
+        OpenMetrics::default()
+    }
+
+    /// Samples added so far.
+    pub fn len(&self) -> u64 {
+        self.samples
+    }
+
+    /// Whether no sample was added.
+    pub fn is_empty(&self) -> bool {
+        self.samples == 0
+    }
+
+    /// Adds one sample of family `name` at `ts` (Unix seconds). NaN and infinite values are
+    /// skipped (SGLang never prints them; a state value that is unset is NaN).
+    pub fn add(&mut self, name: &str, help: &str, kind: Kind, labels: &Labels, ts: f64, v: f64) {
+        self.add_rendered(name, help, kind, &render_labels(labels), ts, v);
+    }
+
+    /// As [`OpenMetrics::add`], with labels already rendered by [`render_labels`] (so a caller
+    /// adding many families for one label set renders it once).
+    pub fn add_rendered(
+        &mut self,
+        name: &str,
+        help: &str,
+        kind: Kind,
+        labels: &str,
+        ts: f64,
+        v: f64,
+    ) {
+        if !v.is_finite() || !ts.is_finite() {
+            return;
+        }
+        if !self.families.contains_key(name) {
+            self.families.insert(
+                name.to_string(),
+                FamilyData {
+                    help: help.to_string(),
+                    kind,
+                    series: BTreeMap::new(),
+                },
+            );
+        }
+        let Some(fam) = self.families.get_mut(name) else {
+            return;
+        };
+        match fam.series.get_mut(labels) {
+            Some(s) => s.push((ts, v)),
+            None => {
+                fam.series.insert(labels.to_string(), vec![(ts, v)]);
+            }
+        }
+        self.samples += 1;
+    }
+
+    /// Samples with a timestamp after `t` (Unix seconds).
+    pub fn count_after(&self, t: f64) -> u64 {
+        self.families
+            .values()
+            .flat_map(|f| f.series.values().flatten())
+            .filter(|(ts, _)| *ts > t)
+            .count() as u64
+    }
+
+    /// Writes every family, each series in time order (of samples with the same timestamp the
+    /// last one added is kept), then `# EOF`. Returns the number of samples written.
+    ///
+    /// # Errors
+    /// An error of the writer.
+    pub fn write<W: Write>(&mut self, w: &mut W) -> io::Result<u64> {
+        let mut written = 0;
+        for (name, fam) in &mut self.families {
+            // OpenMetrics names a counter family without its `_total` suffix.
+            let (fname, kind) = match fam.kind {
+                Kind::Counter => match name.strip_suffix("_total") {
+                    Some(base) => (base, "counter"),
+                    None => (name.as_str(), "unknown"),
+                },
+                Kind::Gauge => (name.as_str(), "gauge"),
+            };
+            writeln!(w, "# HELP {fname} {}", escape_help(&fam.help))?;
+            writeln!(w, "# TYPE {fname} {kind}")?;
+            for (labels, samples) in &mut fam.series {
+                // Stable: equal timestamps keep insertion order, and the last one wins below.
+                samples.sort_by(|a, b| a.0.total_cmp(&b.0));
+                for (i, (ts, v)) in samples.iter().enumerate() {
+                    if samples.get(i + 1).is_some_and(|n| n.0 == *ts) {
+                        continue;
+                    }
+                    writeln!(w, "{name}{labels} {v} {}", format_ts(*ts))?;
+                    written += 1;
+                }
+            }
+        }
+        writeln!(w, "# EOF")?;
+        Ok(written)
+    }
+}
+
+/// Seconds with at most millisecond precision (what SGLang and journald-in-ms carry).
+fn format_ts(ts: f64) -> String {
+    let ms = (ts * 1000.0).round() as i64;
+    if ms % 1000 == 0 {
+        format!("{}", ms / 1000)
+    } else {
+        let s = format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000));
+        s.trim_end_matches('0').to_string()
+    }
+}
+
+/// `{a="b",c="d"}` with OpenMetrics escaping; empty for no labels.
+pub fn render_labels(labels: &Labels) -> String {
+    if labels.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from("{");
+    for (i, (k, v)) in labels.iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        s.push_str(k);
+        s.push_str("=\"");
+        for c in v.chars() {
+            match c {
+                '\\' => s.push_str("\\\\"),
+                '"' => s.push_str("\\\""),
+                '\n' => s.push_str("\\n"),
+                c => s.push(c),
+            }
+        }
+        s.push('"');
+    }
+    s.push('}');
+    s
+}
+
+fn escape_help(h: &str) -> String {
+    h.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn families_in_blocks_series_in_time_order() {
+        let mut om = OpenMetrics::new();
+        let l = |r: &str| vec![("tp_rank", r.to_string())];
+        om.add("a_total", "A.", Kind::Counter, &l("1"), 20.0, 2.0);
+        om.add("g", "G \\ x", Kind::Gauge, &l("0"), 10.5, 0.25);
+        om.add("a_total", "A.", Kind::Counter, &l("0"), 10.0, 1.0);
+        om.add("a_total", "A.", Kind::Counter, &l("1"), 10.0, 1.0);
+        om.add("a_total", "A.", Kind::Counter, &l("1"), 20.0, 3.0);
+        let mut out = Vec::new();
+        assert_eq!(om.write(&mut out).unwrap(), 4);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "# HELP a A.\n# TYPE a counter\n\
+             a_total{tp_rank=\"0\"} 1 10\n\
+             a_total{tp_rank=\"1\"} 1 10\n\
+             a_total{tp_rank=\"1\"} 3 20\n\
+             # HELP g G \\\\ x\n# TYPE g gauge\n\
+             g{tp_rank=\"0\"} 0.25 10.5\n# EOF\n"
+        );
+    }
+
+    #[test]
+    fn timestamps() {
+        assert_eq!(format_ts(1780480821.345), "1780480821.345");
+        assert_eq!(format_ts(1780480821.0), "1780480821");
+        assert_eq!(format_ts(1780480821.5), "1780480821.5");
+    }
+}

@@ -1,0 +1,419 @@
+//! Pushes the exposition to a Prometheus Pushgateway on an interval (`--push.url`).
+//!
+//! The group is `/metrics/job/<job>/instance/<host>[/<label>/<value>…]`; each push is a PUT of
+//! the whole text exposition (no timestamps: the Pushgateway refuses them), so the group always
+//! holds exactly the current state. The pusher runs on its own thread with a blocking client and
+//! timeouts: a slow or dead Pushgateway never delays parsing or scraping. On a clean shutdown the
+//! group is deleted (the Pushgateway never forgets a group) unless `--push.keep-on-exit`.
+
+use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use base64::Engine as _;
+
+use crate::cli::PushArgs;
+use crate::export::metrics::TEXT_CONTENT_TYPE;
+use crate::source::now_unix;
+use crate::state::Shared;
+
+/// Unix time in seconds of the last successful push (self metric).
+pub const LAST_SUCCESS: &str = "sglang_log_exporter_push_last_success_timestamp_seconds";
+/// Failed push requests (self metric).
+pub const FAILURES: &str = "sglang_log_exporter_push_failures_total";
+/// Successful pushes (self metric).
+pub const PUSHES: &str = "sglang_log_exporter_pushes_total";
+/// HTTP status of the last push request, 0 when none came back (self metric).
+pub const LAST_STATUS: &str = "sglang_log_exporter_push_last_status";
+
+/// Attempts per push: the first plus retries after 0.5 s and 1 s (transport errors and 5xx only).
+const ATTEMPTS: u32 = 3;
+
+/// Label names our metrics carry (the rank labels end in `_rank`, the sizes in `_size`).
+const OUR_LABELS: &[&str] = &[
+    "server",
+    "model_name",
+    "engine_type",
+    "method",
+    "path",
+    "status",
+    "source",
+    "kind",
+    "field",
+    "version",
+    "unit",
+    "gpu",
+    "uuid",
+];
+
+/// Produces the exposition text to push.
+pub type Render = Arc<dyn Fn() -> String + Send + Sync>;
+
+/// A validated push configuration.
+#[derive(Clone)]
+pub struct PushConfig {
+    /// The group's full URL.
+    pub group_url: String,
+    /// `Authorization` header value, when basic auth is configured.
+    pub auth: Option<String>,
+    /// Time between pushes.
+    pub interval: Duration,
+    /// Timeout of one request (connect, send and answer).
+    pub timeout: Duration,
+    /// Leave the group on the Pushgateway at shutdown.
+    pub keep_on_exit: bool,
+    /// TLS client settings when `--push.ca-file` is given (else the built-in web roots).
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+impl std::fmt::Debug for PushConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the credentials.
+        f.debug_struct("PushConfig")
+            .field("group_url", &self.group_url)
+            .field("auth", &self.auth.as_ref().map(|_| "<set>"))
+            .field("interval", &self.interval)
+            .field("timeout", &self.timeout)
+            .field("keep_on_exit", &self.keep_on_exit)
+            .field("custom_ca", &self.tls.is_some())
+            .finish()
+    }
+}
+
+fn client_tls(path: &std::path::Path) -> Result<rustls::ClientConfig, String> {
+    use rustls_pki_types::pem::PemObject;
+    let name = path.display();
+    let mut roots = rustls::RootCertStore::empty();
+    let certs = rustls_pki_types::CertificateDer::pem_file_iter(path)
+        .map_err(|e| format!("--push.ca-file {name}: {e}"))?;
+    for c in certs {
+        let c = c.map_err(|e| format!("--push.ca-file {name}: {e}"))?;
+        roots
+            .add(c)
+            .map_err(|e| format!("--push.ca-file {name}: {e}"))?;
+    }
+    if roots.is_empty() {
+        return Err(format!("--push.ca-file {name}: no certificate"));
+    }
+    Ok(rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| e.to_string())?
+    .with_root_certificates(roots)
+    .with_no_client_auth())
+}
+
+impl PushConfig {
+    /// Validates the `--push.*` options; `Ok(None)` without `--push.url`.
+    ///
+    /// # Errors
+    /// A message naming the bad URL, label or password file.
+    pub fn from_args(a: &PushArgs) -> Result<Option<PushConfig>, String> {
+        let Some(raw) = a.url.as_deref() else {
+            return Ok(None);
+        };
+        let mut url = url::Url::parse(raw).map_err(|e| format!("--push.url {raw:?}: {e}"))?;
+        if !matches!(url.scheme(), "http" | "https") || !url.has_host() {
+            return Err(format!(
+                "--push.url {raw:?} must be an http:// or https:// URL"
+            ));
+        }
+        // user:password in the URL is basic auth; keep it out of the request line and logs.
+        let mut user = None;
+        let mut pass = None;
+        if !url.username().is_empty() {
+            user = Some(decode_pct(url.username()));
+            pass = url.password().map(decode_pct);
+            let _ = url.set_username("");
+            let _ = url.set_password(None);
+        }
+        if let Some(u) = &a.basic_auth_user {
+            user = Some(u.clone());
+        }
+        if let Some(f) = &a.basic_auth_password_file {
+            let p = std::fs::read_to_string(f)
+                .map_err(|e| format!("--push.basic-auth-password-file {}: {e}", f.display()))?;
+            pass = Some(p.trim_end_matches(['\n', '\r']).to_string());
+        }
+        if pass.is_some() && user.is_none() {
+            return Err("a push password needs --push.basic-auth-user".into());
+        }
+        let auth = user.map(|u| {
+            let token = base64::engine::general_purpose::STANDARD
+                .encode(format!("{u}:{}", pass.unwrap_or_default()));
+            format!("Basic {token}")
+        });
+        if a.job.is_empty() {
+            return Err("--push.job must not be empty".into());
+        }
+        let instance = a.instance.clone().unwrap_or_else(hostname);
+        let mut labels = vec![("instance".to_string(), instance)];
+        for l in &a.labels {
+            let (k, v) = l
+                .split_once('=')
+                .ok_or_else(|| format!("--push.label {l:?} is not NAME=VALUE"))?;
+            if !valid_label_name(k) || k == "job" || k == "instance" {
+                return Err(format!(
+                    "--push.label {l:?}: {k:?} is not a usable label name (job and instance are set already)"
+                ));
+            }
+            if OUR_LABELS.contains(&k) || k.ends_with("_rank") || k.ends_with("_size") {
+                return Err(format!(
+                    "--push.label {l:?}: {k:?} is a label of the exported metrics; the Pushgateway refuses a grouping label that a metric also has"
+                ));
+            }
+            labels.push((k.to_string(), v.to_string()));
+        }
+        let base = url.as_str().trim_end_matches('/');
+        Ok(Some(PushConfig {
+            group_url: format!("{base}{}", group_path(&a.job, &labels)),
+            auth,
+            interval: a.interval.max(Duration::from_millis(100)),
+            timeout: a.timeout.max(Duration::from_millis(100)),
+            keep_on_exit: a.keep_on_exit,
+            tls: match &a.ca_file {
+                Some(p) => Some(Arc::new(client_tls(p)?)),
+                None => None,
+            },
+        }))
+    }
+}
+
+fn decode_pct(s: &str) -> String {
+    url::form_urlencoded::parse(format!("x={s}").as_bytes())
+        .next()
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default()
+}
+
+/// This host's name (`localhost` when it cannot be read).
+pub fn hostname() -> String {
+    let h = gethostname::gethostname().to_string_lossy().into_owned();
+    if h.is_empty() {
+        "localhost".into()
+    } else {
+        h
+    }
+}
+
+fn valid_label_name(k: &str) -> bool {
+    let mut b = k.bytes();
+    b.next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == b'_')
+        && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
+}
+
+/// The Pushgateway path of a group: `/metrics/job/<job>{/<name>/<value>}`. A value that is
+/// empty or has anything but URL-unreserved characters (e.g. `/`) is written as
+/// `<name>@base64/<base64url>`, as the Pushgateway documents.
+pub fn group_path(job: &str, labels: &[(String, String)]) -> String {
+    let mut p = String::from("/metrics");
+    for (k, v) in std::iter::once(&("job".to_string(), job.to_string())).chain(labels) {
+        let plain = !v.is_empty()
+            && v.bytes()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.' | b'~'));
+        if plain {
+            p.push_str(&format!("/{k}/{v}"));
+        } else if v.is_empty() {
+            p.push_str(&format!("/{k}@base64/="));
+        } else {
+            let enc = base64::engine::general_purpose::URL_SAFE.encode(v);
+            p.push_str(&format!("/{k}@base64/{enc}"));
+        }
+    }
+    p
+}
+
+/// Sends pushes and deletes of one group and records their outcome in the state.
+pub struct Pusher {
+    cfg: PushConfig,
+    agent: ureq::Agent,
+    state: Shared,
+}
+
+impl Pusher {
+    /// A pusher; sets the self metrics to their initial values.
+    pub fn new(cfg: PushConfig, state: Shared) -> Pusher {
+        let mut agent = ureq::AgentBuilder::new()
+            .timeout(cfg.timeout)
+            .user_agent(concat!("sglang-log-exporter/", env!("CARGO_PKG_VERSION")));
+        if let Some(tls) = &cfg.tls {
+            agent = agent.tls_config(tls.clone());
+        }
+        let agent = agent.build();
+        if let Ok(mut s) = state.lock() {
+            s.add_extra(FAILURES, "", 0.0);
+            s.add_extra(PUSHES, "", 0.0);
+        }
+        Pusher { cfg, agent, state }
+    }
+
+    fn request(&self, method: &str, body: Option<&str>) -> Result<u16, (u16, String)> {
+        let mut req = self.agent.request(method, &self.cfg.group_url);
+        if let Some(a) = &self.cfg.auth {
+            req = req.set("Authorization", a);
+        }
+        let res = match body {
+            Some(b) => req.set("Content-Type", TEXT_CONTENT_TYPE).send_string(b),
+            None => req.call(),
+        };
+        match res {
+            Ok(r) => Ok(r.status()),
+            Err(ureq::Error::Status(code, r)) => {
+                let text = r.into_string().unwrap_or_default();
+                Err((code, text.trim().chars().take(300).collect()))
+            }
+            Err(ureq::Error::Transport(t)) => Err((0, t.to_string())),
+        }
+    }
+
+    fn record(&self, result: &Result<u16, (u16, String)>) {
+        let Ok(mut s) = self.state.lock() else { return };
+        match result {
+            Ok(code) => {
+                s.set_extra(LAST_STATUS, "", f64::from(*code));
+                s.set_extra(LAST_SUCCESS, "", now_unix());
+                s.add_extra(PUSHES, "", 1.0);
+            }
+            Err((code, _)) => {
+                s.set_extra(LAST_STATUS, "", f64::from(*code));
+                s.add_extra(FAILURES, "", 1.0);
+            }
+        }
+    }
+
+    /// PUTs `body`, retrying transport errors and 5xx answers with backoff; `wait` sleeps between
+    /// attempts and returns `false` to give up early (shutdown). Returns whether it succeeded.
+    pub fn push(&self, body: &str, mut wait: impl FnMut(Duration) -> bool) -> bool {
+        let mut backoff = Duration::from_millis(500);
+        for attempt in 1..=ATTEMPTS {
+            let r = self.request("PUT", Some(body));
+            self.record(&r);
+            match r {
+                Ok(_) => return true,
+                Err((code, msg)) => {
+                    let retry = code == 0 || code >= 500 || code == 429;
+                    tracing::warn!(url = %self.cfg.group_url, status = code, attempt, "push failed: {msg}");
+                    if !retry || attempt == ATTEMPTS || !wait(backoff) {
+                        return false;
+                    }
+                    backoff *= 2;
+                }
+            }
+        }
+        false
+    }
+
+    /// Deletes the group (one attempt). Returns whether it succeeded.
+    pub fn delete(&self) -> bool {
+        match self.request("DELETE", None) {
+            Ok(_) => {
+                tracing::info!(url = %self.cfg.group_url, "deleted the pushed group");
+                true
+            }
+            Err((code, msg)) => {
+                tracing::warn!(url = %self.cfg.group_url, status = code, "deleting the pushed group failed: {msg}");
+                false
+            }
+        }
+    }
+}
+
+/// A running push loop; [`PushHandle::stop`] ends it.
+pub struct PushHandle {
+    stop: Sender<()>,
+    thread: JoinHandle<()>,
+}
+
+impl PushHandle {
+    /// Stops the loop and waits for it: it deletes the group unless `--push.keep-on-exit`.
+    pub fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.thread.join();
+    }
+}
+
+/// Starts the push loop on its own thread: push now, then every interval.
+///
+/// # Errors
+/// The thread could not be started.
+pub fn spawn(cfg: PushConfig, state: Shared, render: Render) -> std::io::Result<PushHandle> {
+    let (tx, rx) = channel::<()>();
+    tracing::info!(url = %cfg.group_url, interval = ?cfg.interval, "pushing to the Pushgateway");
+    let thread = std::thread::Builder::new()
+        .name("push".into())
+        .spawn(move || {
+            let keep = cfg.keep_on_exit;
+            let interval = cfg.interval;
+            let pusher = Pusher::new(cfg, state);
+            // `false` once a stop was asked for (or the handle dropped).
+            let wait = |d: Duration| matches!(rx.recv_timeout(d), Err(RecvTimeoutError::Timeout));
+            loop {
+                let body = render();
+                pusher.push(&body, wait);
+                if !wait(interval) {
+                    break;
+                }
+            }
+            if !keep {
+                pusher.delete();
+            }
+        })?;
+    Ok(PushHandle { stop: tx, thread })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser as _;
+
+    fn cfg(args: &[&str]) -> Result<Option<PushConfig>, String> {
+        let cli = crate::cli::Cli::try_parse_from(
+            std::iter::once("sglang-log-exporter").chain(args.iter().copied()),
+        )
+        .expect("parse");
+        PushConfig::from_args(&cli.run.push)
+    }
+
+    #[test]
+    fn group_paths_encode_awkward_values() {
+        let l = |k: &str, v: &str| (k.to_string(), v.to_string());
+        assert_eq!(
+            group_path("sglang", &[l("instance", "gpu-1.example"), l("rack", "")]),
+            "/metrics/job/sglang/instance/gpu-1.example/rack@base64/="
+        );
+        assert_eq!(
+            group_path("a/b", &[l("instance", "h"), l("path", "/var/tmp")]),
+            "/metrics/job@base64/YS9i/instance/h/path@base64/L3Zhci90bXA="
+        );
+    }
+
+    #[test]
+    fn url_credentials_become_basic_auth() {
+        let c = cfg(&[
+            "--push.url",
+            "https://us%40r:p%3Ass@gw:9091/base/",
+            "--push.instance",
+            "h1",
+            "--push.label",
+            "cluster=eu",
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            c.group_url,
+            "https://gw:9091/base/metrics/job/sglang/instance/h1/cluster/eu"
+        );
+        let token = base64::engine::general_purpose::STANDARD.encode("us@r:p:ss");
+        assert_eq!(c.auth, Some(format!("Basic {token}")));
+        assert!(
+            !format!("{c:?}").contains(&token),
+            "credentials never printed"
+        );
+        assert!(cfg(&[]).unwrap().is_none());
+        assert!(cfg(&["--push.url", "http://gw", "--push.label", "server=x"]).is_err());
+        assert!(cfg(&["--push.url", "http://gw", "--push.label", "dp_rank=0"]).is_err());
+    }
+}

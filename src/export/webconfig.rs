@@ -1,0 +1,402 @@
+//! `--web.config.file`: the exporter-toolkit web configuration (the YAML format Prometheus and
+//! node_exporter read): `tls_server_config` (certificate and key files, client CA and client
+//! authentication, minimum TLS version) and `basic_auth_users` (user → bcrypt hash).
+//!
+//! The file and the files it names are checked for changes on every new connection and re-read
+//! when one changed, so certificates can rotate without a restart; a reload that fails keeps the
+//! previous configuration (and says so). Relative paths are relative to the config file.
+
+use std::collections::{BTreeMap, HashSet};
+use std::future::Future;
+use std::hash::BuildHasher;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use axum::extract::{Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use base64::Engine as _;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use rustls::server::WebPkiClientVerifier;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use serde::Deserialize;
+use tokio::net::TcpListener;
+
+/// Time a client has to finish the TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Most remembered successful logins (bcrypt is slow on purpose; a scrape every few seconds
+/// should not pay it each time).
+const AUTH_CACHE: usize = 256;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileFormat {
+    tls_server_config: Option<TlsFormat>,
+    basic_auth_users: Option<BTreeMap<String, String>>,
+    /// Accepted for compatibility; HTTP/2 and headers are not configurable here.
+    #[allow(dead_code)]
+    http_server_config: Option<serde_norway::Value>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TlsFormat {
+    cert_file: Option<PathBuf>,
+    key_file: Option<PathBuf>,
+    client_ca_file: Option<PathBuf>,
+    client_auth_type: Option<String>,
+    min_version: Option<String>,
+    max_version: Option<String>,
+    /// Accepted for compatibility; rustls picks its own safe suites and curves.
+    #[allow(dead_code)]
+    cipher_suites: Option<serde_norway::Value>,
+    #[allow(dead_code)]
+    curve_preferences: Option<serde_norway::Value>,
+    #[allow(dead_code)]
+    prefer_server_cipher_suites: Option<bool>,
+}
+
+/// A loaded web configuration.
+pub struct WebConfig {
+    /// TLS settings; `None` serves plain HTTP.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// User → bcrypt hash; empty means no authentication.
+    pub users: BTreeMap<String, String>,
+    /// The files read, with their modification times, to notice changes.
+    files: Vec<(PathBuf, Option<SystemTime>)>,
+}
+
+fn mtime(p: &Path) -> Option<SystemTime> {
+    std::fs::metadata(p).and_then(|m| m.modified()).ok()
+}
+
+impl WebConfig {
+    /// Reads and validates the file at `path` and the files it names.
+    ///
+    /// # Errors
+    /// A message naming the file and the problem (bad YAML, unknown key, missing certificate,
+    /// bad hash, unsupported client auth or TLS version).
+    pub fn load(path: &Path) -> Result<WebConfig, String> {
+        let name = path.display();
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: {e}"))?;
+        let f: FileFormat = if text.trim().is_empty() {
+            FileFormat {
+                tls_server_config: None,
+                basic_auth_users: None,
+                http_server_config: None,
+            }
+        } else {
+            serde_norway::from_str(&text).map_err(|e| format!("{name}: {e}"))?
+        };
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let mut files = vec![(path.to_path_buf(), mtime(path))];
+        let users = f.basic_auth_users.unwrap_or_default();
+        for (u, h) in &users {
+            if u.contains(':') {
+                return Err(format!("{name}: basic_auth_users: user {u:?} contains ':'"));
+            }
+            h.parse::<bcrypt::HashParts>().map_err(|e| {
+                format!("{name}: basic_auth_users: the hash of {u:?} is not a bcrypt hash: {e}")
+            })?;
+        }
+        let tls = match f.tls_server_config {
+            None => None,
+            Some(t) => Some(Arc::new(
+                tls_config(&t, dir, &mut files)
+                    .map_err(|e| format!("{name}: tls_server_config: {e}"))?,
+            )),
+        };
+        Ok(WebConfig { tls, users, files })
+    }
+
+    fn changed(&self) -> bool {
+        self.files.iter().any(|(p, t)| mtime(p) != *t)
+    }
+}
+
+fn tls_config(
+    t: &TlsFormat,
+    dir: &Path,
+    files: &mut Vec<(PathBuf, Option<SystemTime>)>,
+) -> Result<rustls::ServerConfig, String> {
+    let mut resolve = |p: &Option<PathBuf>, what: &str| -> Result<PathBuf, String> {
+        let p = p.as_ref().ok_or_else(|| format!("{what} is missing"))?;
+        let full = dir.join(p);
+        files.push((full.clone(), mtime(&full)));
+        Ok(full)
+    };
+    let cert_file = resolve(&t.cert_file, "cert_file")?;
+    let key_file = resolve(&t.key_file, "key_file")?;
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&cert_file)
+        .and_then(|it| it.collect::<Result<_, _>>())
+        .map_err(|e| format!("cert_file {}: {e}", cert_file.display()))?;
+    if certs.is_empty() {
+        return Err(format!("cert_file {}: no certificate", cert_file.display()));
+    }
+    let key = PrivateKeyDer::from_pem_file(&key_file)
+        .map_err(|e| format!("key_file {}: {e}", key_file.display()))?;
+    let version = |v: &Option<String>, default| match v.as_deref() {
+        None | Some("") => Ok(default),
+        Some("TLS12") => Ok(12),
+        Some("TLS13") => Ok(13),
+        Some(o) => Err(format!(
+            "TLS version {o:?} is not supported (TLS12 or TLS13)"
+        )),
+    };
+    let (min, max) = (version(&t.min_version, 12)?, version(&t.max_version, 13)?);
+    let versions: Vec<&'static rustls::SupportedProtocolVersion> =
+        [(12, &rustls::version::TLS12), (13, &rustls::version::TLS13)]
+            .into_iter()
+            .filter(|(n, _)| (min..=max).contains(n))
+            .map(|(_, v)| v)
+            .collect();
+    if versions.is_empty() {
+        return Err("min_version is above max_version".into());
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&versions)
+        .map_err(|e| e.to_string())?;
+    let auth = t.client_auth_type.as_deref().unwrap_or("NoClientCert");
+    let verify = match auth {
+        "" | "NoClientCert" => None,
+        "VerifyClientCertIfGiven" => Some(true),
+        "RequireAndVerifyClientCert" => Some(false),
+        "RequestClientCert" | "RequireAnyClientCert" => {
+            return Err(format!(
+                "client_auth_type {auth} (unverified client certificates) is not supported; use VerifyClientCertIfGiven or RequireAndVerifyClientCert"
+            ))
+        }
+        o => return Err(format!("client_auth_type {o:?} is unknown")),
+    };
+    let builder = match verify {
+        None => {
+            if t.client_ca_file.is_some() {
+                tracing::warn!("client_ca_file is ignored with client_auth_type NoClientCert");
+            }
+            builder.with_no_client_auth()
+        }
+        Some(optional) => {
+            let ca_file = resolve(
+                &t.client_ca_file,
+                "client_ca_file (needed by client_auth_type)",
+            )?;
+            let mut roots = rustls::RootCertStore::empty();
+            for c in CertificateDer::pem_file_iter(&ca_file)
+                .map_err(|e| format!("client_ca_file {}: {e}", ca_file.display()))?
+            {
+                let c = c.map_err(|e| format!("client_ca_file {}: {e}", ca_file.display()))?;
+                roots
+                    .add(c)
+                    .map_err(|e| format!("client_ca_file {}: {e}", ca_file.display()))?;
+            }
+            let mut vb = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            if optional {
+                vb = vb.allow_unauthenticated();
+            }
+            builder.with_client_cert_verifier(vb.build().map_err(|e| e.to_string())?)
+        }
+    };
+    let mut cfg = builder
+        .with_single_cert(certs, key)
+        .map_err(|e| format!("certificate and key: {e}"))?;
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(cfg)
+}
+
+/// The current configuration, re-read when its files change.
+#[derive(Clone)]
+pub struct Reloader {
+    path: PathBuf,
+    current: Arc<Mutex<Arc<WebConfig>>>,
+    auth_ok: Arc<Mutex<HashSet<u64>>>,
+    hasher: std::collections::hash_map::RandomState,
+}
+
+impl Reloader {
+    /// Loads the file once.
+    ///
+    /// # Errors
+    /// The message of [`WebConfig::load`].
+    pub fn new(path: &Path) -> Result<Reloader, String> {
+        let cfg = WebConfig::load(path)?;
+        Ok(Reloader {
+            path: path.to_path_buf(),
+            current: Arc::new(Mutex::new(Arc::new(cfg))),
+            auth_ok: Arc::new(Mutex::new(HashSet::new())),
+            hasher: Default::default(),
+        })
+    }
+
+    /// The configuration now in force, re-read first if a file changed.
+    pub fn current(&self) -> Arc<WebConfig> {
+        let mut cur = match self.current.lock() {
+            Ok(c) => c,
+            Err(p) => p.into_inner(),
+        };
+        if cur.changed() {
+            match WebConfig::load(&self.path) {
+                Ok(c) => {
+                    tracing::info!(file = %self.path.display(), "web config reloaded");
+                    *cur = Arc::new(c);
+                    if let Ok(mut a) = self.auth_ok.lock() {
+                        a.clear();
+                    }
+                }
+                Err(e) => {
+                    tracing::error!("web config reload failed, keeping the previous one: {e}");
+                    // Remember the new mtimes so a broken file is not re-read on every connection.
+                    let files = cur
+                        .files
+                        .iter()
+                        .map(|(p, _)| (p.clone(), mtime(p)))
+                        .collect();
+                    let old = Arc::clone(&cur);
+                    *cur = Arc::new(WebConfig {
+                        tls: old.tls.clone(),
+                        users: old.users.clone(),
+                        files,
+                    });
+                }
+            }
+        }
+        Arc::clone(&cur)
+    }
+
+    fn cache_key(&self, user: &str, pass: &str, hash: &str) -> u64 {
+        // Keyed SipHash: the set holds no passwords, and a forged collision needs the key.
+        self.hasher.hash_one((user, pass, hash))
+    }
+
+    /// Whether `Authorization` header `value` names a configured user with the right password.
+    async fn check(&self, cfg: &WebConfig, value: Option<&str>) -> bool {
+        let Some((user, pass)) = value.and_then(parse_basic) else {
+            return false;
+        };
+        let Some(hash) = cfg.users.get(&user).cloned() else {
+            return false;
+        };
+        let key = self.cache_key(&user, &pass, &hash);
+        if self.auth_ok.lock().is_ok_and(|a| a.contains(&key)) {
+            return true;
+        }
+        // bcrypt takes tens of milliseconds by design: off the async workers.
+        let ok = tokio::task::spawn_blocking(move || bcrypt::verify(pass, &hash).unwrap_or(false))
+            .await
+            .unwrap_or(false);
+        if ok {
+            if let Ok(mut a) = self.auth_ok.lock() {
+                if a.len() >= AUTH_CACHE {
+                    a.clear();
+                }
+                a.insert(key);
+            }
+        }
+        ok
+    }
+}
+
+fn parse_basic(v: &str) -> Option<(String, String)> {
+    let (scheme, token) = v.trim().split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(token.trim())
+        .ok()?;
+    let s = String::from_utf8(raw).ok()?;
+    let (u, p) = s.split_once(':')?;
+    Some((u.to_string(), p.to_string()))
+}
+
+async fn basic_auth(State(r): State<Reloader>, req: Request, next: Next) -> Response {
+    let cfg = r.current();
+    if cfg.users.is_empty() {
+        return next.run(req).await;
+    }
+    let value = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    if r.check(&cfg, value).await {
+        next.run(req).await
+    } else {
+        (
+            StatusCode::UNAUTHORIZED,
+            [(
+                header::WWW_AUTHENTICATE,
+                "Basic realm=\"sglang-log-exporter\"",
+            )],
+            "Unauthorized\n",
+        )
+            .into_response()
+    }
+}
+
+/// Serves `app` on `listener` with the web configuration: TLS when configured (settings taken
+/// per connection, so rotated certificates apply to new connections) and basic auth on every
+/// route. Stops accepting when `shutdown` completes.
+///
+/// # Errors
+/// An I/O error of the listener.
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    web: Reloader,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = app.layer(axum::middleware::from_fn_with_state(
+        web.clone(),
+        basic_auth,
+    ));
+    tokio::pin!(shutdown);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            a = listener.accept() => match a {
+                Ok(a) => a,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait a little, keep serving.
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => return Ok(()),
+        };
+        let cfg = web.current();
+        let service = TowerToHyperService::new(app.clone());
+        tokio::spawn(async move {
+            let mut http = hyper::server::conn::http1::Builder::new();
+            // A client that never finishes its request head does not hold the connection forever.
+            http.timer(TokioTimer::new())
+                .header_read_timeout(HANDSHAKE_TIMEOUT * 3);
+            let res = match &cfg.tls {
+                Some(tls) => {
+                    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::clone(tls));
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                        Ok(Ok(stream)) => {
+                            http.serve_connection(TokioIo::new(stream), service).await
+                        }
+                        Ok(Err(e)) => {
+                            tracing::debug!(%peer, "TLS handshake failed: {e}");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::debug!(%peer, "TLS handshake timed out");
+                            return;
+                        }
+                    }
+                }
+                None => http.serve_connection(TokioIo::new(tcp), service).await,
+            };
+            if let Err(e) = res {
+                tracing::debug!(%peer, "connection ended with an error: {e}");
+            }
+        });
+    }
+}

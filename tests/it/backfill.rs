@@ -1,0 +1,232 @@
+//! `backfill` against real `promtool tsdb create-blocks-from openmetrics` and a Prometheus
+//! started on the blocks.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use crate::common::{bin, sample};
+use crate::promtools::{self, labels};
+
+const DP0: &str = "server=\"pd-decode-session\",model_name=\"deepseek-ai/DeepSeek-V3\",engine_type=\"decode\",dp_rank=\"0\",pp_rank=\"\",tp_rank=\"0\",moe_ep_rank=\"\"";
+
+/// Runs `backfill` with `args`, feeding `stdin`; returns (exit code, stdout, stderr).
+fn backfill(args: &[&str], stdin: &str) -> (Option<i32>, String, String) {
+    let mut child = Command::new(bin())
+        .arg("backfill")
+        .args(args)
+        .env("TZ", "UTC")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run backfill");
+    let mut w = child.stdin.take().expect("stdin");
+    w.write_all(stdin.as_bytes()).expect("write stdin");
+    drop(w);
+    let out = child.wait_with_output().expect("wait");
+    (
+        out.status.code(),
+        String::from_utf8(out.stdout).expect("utf-8"),
+        String::from_utf8(out.stderr).expect("utf-8"),
+    )
+}
+
+/// Series text (`name{labels}`) → (timestamp, value) in file order.
+fn series(om: &str) -> BTreeMap<String, Vec<(f64, f64)>> {
+    let mut out: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    for l in om.lines().filter(|l| !l.starts_with('#')) {
+        let mut parts = l.rsplitn(3, ' ');
+        let ts: f64 = parts.next().unwrap().parse().unwrap();
+        let v: f64 = parts.next().unwrap().parse().unwrap();
+        out.entry(parts.next().unwrap().to_string())
+            .or_default()
+            .push((ts, v));
+    }
+    out
+}
+
+/// Checks the OpenMetrics shape: `# EOF` last, one block per family, series in time order.
+fn check_shape(om: &str) {
+    assert_eq!(om.lines().last(), Some("# EOF"));
+    assert_eq!(om.matches("# EOF").count(), 1);
+    let mut seen = std::collections::HashSet::new();
+    let mut family = String::new();
+    for l in om.lines() {
+        if let Some(t) = l.strip_prefix("# TYPE ") {
+            let (name, kind) = t.split_once(' ').unwrap();
+            assert!(seen.insert(name.to_string()), "family {name} twice");
+            assert!(matches!(kind, "gauge" | "counter"), "{l}");
+            family = name.to_string();
+        } else if !l.starts_with('#') {
+            let name = l.split(['{', ' ']).next().unwrap();
+            assert!(
+                name == family || name == format!("{family}_total"),
+                "{name} outside its block {family}"
+            );
+        }
+    }
+    for (s, pts) in series(om) {
+        assert!(
+            pts.windows(2).all(|w| w[0].0 < w[1].0),
+            "{s} out of time order"
+        );
+    }
+}
+
+#[test]
+fn promtool_accepts_it_and_prometheus_answers_with_the_log_values() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let om_path = dir.path().join("history.om");
+    let (code, _, err) = backfill(
+        &[
+            "--timezone",
+            "UTC",
+            "--output",
+            om_path.to_str().unwrap(),
+            sample("pd-decode-session.log").to_str().unwrap(),
+        ],
+        "",
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!err.contains("newer than 3 hours"), "{err}");
+    let om = std::fs::read_to_string(&om_path).expect("output");
+    check_shape(&om);
+    let all = series(&om);
+
+    // `[2026-06-03 10:01:42 DP0 TP0] Decode batch, #running-req: 1, #token: 7836, …`
+    let used = &all[&format!("sglang:num_used_tokens{{{DP0}}}")];
+    assert_eq!(used[0], (1780480902.0, 7836.0));
+    assert_eq!(used[1], (1780480903.0, 7876.0));
+    // Counters are cumulative: the last value is the number of DP0 decode lines.
+    let log = std::fs::read_to_string(sample("pd-decode-session.log")).unwrap();
+    let dp0_decodes = log
+        .lines()
+        .filter(|l| l.contains(" DP0 TP0] Decode batch"))
+        .count();
+    let lines = &all[&format!("sglang_decode_stats_lines_total{{{DP0}}}")];
+    assert_eq!(lines.last().unwrap().1, dp0_decodes as f64);
+    assert!(lines.windows(2).all(|w| w[0].1 < w[1].1));
+
+    let data = dir.path().join("data");
+    let out = Command::new("promtool")
+        .args(["tsdb", "create-blocks-from", "openmetrics"])
+        .arg(&om_path)
+        .arg(&data)
+        .output()
+        .expect("run promtool (Debian package prometheus)");
+    assert!(
+        out.status.success(),
+        "promtool: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let prom = promtools::prometheus("scrape_configs: []\n", dir.path());
+    let q = "sglang:num_used_tokens{dp_rank=\"0\"}";
+    let r = promtools::query(&prom, q, Some(1780480902.0));
+    let want = labels(&[
+        ("__name__", "sglang:num_used_tokens"),
+        ("server", "pd-decode-session"),
+        ("model_name", "deepseek-ai/DeepSeek-V3"),
+        ("engine_type", "decode"),
+        ("dp_rank", "0"),
+        ("tp_rank", "0"),
+    ]);
+    assert_eq!(r, vec![(want.clone(), 7836.0)]);
+    // Every sample of the series comes back at its own second from a range query.
+    let (first, last) = (used[0].0, used.last().unwrap().0);
+    let r = promtools::query_range(&prom, q, first, last, 1.0);
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].0, want);
+    let points: BTreeMap<i64, f64> = r[0].1.iter().map(|(t, v)| (*t as i64, *v)).collect();
+    for (t, v) in used {
+        assert_eq!(points.get(&(*t as i64)), Some(v), "at {t}");
+    }
+}
+
+const DECODE: &str = "Decode batch, #running-req: 1, #token: 7836, token usage: 0.01, cuda graph: True, gen throughput (token/s): 42.12, #queue-req: 0";
+
+#[test]
+fn journald_realtime_wins_and_stdin_works() {
+    let line = format!(
+        "{{\"MESSAGE\":\"[2026-06-03 10:01:42 DP0 TP0] {DECODE}\",\"_SYSTEMD_UNIT\":\"sglang-decode.service\",\"__REALTIME_TIMESTAMP\":\"1780480000123456\"}}\n"
+    );
+    let (code, out, err) = backfill(&["--timezone", "UTC", "-o", "-", "-"], &line);
+    assert_eq!(code, Some(0), "{err}");
+    check_shape(&out);
+    let s = series(&out);
+    let (name, pts) = s
+        .iter()
+        .find(|(k, _)| k.starts_with("sglang:num_used_tokens{"))
+        .expect("num_used_tokens");
+    assert!(name.contains("server=\"sglang-decode\""), "{name}");
+    assert_eq!(pts, &vec![(1780480000.123, 7836.0)]);
+}
+
+#[test]
+fn time_only_prefixes_need_a_date() {
+    let log = "[16:43:29 TP0] Prefill batch. #new-seq: 1, #new-token: 2062, #cached-token: 0, cache hit rate: 0.00%, token usage: 0.00, #running-req: 0, #queue-req: 0\n";
+    let (code, out, err) = backfill(&["--timezone", "UTC", "-o", "-", "-"], log);
+    assert_eq!(code, Some(0));
+    assert_eq!(out, "# EOF\n");
+    assert!(err.contains("1 stats lines had no usable time"), "{err}");
+    assert!(err.contains("--date"), "{err}");
+    let (code, out, err) = backfill(
+        &["--timezone", "UTC", "--date", "2024-10-01", "-o", "-", "-"],
+        log,
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let s = series(&out);
+    let (_, pts) = s
+        .iter()
+        .find(|(k, _)| k.starts_with("sglang_prefill_new_tokens_total{"))
+        .expect("prefill_new_tokens_total");
+    // 2024-10-01 16:43:29 UTC.
+    assert_eq!(pts, &vec![(1727801009.0, 2062.0)]);
+}
+
+#[test]
+fn recent_samples_are_warned_about() {
+    let t = jiff::Timestamp::now() - jiff::SignedDuration::from_hours(1);
+    let stamp = t.strftime("%Y-%m-%d %H:%M:%S");
+    let (code, out, err) = backfill(
+        &["--timezone", "UTC", "-o", "-", "-"],
+        &format!("[{stamp} DP0 TP0] {DECODE}\n"),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("7836"), "{out}");
+    assert!(err.contains("newer than 3 hours"), "{err}");
+}
+
+#[test]
+fn missing_input_is_a_clear_error() {
+    let (code, _, err) = backfill(&["-o", "-", "/nonexistent/x.log"], "");
+    assert_eq!(code, Some(2));
+    assert!(err.contains("cannot read /nonexistent/x.log"), "{err}");
+}
+
+#[test]
+fn last_samples_equal_what_once_shows() {
+    for log in [
+        "pd-decode-session.log",
+        "prefill-session.log",
+        "single-gpu-2025.log",
+    ] {
+        let path = sample(log);
+        let (code, om, err) = backfill(
+            &["--timezone", "UTC", "-o", "-", path.to_str().unwrap()],
+            "",
+        );
+        assert_eq!(code, Some(0), "{err}");
+        check_shape(&om);
+        let last: BTreeMap<String, f64> = series(&om)
+            .into_iter()
+            .map(|(k, v)| (k, v.last().unwrap().1))
+            .collect();
+        assert!(last.len() > 10, "{log}: {}", last.len());
+        let now = crate::common::once(&["--idle-after", "100000000", path.to_str().unwrap()]);
+        for (k, v) in &last {
+            assert_eq!(crate::common::value(&now, k), Some(*v), "{log}: {k}");
+        }
+    }
+}

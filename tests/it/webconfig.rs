@@ -1,0 +1,435 @@
+//! `--web.config.file`: HTTPS and basic auth with real certificates from `openssl`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+use crate::common::{bin, free_port, once, sample, value, Exporter};
+
+const LOG: &str = "pd-decode-session.log";
+const SERIES: &str = "sglang:max_total_num_tokens{server=\"pd-decode-session\",model_name=\"deepseek-ai/DeepSeek-V3\",engine_type=\"decode\",dp_rank=\"2\",pp_rank=\"\",tp_rank=\"2\",moe_ep_rank=\"\"}";
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("run openssl");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A self-signed server certificate for 127.0.0.1: `<name>.pem` and `<name>.key` in `dir`.
+pub fn self_signed(dir: &Path, name: &str) -> PathBuf {
+    let (c, k) = (format!("{name}.pem"), format!("{name}.key"));
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            &k,
+            "-out",
+            &c,
+            "-days",
+            "2",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost",
+            // webpki refuses a CA certificate as a server's own.
+            "-addext",
+            "basicConstraints=critical,CA:FALSE",
+        ],
+    );
+    dir.join(c)
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// An HTTPS client trusting only `ca`, presenting `client` (cert, key) when given.
+pub fn client(ca: &Path, client: Option<(&Path, &Path)>) -> ureq::Agent {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_file_iter(ca).expect("ca") {
+        roots.add(c.expect("pem")).expect("add root");
+    }
+    let b = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots);
+    let cfg = match client {
+        None => b.with_no_client_auth(),
+        Some((c, k)) => b
+            .with_client_auth_cert(
+                CertificateDer::pem_file_iter(c)
+                    .unwrap()
+                    .map(Result::unwrap)
+                    .collect(),
+                PrivateKeyDer::from_pem_file(k).unwrap(),
+            )
+            .expect("client cert"),
+    };
+    ureq::AgentBuilder::new()
+        .tls_config(Arc::new(cfg))
+        .timeout(Duration::from_secs(10))
+        .build()
+}
+
+/// GETs `url` with optional basic auth; (status, WWW-Authenticate, body), status 0 on a
+/// connection or TLS failure.
+pub fn get(agent: &ureq::Agent, url: &str, auth: Option<(&str, &str)>) -> (u16, String, String) {
+    use base64::Engine as _;
+    let mut req = agent.get(url);
+    if let Some((u, p)) = auth {
+        let t = base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"));
+        req = req.set("Authorization", &format!("Basic {t}"));
+    }
+    match req.call() {
+        Ok(r) => (
+            r.status(),
+            String::new(),
+            r.into_string().unwrap_or_default(),
+        ),
+        Err(ureq::Error::Status(c, r)) => (
+            c,
+            r.header("www-authenticate").unwrap_or("").to_string(),
+            r.into_string().unwrap_or_default(),
+        ),
+        Err(e) => {
+            eprintln!("GET {url}: {e}");
+            (0, String::new(), String::new())
+        }
+    }
+}
+
+pub fn hash(pass: &str) -> String {
+    // Cost 4 keeps the tests fast; the exporter accepts any cost.
+    bcrypt::hash(pass, 4).expect("bcrypt")
+}
+
+fn start(config: &Path) -> Exporter {
+    Exporter::start(&[
+        sample(LOG).to_str().unwrap(),
+        "--web.config.file",
+        config.to_str().unwrap(),
+    ])
+}
+
+#[test]
+fn https_with_basic_auth() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert = self_signed(dir.path(), "server");
+    let cfg = dir.path().join("web.yml");
+    // Relative paths are relative to the config file.
+    std::fs::write(
+        &cfg,
+        format!(
+            "tls_server_config:\n  cert_file: server.pem\n  key_file: server.key\n  min_version: TLS12\nbasic_auth_users:\n  prom: {}\n",
+            hash("s3cret")
+        ),
+    )
+    .unwrap();
+    let e = start(&cfg);
+    let url = format!("https://127.0.0.1:{}/metrics", e.port);
+    let agent = client(&cert, None);
+    let want = value(&once(&[sample(LOG).to_str().unwrap()]), SERIES).expect("series");
+    assert_eq!(want, 786432.0);
+    let (code, _, body) = get(&agent, &url, Some(("prom", "s3cret")));
+    assert_eq!(code, 200);
+    assert_eq!(value(&body, SERIES), Some(want));
+    for auth in [
+        None,
+        Some(("prom", "wrong")),
+        Some(("nobody", "s3cret")),
+        Some(("prom", "")),
+    ] {
+        let (code, challenge, _) = get(&agent, &url, auth);
+        assert_eq!(code, 401, "{auth:?}");
+        assert_eq!(challenge, "Basic realm=\"sglang-log-exporter\"");
+    }
+    // Plain HTTP on the TLS port gets no page.
+    let plain = ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(5))
+        .build();
+    assert_ne!(
+        get(
+            &plain,
+            &format!("http://127.0.0.1:{}/metrics", e.port),
+            Some(("prom", "s3cret"))
+        )
+        .0,
+        200
+    );
+}
+
+#[test]
+fn certificates_and_users_are_reloaded_on_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let old = self_signed(dir.path(), "old");
+    let cfg = dir.path().join("web.yml");
+    let write_cfg = |name: &str, pass: &str| {
+        let tmp = dir.path().join("web.yml.tmp");
+        std::fs::write(
+            &tmp,
+            format!(
+                "tls_server_config:\n  cert_file: {name}.pem\n  key_file: {name}.key\nbasic_auth_users:\n  prom: {}\n",
+                hash(pass)
+            ),
+        )
+        .unwrap();
+        std::fs::rename(&tmp, &cfg).unwrap();
+    };
+    write_cfg("old", "one");
+    let e = start(&cfg);
+    let url = format!("https://127.0.0.1:{}/metrics", e.port);
+    let new = self_signed(dir.path(), "new");
+    assert_eq!(get(&client(&old, None), &url, Some(("prom", "one"))).0, 200);
+    assert_eq!(
+        get(&client(&new, None), &url, Some(("prom", "one"))).0,
+        0,
+        "not trusted yet"
+    );
+    write_cfg("new", "two");
+    assert_eq!(get(&client(&new, None), &url, Some(("prom", "two"))).0, 200);
+    assert_eq!(get(&client(&new, None), &url, Some(("prom", "one"))).0, 401);
+    assert_eq!(
+        get(&client(&old, None), &url, Some(("prom", "two"))).0,
+        0,
+        "old cert retired"
+    );
+    // Rotating the certificate files themselves (same names) applies too.
+    std::fs::copy(dir.path().join("old.pem"), dir.path().join("new.pem")).unwrap();
+    std::fs::copy(dir.path().join("old.key"), dir.path().join("new.key")).unwrap();
+    assert_eq!(get(&client(&old, None), &url, Some(("prom", "two"))).0, 200);
+    // A broken file keeps the last good configuration.
+    std::fs::write(&cfg, "tls_server_config: [\n").unwrap();
+    assert_eq!(get(&client(&old, None), &url, Some(("prom", "two"))).0, 200);
+}
+
+#[test]
+fn basic_auth_without_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("web.yml");
+    std::fs::write(
+        &cfg,
+        format!("basic_auth_users:\n  alice: {}\n", hash("pw")),
+    )
+    .unwrap();
+    let e = start(&cfg);
+    let plain = ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(10))
+        .build();
+    let url = format!("http://127.0.0.1:{}/metrics", e.port);
+    assert_eq!(get(&plain, &url, None).0, 401);
+    assert_eq!(get(&plain, &url, Some(("alice", "nope"))).0, 401);
+    let (code, _, body) = get(&plain, &url, Some(("alice", "pw")));
+    assert_eq!(code, 200);
+    assert!(value(&body, SERIES).is_some());
+}
+
+#[test]
+fn client_certificates_are_required_and_verified() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let server = self_signed(d, "server");
+    openssl(
+        d,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=test-ca",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign",
+        ],
+    );
+    openssl(
+        d,
+        &[
+            "req",
+            "-new",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            "client.key",
+            "-out",
+            "client.csr",
+            "-subj",
+            "/CN=prometheus",
+        ],
+    );
+    std::fs::write(d.join("ext.cnf"), "extendedKeyUsage=clientAuth\n").unwrap();
+    openssl(
+        d,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "client.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-out",
+            "client.pem",
+            "-extfile",
+            "ext.cnf",
+        ],
+    );
+    let cfg = d.join("web.yml");
+    std::fs::write(
+        &cfg,
+        "tls_server_config:\n  cert_file: server.pem\n  key_file: server.key\n  client_ca_file: ca.pem\n  client_auth_type: RequireAndVerifyClientCert\n",
+    )
+    .unwrap();
+    let e = start(&cfg);
+    let url = format!("https://127.0.0.1:{}/metrics", e.port);
+    assert_eq!(
+        get(&client(&server, None), &url, None).0,
+        0,
+        "no client certificate"
+    );
+    let (code, _, body) = get(
+        &client(
+            &server,
+            Some((&d.join("client.pem"), &d.join("client.key"))),
+        ),
+        &url,
+        None,
+    );
+    assert_eq!(code, 200);
+    assert!(value(&body, SERIES).is_some());
+    // A self-signed client certificate is not from the CA.
+    let (code, _, _) = get(
+        &client(&server, Some((&server, &d.join("server.key")))),
+        &url,
+        None,
+    );
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn bad_configs_are_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    self_signed(dir.path(), "server");
+    let good_tls = "tls_server_config:\n  cert_file: server.pem\n  key_file: server.key\n";
+    let cases = [
+        ("tls_server_config: [\n", "web0.yml"),
+        (
+            "tls_server_config:\n  cert_file: server.pem\n  key_file: server.key\n  bogus: 1\n",
+            "bogus",
+        ),
+        (
+            "tls_server_config:\n  cert_file: missing.pem\n  key_file: server.key\n",
+            "missing.pem",
+        ),
+        (
+            "tls_server_config:\n  cert_file: server.pem\n",
+            "key_file is missing",
+        ),
+        (
+            "tls_server_config:\n  cert_file: server.key\n  key_file: server.key\n",
+            "cert_file",
+        ),
+        (&format!("{good_tls}  min_version: TLS10\n"), "TLS10"),
+        (
+            &format!("{good_tls}  client_auth_type: RequireAndVerifyClientCert\n"),
+            "client_ca_file",
+        ),
+        (
+            "basic_auth_users:\n  alice: plaintext\n",
+            "not a bcrypt hash",
+        ),
+        ("unknown_section: {}\n", "unknown_section"),
+    ];
+    for (i, (text, needle)) in cases.iter().enumerate() {
+        let cfg = dir.path().join(format!("web{i}.yml"));
+        std::fs::write(&cfg, text).unwrap();
+        let out = Command::new(bin())
+            .arg(sample(LOG))
+            .args([
+                "--web.listen-address",
+                &format!("127.0.0.1:{}", free_port()),
+            ])
+            .arg("--web.config.file")
+            .arg(&cfg)
+            .output()
+            .expect("run");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{text}: {err}");
+        assert!(
+            err.contains("error:") && err.contains(needle),
+            "{text}: {err}"
+        );
+    }
+    let out = Command::new(bin())
+        .arg(sample(LOG))
+        .args(["--web.config.file", "/nonexistent/web.yml"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn prometheus_scrapes_over_https_with_basic_auth() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert = self_signed(dir.path(), "server");
+    let cfg = dir.path().join("web.yml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "tls_server_config:\n  cert_file: server.pem\n  key_file: server.key\nbasic_auth_users:\n  prom: {}\n",
+            hash("s3cret")
+        ),
+    )
+    .unwrap();
+    let e = start(&cfg);
+    let want = value(&once(&[sample(LOG).to_str().unwrap()]), SERIES).expect("series");
+    assert_eq!(want, 786432.0);
+    let prom_dir = tempfile::tempdir().unwrap();
+    let prom_cfg = format!(
+        "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: sglang\n    scheme: https\n    tls_config:\n      ca_file: {}\n    basic_auth:\n      username: prom\n      password: s3cret\n    static_configs:\n      - targets: ['127.0.0.1:{}']\n",
+        cert.display(),
+        e.port
+    );
+    let prom = crate::promtools::prometheus(&prom_cfg, prom_dir.path());
+    let q = "sglang:max_total_num_tokens{dp_rank=\"2\"}";
+    let got = crate::promtools::poll(60, "Prometheus to scrape over HTTPS", || {
+        let r = crate::promtools::query(&prom, q, None);
+        (r.len() == 1).then(|| r[0].1)
+    });
+    assert_eq!(got, want);
+}
