@@ -262,42 +262,32 @@ pub fn run_live(cfg: Config, a: &RunArgs) -> Result<(), ConfigError> {
     }
     for input in cfg.inputs.clone() {
         let (cfg, state, stop) = (cfg.clone(), state.clone(), stop.clone());
-        let name = match &input {
-            Input::File { path, .. } => format!("follow {}", path.display()),
-            Input::Stdin { .. } => "stdin".to_string(),
-        };
-        let spawned = std::thread::Builder::new()
-            .name(name)
-            .spawn(move || match input {
-                Input::File { server, path } => {
-                    let source = path.display().to_string();
+        match input {
+            Input::File { server, path } => {
+                let source = path.display().to_string();
+                spawn_source(format!("follow {source}"), move || {
                     supervise(&source, &stop, || {
                         let mut ing = cfg.ingest(&state, &source, &server);
                         follow(&path, &mut ing, &cfg.tail, &stop);
-                    });
-                }
-                Input::Stdin { server } => {
-                    let mut ing = cfg.ingest(&state, "-", &server);
-                    stdin::read_to_end(&mut std::io::stdin().lock(), &mut ing, cfg.tail.max_line);
-                    tracing::info!("stdin ended; serving the last state");
-                }
-            });
-        if let Err(e) = spawned {
-            return Err(ConfigError(format!("cannot start a reader thread: {e}")));
+                    })
+                })?;
+            }
+            Input::Stdin { server } => spawn_source("stdin".into(), move || {
+                let mut ing = cfg.ingest(&state, "-", &server);
+                stdin::read_to_end(&mut std::io::stdin().lock(), &mut ing, cfg.tail.max_line);
+                tracing::info!("stdin ended; serving the last state");
+            })?,
         }
     }
     for unit in cfg.journal.units.clone() {
         let (cfg, state, stop) = (cfg.clone(), state.clone(), stop.clone());
-        let spawned = std::thread::Builder::new()
-            .name(format!("journal {unit}"))
-            .spawn(move || {
-                let source = journald::source_of(&unit);
+        spawn_source(format!("journal {unit}"), move || {
+            let source = journald::source_of(&unit);
+            supervise(&source, &stop, || {
                 let mut ing = cfg.ingest(&state, &source, &journald::server_of(&unit));
                 journald::supervise(&cfg.journal, &unit, &mut ing, &state, &stop);
-            });
-        if let Err(e) = spawned {
-            return Err(ConfigError(format!("cannot start a journal thread: {e}")));
-        }
+            })
+        })?;
     }
     if let Some(g) = &cfg.gpu {
         crate::gpu::spawn(g.clone(), state.clone(), stop.clone())
@@ -343,6 +333,15 @@ pub fn run_live(cfg: Config, a: &RunArgs) -> Result<(), ConfigError> {
     }
     tracing::info!("shut down");
     Ok(())
+}
+
+/// Starts a source's reader thread.
+fn spawn_source(name: String, f: impl FnOnce() + Send + 'static) -> Result<(), ConfigError> {
+    std::thread::Builder::new()
+        .name(name.clone())
+        .spawn(f)
+        .map(drop)
+        .map_err(|e| ConfigError(format!("cannot start the thread {name}: {e}")))
 }
 
 /// Runs a source until it returns normally (stop requested); a panic in it (a bug of ours) is
