@@ -9,7 +9,7 @@ pub mod prefix;
 
 use std::sync::Arc;
 
-use regex::CaptureLocations;
+use regex::{CaptureLocations, Regex};
 
 use crate::record::{Access, Ranks, Record, ServerArgs};
 use fields::{compound_key, compound_part, parse_value, split_fields, split_kv};
@@ -23,6 +23,60 @@ pub struct Parser {
     values: Vec<(MetricId, f64)>,
     unknown_spans: Vec<(usize, usize)>,
     key_buf: String,
+    /// Scratch and group indices for the prefix regex, so that reading it allocates nothing.
+    prefix: PrefixScratch,
+    /// Groups `method`, `path`, `status` of each line kind's regex (for access lines).
+    access_groups: Vec<[Option<usize>; 3]>,
+    /// A substring finder per prefilter literal, to test the few a line's kinds ask about.
+    finders: Vec<memchr::memmem::Finder<'static>>,
+    /// Per line kind, field keys already looked up and their targets (see [`FieldMemo`]).
+    field_memo: Vec<FieldMemo>,
+}
+
+/// The field keys of one line kind seen so far with [`Patterns::field`]'s answer, so the common
+/// keys cost a short comparison instead of two hash lookups. Bounded: keys past `MEMO_KEYS` are
+/// looked up every time. Lines print their keys in a fixed order, so the search starts after the
+/// previous hit.
+#[derive(Debug, Default)]
+struct FieldMemo {
+    keys: Vec<(Box<str>, Option<FieldTarget>)>,
+    next: usize,
+}
+
+const MEMO_KEYS: usize = 64;
+
+impl FieldMemo {
+    fn get(&mut self, pat: &Patterns, kind: &patterns::LineKind, key: &str) -> Option<FieldTarget> {
+        let n = self.keys.len();
+        for j in 0..n {
+            let i = (self.next + j) % n;
+            if &*self.keys[i].0 == key {
+                self.next = i + 1;
+                return self.keys[i].1;
+            }
+        }
+        let t = pat.field(kind, key);
+        if n < MEMO_KEYS {
+            self.keys.push((key.into(), t));
+            self.next = n + 1;
+        }
+        t
+    }
+}
+
+/// Reusable state for reading the SGLang prefix.
+#[derive(Debug)]
+struct PrefixScratch {
+    /// The prefix regex anchored at the start of the text: the common case (the line starts with
+    /// the prefix) is one anchored match instead of an unanchored search.
+    anchored: Option<Regex>,
+    locs: CaptureLocations,
+    /// Indices of groups `date`, `time`, `frac`, `tags`.
+    groups: [Option<usize>; 4],
+}
+
+fn group_index(re: &Regex, name: &str) -> Option<usize> {
+    re.capture_names().position(|n| n == Some(name))
 }
 
 impl Parser {
@@ -33,12 +87,33 @@ impl Parser {
             .iter()
             .map(|l| l.regex.capture_locations())
             .collect();
+        let access_groups = pat
+            .lines
+            .iter()
+            .map(|l| ["method", "path", "status"].map(|n| group_index(&l.regex, n)))
+            .collect();
+        let prefix = PrefixScratch {
+            // `^(?:…)` keeps the group numbers and the leftmost-first preference of the original.
+            anchored: Regex::new(&format!("^(?:{})", pat.prefix.as_str())).ok(),
+            locs: pat.prefix.capture_locations(),
+            groups: ["date", "time", "frac", "tags"].map(|n| group_index(&pat.prefix, n)),
+        };
+        let finders = pat
+            .literals
+            .iter()
+            .map(|l| memchr::memmem::Finder::new(l.as_bytes()).into_owned())
+            .collect();
+        let field_memo = pat.lines.iter().map(|_| FieldMemo::default()).collect();
         Parser {
+            finders,
+            field_memo,
             pat,
             locs,
             values: Vec::with_capacity(32),
             unknown_spans: Vec::with_capacity(8),
             key_buf: String::with_capacity(64),
+            prefix,
+            access_groups,
         }
     }
 
@@ -53,15 +128,25 @@ impl Parser {
         let line = line.strip_suffix('\r').unwrap_or(line);
         let pat = &*self.pat;
         // Cheap rejection: most lines contain none of the literals.
-        pat.prefilter.find(line)?;
-        // Which literals occur (overlapping: `new fill batch. ` contains `batch`).
-        let mut present: u64 = 0;
-        for m in pat.prefilter.find_overlapping_iter(line) {
-            present |= 1 << m.pattern().as_usize();
-        }
+        let first = pat.prefilter.find(line)?;
+        // Which literals occur is asked lazily, only for the kinds tried (overlapping literals
+        // count: `new fill batch. ` contains `batch`). The scan reports the occurrence that ends
+        // first, so every other one starts at or after its end minus the longest literal: the
+        // substring tests look only at that window.
+        let window = &line.as_bytes()[first.end().saturating_sub(pat.prefilter.max_pattern_len())..];
+        let mut known: u64 = 1 << first.pattern().as_usize();
+        let mut present: u64 = known;
+        let finders = &self.finders;
         // Line kinds in file order; the first whose literal is present and whose regex matches.
         let k = (0..pat.lines.len()).find(|&k| {
-            present & (1 << pat.kind_literal[k]) != 0
+            let bit = 1u64 << pat.kind_literal[k];
+            if known & bit == 0 {
+                known |= bit;
+                if finders[pat.kind_literal[k]].find(window).is_some() {
+                    present |= bit;
+                }
+            }
+            present & bit != 0
                 && pat.lines[k]
                     .regex
                     .captures_read(&mut self.locs[k], line)
@@ -74,9 +159,16 @@ impl Parser {
 
         // The SGLang prefix: the last timestamp bracket before the end of the label.
         let region = &line[..m_end];
-        let (time, mut ranks) = match pat.prefix.captures_iter(region).last() {
-            Some(c) => prefix::read_prefix(pat, &c),
-            None => (None, Ranks::default()),
+        let (time, mut ranks) = if self.prefix.read_at_start(pat, region) {
+            let locs = &self.prefix.locs;
+            let g = |i: Option<usize>| i.and_then(|i| locs.get(i)).map(|(s, e)| &region[s..e]);
+            let [date, time, frac, tags] = self.prefix.groups.map(g);
+            prefix::read_prefix_parts(pat, date, time, frac, tags)
+        } else {
+            match pat.prefix.captures_iter(region).last() {
+                Some(c) => prefix::read_prefix(pat, &c),
+                None => (None, Ranks::default()),
+            }
         };
         if let Some((s, e)) = group(kind.gpu_group) {
             if ranks.tp.is_none() {
@@ -91,17 +183,12 @@ impl Parser {
         let mut server_args = None;
         match kind.class {
             Class::Access => {
-                let get = |n: &str| {
-                    kind.regex
-                        .capture_names()
-                        .position(|x| x == Some(n))
-                        .and_then(|g| locs.get(g))
-                        .map(|(s, e)| &line[s..e])
-                };
+                let [method, path, status] =
+                    self.access_groups[k].map(|g| group(g).map(|(s, e)| &line[s..e]));
                 access = Some(Access {
-                    method: get("method").unwrap_or(""),
-                    path: get("path").unwrap_or(""),
-                    status: get("status").and_then(|s| s.parse().ok()).unwrap_or(0),
+                    method: method.unwrap_or(""),
+                    path: path.unwrap_or(""),
+                    status: status.and_then(|s| s.parse().ok()).unwrap_or(0),
                 });
             }
             Class::ServerArgs => server_args = Some(Box::new(parse_server_args(&line[m_end..]))),
@@ -133,7 +220,7 @@ impl Parser {
                             (key, value)
                         }
                     };
-                    match pat.field(kind, key) {
+                    match self.field_memo[k].get(pat, kind, key) {
                         Some(t) => push_value(&mut self.values, t, value, &mut bad_values),
                         None => {
                             let off = key.as_ptr() as usize;
@@ -160,6 +247,21 @@ impl Parser {
             access,
             server_args,
         })
+    }
+}
+
+impl PrefixScratch {
+    /// Fills `locs` with the prefix when the region starts with it and holds no later match: then
+    /// it is the last match, the one the general path (`captures_iter(..).last()`) would read.
+    /// `false` sends the caller to the general path.
+    fn read_at_start(&mut self, pat: &Patterns, region: &str) -> bool {
+        let Some(a) = &self.anchored else {
+            return false;
+        };
+        match a.captures_read(&mut self.locs, region) {
+            Some(m) if !m.is_empty() => pat.prefix.find_at(region, m.end()).is_none(),
+            _ => false,
+        }
     }
 }
 
