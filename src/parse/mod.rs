@@ -29,6 +29,9 @@ pub struct Parser {
     access_groups: Vec<[Option<usize>; 3]>,
     /// A substring finder per prefilter literal, to test the few a line's kinds ask about.
     finders: Vec<memchr::memmem::Finder<'static>>,
+    /// The literals as a SIMD (Teddy) searcher: about ten times faster per line than the
+    /// automaton in [`Patterns::prefilter`], which stays the fallback where Teddy is unavailable.
+    packed: Option<aho_corasick::packed::Searcher>,
     /// Per line kind, field keys already looked up and their targets (see [`FieldMemo`]).
     field_memo: Vec<FieldMemo>,
 }
@@ -104,7 +107,11 @@ impl Parser {
             .map(|l| memchr::memmem::Finder::new(l.as_bytes()).into_owned())
             .collect();
         let field_memo = pat.lines.iter().map(|_| FieldMemo::default()).collect();
+        let mut packed = aho_corasick::packed::Config::new().builder();
+        packed.extend(&pat.literals);
+        let packed = packed.build();
         Parser {
+            packed,
             finders,
             field_memo,
             pat,
@@ -128,13 +135,20 @@ impl Parser {
         let line = line.strip_suffix('\r').unwrap_or(line);
         let pat = &*self.pat;
         // Cheap rejection: most lines contain none of the literals.
-        let first = pat.prefilter.find(line)?;
         // Which literals occur is asked lazily, only for the kinds tried (overlapping literals
-        // count: `new fill batch. ` contains `batch`). The scan reports the occurrence that ends
-        // first, so every other one starts at or after its end minus the longest literal: the
-        // substring tests look only at that window.
-        let window = &line.as_bytes()[first.end().saturating_sub(pat.prefilter.max_pattern_len())..];
-        let mut known: u64 = 1 << first.pattern().as_usize();
+        // count: `new fill batch. ` contains `batch`). Every occurrence lies in a window from the
+        // first one found: the substring tests look only there.
+        let (window_start, first) = match &self.packed {
+            // Leftmost-first: no occurrence starts before this one.
+            Some(p) => p.find(line).map(|m| (m.start(), m.pattern().as_usize()))?,
+            // Standard: this one ends first, so none starts before its end minus the longest.
+            None => pat.prefilter.find(line).map(|m| {
+                let from = m.end().saturating_sub(pat.prefilter.max_pattern_len());
+                (from, m.pattern().as_usize())
+            })?,
+        };
+        let window = &line.as_bytes()[window_start..];
+        let mut known: u64 = 1 << first;
         let mut present: u64 = known;
         let finders = &self.finders;
         // Line kinds in file order; the first whose literal is present and whose regex matches.
