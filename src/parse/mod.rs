@@ -375,3 +375,67 @@ fn skip_value(b: &[u8], mut i: usize) -> usize {
     }
     i
 }
+
+#[cfg(test)]
+mod fast_path_tests {
+    //! The parser's shortcuts (anchored prefix, literal window, field memo) against the cases
+    //! that must take the general path.
+    use super::*;
+
+    fn parser() -> Parser {
+        Parser::new(Arc::new(Patterns::embedded().unwrap()))
+    }
+
+    fn running(p: &mut Parser, line: &str) -> (Option<u32>, Option<u32>, Option<String>, f64) {
+        let id = p.patterns().metric_by_id("num_running_reqs").unwrap();
+        let r = p.parse(line).expect("a stats line");
+        let time = r.time.map(|t| t.time.to_string());
+        (r.ranks.dp, r.ranks.tp, time, r.get(id).unwrap())
+    }
+
+    #[test]
+    fn prefix_after_other_text_and_the_last_of_two() {
+        let mut p = parser();
+        let tail = "Decode batch, #running-req: 5, #token: 10, token usage: 0.01, #queue-req: 0";
+        let plain = format!("[2026-06-03 10:00:00 DP1 TP2] {tail}");
+        let after = format!("host app: [2026-06-03 10:00:00 DP1 TP2] {tail}");
+        let two = format!("[2026-06-03 09:00:00 DP0 TP0] [2026-06-03 11:00:00.5 DP2 TP3] {tail}");
+        let want = |dp, tp, t: &str| (Some(dp), Some(tp), Some(t.to_string()), 5.0);
+        assert_eq!(running(&mut p, &plain), want(1, 2, "10:00:00"));
+        assert_eq!(running(&mut p, &after), want(1, 2, "10:00:00"));
+        assert_eq!(running(&mut p, &two), want(2, 3, "11:00:00.5"));
+        // No prefix at all.
+        assert_eq!(running(&mut p, tail), (None, None, None, 5.0));
+    }
+
+    #[test]
+    fn overlapping_literals_and_repeated_keys() {
+        let mut p = parser();
+        // `new fill batch. ` contains `batch`, the literal of the kinds tried first.
+        let v01 = "new fill batch. #seq: 3. #cached_token: 128. #new_token: 1536. #remaining_req: 12. #running_req: 5";
+        let pat = p.patterns().clone();
+        for _ in 0..3 {
+            let r = p.parse(v01).unwrap();
+            assert_eq!(pat.lines[r.kind].name, "prefill_v01");
+        }
+        // The memo answers the same as the first lookup, unknown keys included.
+        let line =
+            "[2026-06-03 10:00:00 TP0] Decode batch, #running-req: 7, #made-up: 1, #queue-req: 2";
+        for _ in 0..3 {
+            let r = p.parse(line).unwrap();
+            assert_eq!(r.unknown_keys().collect::<Vec<_>>(), ["#made-up"]);
+            assert_eq!(r.values.len(), 2);
+        }
+    }
+
+    #[test]
+    fn access_groups() {
+        let mut p = parser();
+        let r = p
+            .parse(r#"[2026-06-03 10:00:26] INFO:     127.0.0.1:44941 - "POST /generate?x=1 HTTP/1.1" 503 Service Unavailable"#)
+            .unwrap();
+        let a = r.access.unwrap();
+        assert_eq!((a.method, a.path, a.status), ("POST", "/generate", 503));
+        assert!(p.parse("[2026-06-03 10:00:26] nothing to see").is_none());
+    }
+}
