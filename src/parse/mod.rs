@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use regex::{CaptureLocations, Regex};
 
-use crate::record::{Access, Ranks, Record, ServerArgs};
+use crate::record::{Access, LogTime, Ranks, Record, ServerArgs};
 use fields::{compound_key, compound_part, parse_value, split_fields, split_kv};
 use patterns::{Class, FieldTarget, MetricId, Patterns};
 
@@ -76,6 +76,39 @@ struct PrefixScratch {
     locs: CaptureLocations,
     /// Indices of groups `date`, `time`, `frac`, `tags`.
     groups: [Option<usize>; 4],
+    /// Recently read prefixes (only for [`CACHEABLE_PREFIX`]).
+    cache: Option<PrefixCache>,
+}
+
+/// The prefix regex the cache is proven for: it ends with `\]` and nothing before that can
+/// match `]`, so its anchored match on any text that starts with an earlier match is that same
+/// match, with the same groups. Another (custom) prefix regex is simply not cached.
+const CACHEABLE_PREFIX: &str = r"\[(?:(?P<date>\d{4}-\d\d-\d\d) )?(?P<time>\d\d:\d\d:\d\d)(?:[.,](?P<frac>\d{1,9}))?(?P<tags>(?: [A-Z][A-Z_]*\d+)*)\]";
+
+/// The last few prefixes read (their text and what it gave). Consecutive lines mostly share one:
+/// the same second and rank. Buffers are reused, so it allocates only while warming up.
+#[derive(Debug, Default)]
+struct PrefixCache {
+    entries: [(Vec<u8>, Option<LogTime>, Ranks); 8],
+    next: usize,
+}
+
+impl PrefixCache {
+    fn get(&self, region: &str) -> Option<(usize, Option<LogTime>, Ranks)> {
+        self.entries
+            .iter()
+            .find(|(p, _, _)| !p.is_empty() && region.as_bytes().starts_with(p))
+            .map(|(p, t, r)| (p.len(), *t, *r))
+    }
+
+    fn put(&mut self, text: &str, t: Option<LogTime>, r: Ranks) {
+        let e = &mut self.entries[self.next];
+        e.0.clear();
+        e.0.extend_from_slice(text.as_bytes());
+        e.1 = t;
+        e.2 = r;
+        self.next = (self.next + 1) % self.entries.len();
+    }
 }
 
 fn group_index(re: &Regex, name: &str) -> Option<usize> {
@@ -100,6 +133,7 @@ impl Parser {
             anchored: Regex::new(&format!("^(?:{})", pat.prefix.as_str())).ok(),
             locs: pat.prefix.capture_locations(),
             groups: ["date", "time", "frac", "tags"].map(|n| group_index(&pat.prefix, n)),
+            cache: (pat.prefix.as_str() == CACHEABLE_PREFIX).then(PrefixCache::default),
         };
         let finders = pat
             .literals
@@ -173,17 +207,7 @@ impl Parser {
 
         // The SGLang prefix: the last timestamp bracket before the end of the label.
         let region = &line[..m_end];
-        let (time, mut ranks) = if self.prefix.read_at_start(pat, region) {
-            let locs = &self.prefix.locs;
-            let g = |i: Option<usize>| i.and_then(|i| locs.get(i)).map(|(s, e)| &region[s..e]);
-            let [date, time, frac, tags] = self.prefix.groups.map(g);
-            prefix::read_prefix_parts(pat, date, time, frac, tags)
-        } else {
-            match pat.prefix.captures_iter(region).last() {
-                Some(c) => prefix::read_prefix(pat, &c),
-                None => (None, Ranks::default()),
-            }
-        };
+        let (time, mut ranks) = self.prefix.read(pat, region);
         if let Some((s, e)) = group(kind.gpu_group) {
             if ranks.tp.is_none() {
                 ranks.tp = line[s..e].parse().ok();
@@ -265,6 +289,29 @@ impl Parser {
 }
 
 impl PrefixScratch {
+    /// The time and ranks of the last prefix match in `region` (none: no time, no ranks).
+    fn read(&mut self, pat: &Patterns, region: &str) -> (Option<LogTime>, Ranks) {
+        if let Some((len, t, r)) = self.cache.as_ref().and_then(|c| c.get(region)) {
+            if pat.prefix.find_at(region, len).is_none() {
+                return (t, r);
+            }
+        }
+        if self.read_at_start(pat, region) {
+            let locs = &self.locs;
+            let g = |i: Option<usize>| i.and_then(|i| locs.get(i)).map(|(s, e)| &region[s..e]);
+            let [date, time, frac, tags] = self.groups.map(g);
+            let (t, r) = prefix::read_prefix_parts(pat, date, time, frac, tags);
+            if let (Some(c), Some((_, end))) = (self.cache.as_mut(), self.locs.get(0)) {
+                c.put(&region[..end], t, r);
+            }
+            return (t, r);
+        }
+        match pat.prefix.captures_iter(region).last() {
+            Some(c) => prefix::read_prefix(pat, &c),
+            None => (None, Ranks::default()),
+        }
+    }
+
     /// Fills `locs` with the prefix when the region starts with it and holds no later match: then
     /// it is the last match, the one the general path (`captures_iter(..).last()`) would read.
     /// `false` sends the caller to the general path.
@@ -437,5 +484,52 @@ mod fast_path_tests {
         let a = r.access.unwrap();
         assert_eq!((a.method, a.path, a.status), ("POST", "/generate", 503));
         assert!(p.parse("[2026-06-03 10:00:26] nothing to see").is_none());
+    }
+}
+
+#[cfg(test)]
+mod prefix_cache_tests {
+    use super::*;
+
+    /// The cache is on for the embedded prefix. If this fails, the prefix regex changed: check
+    /// the argument on [`CACHEABLE_PREFIX`] still holds for the new one, then update the const.
+    #[test]
+    fn embedded_prefix_is_cached() {
+        let p = Parser::new(Arc::new(Patterns::embedded().unwrap()));
+        assert!(p.prefix.cache.is_some());
+    }
+
+    #[test]
+    fn cached_prefix_reads_as_fresh() {
+        let mut p = Parser::new(Arc::new(Patterns::embedded().unwrap()));
+        let id = p.patterns().metric_by_id("num_running_reqs").unwrap();
+        let tail = "Decode batch, #running-req: 5, #queue-req: 0";
+        let lines = [
+            format!("[2026-06-03 10:00:00 DP1 TP2] {tail}"),
+            format!("[2026-06-03 10:00:00 DP1 TP2] {tail}"),
+            // Starts with a cached prefix but carries a later one: the later one wins.
+            format!("[2026-06-03 10:00:00 DP1 TP2] [2026-06-03 10:00:09 DP3 TP3] {tail}"),
+            format!("[2026-06-03 10:00:00 DP1 TP2]{tail}"),
+            format!("[2026-06-03 10:00:00 DP1] {tail}"),
+        ];
+        let got: Vec<_> = lines
+            .iter()
+            .map(|l| {
+                let r = p.parse(l).unwrap();
+                let t = r.time.map(|t| t.time.to_string());
+                (r.ranks.dp, r.ranks.tp, t, r.get(id))
+            })
+            .collect();
+        let t = |s: &str| Some(s.to_string());
+        assert_eq!(
+            got,
+            [
+                (Some(1), Some(2), t("10:00:00"), Some(5.0)),
+                (Some(1), Some(2), t("10:00:00"), Some(5.0)),
+                (Some(3), Some(3), t("10:00:09"), Some(5.0)),
+                (Some(1), Some(2), t("10:00:00"), Some(5.0)),
+                (Some(1), None, t("10:00:00"), Some(5.0)),
+            ]
+        );
     }
 }
