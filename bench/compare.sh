@@ -34,6 +34,7 @@ if [[ -z "$bin" ]]; then
   (cd "$root" && cargo build --release --quiet)
   bin="$root/target/release/sglang-log-exporter"
 fi
+bin="$(realpath "$bin")" # the tools run in the output folder
 [[ -x /usr/bin/time ]] || { echo "needs /usr/bin/time (Debian package time)" >&2; exit 2; }
 
 mkdir -p "$dir"
