@@ -117,9 +117,7 @@ impl Exporter {
                 let ct = r.header("content-type").unwrap_or("").to_string();
                 (r.status(), ct, r.into_string().unwrap_or_default())
             }
-            Err(ureq::Error::Status(code, r)) => {
-                (code, String::new(), r.into_string().unwrap_or_default())
-            }
+            Err(ureq::Error::Status(code, r)) => (code, String::new(), r.into_string().unwrap_or_default()),
             Err(e) => panic!("GET {url}: {e}"),
         }
     }
