@@ -6,6 +6,10 @@
 /// `est uncap acc len: 4.90 [4.70, 5.10]` (v0.5.16+) stays one field. Empty pieces are skipped.
 pub fn split_fields<'a>(s: &'a str, seps: &'a [String]) -> impl Iterator<Item = &'a str> + 'a {
     let bytes = s.as_bytes();
+    // When every separator starts with the same byte, only that byte and the brackets can
+    // change anything: jump between them with memchr instead of stepping byte by byte.
+    let first = seps.first().and_then(|f| f.as_bytes().first().copied());
+    let jump = first.filter(|&f| seps.iter().all(|s| s.as_bytes().first() == Some(&f)));
     let mut pos = 0usize;
     std::iter::from_fn(move || {
         while pos < bytes.len() {
@@ -25,16 +29,22 @@ pub fn split_fields<'a>(s: &'a str, seps: &'a [String]) -> impl Iterator<Item = 
                     _ => {}
                 }
                 if depth <= 0 {
-                    if let Some(sep) = seps
-                        .iter()
-                        .find(|sep| bytes[i..].starts_with(sep.as_bytes()))
-                    {
+                    // Compare the first byte before the whole separator: this runs per byte.
+                    let c = bytes[i];
+                    if let Some(sep) = seps.iter().find(|sep| {
+                        let sb = sep.as_bytes();
+                        sb.first().is_none_or(|&f| f == c) && bytes[i..].starts_with(sb)
+                    }) {
                         end = i;
                         pos = i + sep.len();
                         break;
                     }
                 }
-                i += 1;
+                i = match jump {
+                    Some(f) => memchr::memchr3(b'[', b']', f, &bytes[i + 1..])
+                        .map_or(bytes.len(), |p| i + 1 + p),
+                    None => i + 1,
+                };
             }
             let piece = &s[start..end];
             if !piece.trim().is_empty() {
@@ -50,13 +60,40 @@ pub fn split_fields<'a>(s: &'a str, seps: &'a [String]) -> impl Iterator<Item = 
 pub fn split_kv<'a>(field: &'a str, kv: &[String]) -> Option<(&'a str, &'a str)> {
     let mut best: Option<(usize, usize)> = None;
     for sep in kv {
-        if let Some(p) = field.find(sep.as_str()) {
+        if let Some(p) = find_str(field, sep) {
             if best.is_none_or(|(b, _)| p < b) {
                 best = Some((p, sep.len()));
             }
         }
     }
     best.map(|(p, l)| (field[..p].trim(), field[p + l..].trim()))
+}
+
+/// The first occurrence of `needle` in `hay` (as `str::find`), by memchr on its first byte:
+/// cheaper than a two-way searcher's set-up for the short keys and separators here.
+fn find_str(hay: &str, needle: &str) -> Option<usize> {
+    let (h, n) = (hay.as_bytes(), needle.as_bytes());
+    let Some(&first) = n.first() else {
+        return Some(0);
+    };
+    let mut at = 0;
+    while let Some(p) = memchr::memchr(first, &h[at..]) {
+        let i = at + p;
+        if h[i..].starts_with(n) {
+            return Some(i);
+        }
+        at = i + 1;
+    }
+    None
+}
+
+/// `v.rfind("-> ")` by memrchr on `>`: no searcher set-up per value.
+fn rfind_arrow(v: &str) -> Option<usize> {
+    let b = v.as_bytes();
+    memchr::memrchr_iter(b'>', b)
+        .filter(|&i| i >= 1 && b[i - 1] == b'-' && b.get(i + 1) == Some(&b' '))
+        .map(|i| i - 1)
+        .next()
 }
 
 /// Why a value could not be read as a number.
@@ -75,7 +112,7 @@ pub enum ValueError {
 ///   `11.35 s`); `nan`/`inf` are read as such.
 pub fn parse_value(v: &str) -> Result<f64, ValueError> {
     let v = v.trim();
-    let v = match v.rfind("-> ") {
+    let v = match rfind_arrow(v) {
         Some(p) => &v[p + 3..],
         None => v,
     };

@@ -217,6 +217,8 @@ pub struct Patterns {
     pub prefilter: AhoCorasick,
     /// The prefilter literal of each line kind.
     pub kind_literal: Vec<usize>,
+    /// The distinct literals, indexed as the prefilter's patterns.
+    pub literals: Vec<String>,
     fields_prefill: HashMap<String, FieldTarget>,
     fields_decode: HashMap<String, FieldTarget>,
     fields_other: HashMap<String, FieldTarget>,
@@ -452,6 +454,7 @@ impl Patterns {
             metrics,
             prefilter,
             kind_literal,
+            literals,
             fields_prefill,
             fields_decode,
             fields_other,

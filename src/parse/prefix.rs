@@ -11,23 +11,34 @@ use crate::record::{LogTime, Ranks};
 
 /// Reads the prefix captures (groups `date`, `time`, `frac`, `tags`) into a time and ranks.
 pub fn read_prefix(p: &Patterns, caps: &Captures<'_>) -> (Option<LogTime>, Ranks) {
+    let g = |n: &str| caps.name(n).map(|m| m.as_str());
+    read_prefix_parts(p, g("date"), g("time"), g("frac"), g("tags"))
+}
+
+/// [`read_prefix`] from the text of each group (`None`: the group did not take part), so the
+/// parser can feed it from reusable capture locations without allocating.
+pub fn read_prefix_parts(
+    p: &Patterns,
+    date: Option<&str>,
+    time: Option<&str>,
+    frac: Option<&str>,
+    tags: Option<&str>,
+) -> (Option<LogTime>, Ranks) {
     let mut ranks = Ranks::default();
-    if let Some(tags) = caps.name("tags") {
-        for tag in tags.as_str().split_ascii_whitespace() {
+    if let Some(tags) = tags {
+        for tag in tags.split_ascii_whitespace() {
             set_rank_tag(p, tag, &mut ranks);
         }
     }
-    let time = caps.name("time").and_then(|t| {
-        let b = t.as_str().as_bytes();
+    let time = time.and_then(|t| {
+        let b = t.as_bytes();
         let num = |i: usize| ((b[i] - b'0') * 10 + (b[i + 1] - b'0')) as i8;
-        let nanos = caps.name("frac").map_or(0, |f| {
-            let s = f.as_str();
+        let nanos = frac.map_or(0, |s| {
             let n: i32 = s.parse().unwrap_or(0);
             n * 10i32.pow(9 - s.len() as u32)
         });
         let time = Time::new(num(0), num(3), num(6), nanos).ok()?;
-        let date = caps.name("date").and_then(|d| {
-            let s = d.as_str();
+        let date = date.and_then(|s| {
             Date::new(
                 s[0..4].parse().ok()?,
                 s[5..7].parse().ok()?,

@@ -1,0 +1,135 @@
+//! The hot path, one line at a time: `Parser::parse` on a decode, a prefill, an access and a
+//! non-matching line, the journald JSON unwrap plus parse, and a whole `Ingest::line` (parse,
+//! stamp, state update). divan prints time per line, lines/s and bytes/s, and — through its
+//! counting allocator — allocations per line (the aim: none for a line that matches nothing).
+//!
+//! Run: `cargo bench --bench hot_path` (add `-- decode` to filter).
+
+use std::sync::Arc;
+
+use divan::counter::{BytesCount, ItemsCount};
+use divan::{black_box, Bencher};
+use sglang_log_exporter::parse::patterns::Patterns;
+use sglang_log_exporter::parse::prefix::TimeResolver;
+use sglang_log_exporter::parse::Parser;
+use sglang_log_exporter::source::framing::Framer;
+use sglang_log_exporter::source::Ingest;
+use sglang_log_exporter::state::{State, StateConfig};
+
+#[global_allocator]
+static ALLOC: divan::AllocProfiler = divan::AllocProfiler::system();
+
+const DECODE: &str = "[2026-06-03 10:01:50 DP0 TP0] Decode batch, #running-req: 1, #token: 8156, token usage: 0.01, pre-allocated usage: 0.00, #prealloc-req: 0, #transfer-req: 0, #retracted-req: 0, cuda graph: True, gen throughput (token/s): 42.27, #queue-req: 0";
+const PREFILL: &str = "[2026-06-03 09:59:42 TP0] Prefill batch, #new-seq: 1, #new-token: 4, #cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0, #pending-token: 0, #bootstrap-req: 0, #inflight-req: 0, cuda graph: False, input throughput (token/s): 0.00";
+const ACCESS: &str =
+    "[2026-06-03 10:00:26] INFO:     127.0.0.1:44941 - \"POST /generate HTTP/1.1\" 200 OK";
+const NOMATCH: &str =
+    "[2026-06-03 09:57:58 DP1 TP1] Init torch distributed ends. elapsed=4.58 s, mem usage=1.19 GB";
+const JOURNAL: &str = r#"{"__REALTIME_TIMESTAMP":"1780480910400276","_SYSTEMD_UNIT":"sglang-decode.service","MESSAGE":"[2026-06-03 10:01:50 DP0 TP0] Decode batch, #running-req: 1, #token: 8156, token usage: 0.01, pre-allocated usage: 0.00, #prealloc-req: 0, #transfer-req: 0, #retracted-req: 0, cuda graph: True, gen throughput (token/s): 42.27, #queue-req: 0","PRIORITY":"6"}"#;
+
+fn main() {
+    divan::main();
+}
+
+fn parser() -> Parser {
+    Parser::new(Arc::new(Patterns::embedded().expect("embedded patterns")))
+}
+
+fn parse_one(b: Bencher, line: &'static str) {
+    let mut p = parser();
+    b.counter(ItemsCount::new(1usize))
+        .counter(BytesCount::of_str(line))
+        .bench_local(|| black_box(p.parse(black_box(line)).is_some()));
+}
+
+/// `Parser::parse` alone.
+mod parse {
+    use super::*;
+
+    #[divan::bench]
+    fn decode(b: Bencher) {
+        parse_one(b, DECODE);
+    }
+
+    #[divan::bench]
+    fn prefill(b: Bencher) {
+        parse_one(b, PREFILL);
+    }
+
+    #[divan::bench]
+    fn access(b: Bencher) {
+        parse_one(b, ACCESS);
+    }
+
+    #[divan::bench]
+    fn no_match(b: Bencher) {
+        parse_one(b, NOMATCH);
+    }
+
+    /// A `journalctl -o json` record: unwrap with `Framer`, then parse the MESSAGE.
+    #[divan::bench]
+    fn journal_json(b: Bencher) {
+        let mut p = parser();
+        let mut f = Framer::new(1 << 20);
+        b.counter(ItemsCount::new(1usize))
+            .counter(BytesCount::of_str(JOURNAL))
+            .bench_local(|| {
+                use sglang_log_exporter::source::framing::Framed;
+                match f.frame(black_box(JOURNAL.as_bytes())) {
+                    Framed::Message { text, .. } => {
+                        let s = std::str::from_utf8(&text).unwrap_or("");
+                        black_box(p.parse(s).is_some())
+                    }
+                    _ => false,
+                }
+            });
+    }
+}
+
+/// `Ingest::line`: parse, stamp with the log time, apply to the shared state (lock included).
+mod ingest {
+    use super::*;
+
+    fn ingest_one(b: Bencher, line: &'static str) {
+        let pat = Arc::new(Patterns::embedded().expect("embedded patterns"));
+        let state = State::shared(pat.clone(), StateConfig::default());
+        let mut ing = Ingest::new(
+            Parser::new(pat),
+            state,
+            "bench.log",
+            "bench",
+            TimeResolver::new(jiff::tz::TimeZone::UTC, None),
+            1 << 20,
+        );
+        // The first line creates the server and rank entries; measure the steady state.
+        ing.line(line.as_bytes());
+        b.counter(ItemsCount::new(1usize))
+            .counter(BytesCount::of_str(line))
+            .bench_local(|| ing.line(black_box(line.as_bytes())));
+    }
+
+    #[divan::bench]
+    fn decode(b: Bencher) {
+        ingest_one(b, DECODE);
+    }
+
+    #[divan::bench]
+    fn prefill(b: Bencher) {
+        ingest_one(b, PREFILL);
+    }
+
+    #[divan::bench]
+    fn access(b: Bencher) {
+        ingest_one(b, ACCESS);
+    }
+
+    #[divan::bench]
+    fn no_match(b: Bencher) {
+        ingest_one(b, NOMATCH);
+    }
+
+    #[divan::bench]
+    fn journal_json(b: Bencher) {
+        ingest_one(b, JOURNAL);
+    }
+}
