@@ -118,7 +118,9 @@ impl Config {
                             path.display()
                         )))
                     }
-                    Ok(_) => {
+                    // Only a regular file is opened to check it: opening a FIFO here would take
+                    // (and lose) its writer.
+                    Ok(m) if m.is_file() => {
                         if let Err(e) = std::fs::File::open(&path) {
                             return Err(ConfigError(format!(
                                 "cannot read {}: {e}",
@@ -126,6 +128,7 @@ impl Config {
                             )));
                         }
                     }
+                    Ok(_) => {}
                     Err(e) => {
                         return Err(ConfigError(format!("cannot read {}: {e}", path.display())))
                     }

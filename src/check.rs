@@ -26,6 +26,8 @@ pub struct Report {
     pub suspicious_total: u64,
     /// Lines over the length limit.
     pub oversized: u64,
+    /// A last line without its newline (not parsed).
+    pub incomplete: u64,
 }
 
 /// Reads `input` and counts what the patterns make of it.
@@ -35,6 +37,7 @@ pub fn check<R: Read>(patterns: &Arc<Patterns>, input: &mut R) -> std::io::Resul
     let mut lb = LineBuf::new(1 << 20);
     let mut on = |e: Event<'_>, rep: &mut Report| match e {
         Event::Oversized => rep.oversized += 1,
+        Event::Incomplete => rep.incomplete += 1,
         Event::Line(l) => {
             rep.lines += 1;
             let text = String::from_utf8_lossy(l);
@@ -77,6 +80,13 @@ impl Report {
         }
         if self.oversized > 0 {
             let _ = writeln!(s, "  oversized lines skipped: {}", self.oversized);
+        }
+        if self.incomplete > 0 {
+            let _ = writeln!(
+                s,
+                "  last line without a newline, not read: {}",
+                self.incomplete
+            );
         }
         if !self.unknown.is_empty() {
             let _ = writeln!(s, "  unknown fields:");

@@ -136,6 +136,8 @@ pub struct SourceStats {
     pub unmatched: u64,
     /// Lines over the length limit (skipped).
     pub oversized: u64,
+    /// Inputs that ended, or were rotated or truncated, in the middle of a line (not parsed).
+    pub incomplete: u64,
     /// Lines that were not valid UTF-8 (read lossily).
     pub invalid_utf8: u64,
     /// Bytes read.
@@ -155,6 +157,8 @@ pub struct SourceDelta {
     pub unmatched: u64,
     /// Oversized lines.
     pub oversized: u64,
+    /// Incomplete last lines.
+    pub incomplete: u64,
     /// Invalid UTF-8 lines.
     pub invalid_utf8: u64,
     /// Bytes read.
@@ -321,6 +325,7 @@ impl State {
         s.lines += d.lines;
         s.unmatched += d.unmatched;
         s.oversized += d.oversized;
+        s.incomplete += d.incomplete;
         s.invalid_utf8 += d.invalid_utf8;
         s.bytes += d.bytes;
         s.errors += d.errors;

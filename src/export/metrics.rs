@@ -264,6 +264,10 @@ fn self_families(state: &State) -> Vec<Family> {
         "sglang_log_exporter_lines_oversized_total",
         "Lines longer than --max-line-bytes, skipped, by source.",
     );
+    let mut incomplete = counter(
+        "sglang_log_exporter_lines_incomplete_total",
+        "Partial last lines (no newline) dropped at the end of an input or at rotation or truncation, by source.",
+    );
     let mut invalid = counter(
         "sglang_log_exporter_lines_invalid_utf8_total",
         "Lines that were not valid UTF-8 and were read lossily, by source.",
@@ -284,6 +288,7 @@ fn self_families(state: &State) -> Vec<Family> {
         unmatched.push(l(), s.unmatched as f64);
         oversized.push(l(), s.oversized as f64);
         invalid.push(l(), s.invalid_utf8 as f64);
+        incomplete.push(l(), s.incomplete as f64);
         errors.push(l(), s.errors as f64);
         bad.push(l(), s.bad_values as f64);
         for (k, n) in &s.matched {
@@ -318,7 +323,8 @@ fn self_families(state: &State) -> Vec<Family> {
         1.0,
     );
     let mut out = vec![
-        build, lines, bytes, matched, unmatched, oversized, invalid, errors, bad, unknown, dropped,
+        build, lines, bytes, matched, unmatched, oversized, incomplete, invalid, errors, bad,
+        unknown, dropped,
     ];
     for (name, help, kind, label) in EXTRA {
         let mut f = Family::new(*name, *help, *kind);

@@ -108,19 +108,21 @@ pub enum ValueError {
 /// * `True`/`False` read 1/0 (graph flags);
 /// * `A -> B` reads B (the retraction's `#new_token_ratio`);
 /// * a number followed by `%` is divided by 100 (0-1 ratio);
-/// * anything after the leading number is ignored (`45.10 GB`, `69.16%.`, `4.90 [4.70, 5.10]`,
-///   `11.35 s`); `nan`/`inf` are read as such.
+/// * a unit after the number is ignored (`45.10 GB`, `0.50GB`, `69.16%.`, `4.90 [4.70, 5.10]`,
+///   `11.35 s`); `inf` is read as such.
+///
+/// # Errors
+/// [`ValueError::NotANumber`] for anything else: `nan`, exponents, hex, trailing garbage.
 pub fn parse_value(v: &str) -> Result<f64, ValueError> {
     let v = v.trim();
     let v = match rfind_arrow(v) {
         Some(p) => &v[p + 3..],
         None => v,
     };
-    if v.starts_with("True") {
-        return Ok(1.0);
-    }
-    if v.starts_with("False") {
-        return Ok(0.0);
+    match v {
+        "True" => return Ok(1.0),
+        "False" => return Ok(0.0),
+        _ => {}
     }
     let b = v.as_bytes();
     let mut i = 0;
@@ -132,15 +134,26 @@ pub fn parse_value(v: &str) -> Result<f64, ValueError> {
         i += 1;
     }
     if i == digits_start {
-        let rest = v[digits_start..].to_ascii_lowercase();
-        let sign = if b.first() == Some(&b'-') { -1.0 } else { 1.0 };
-        return if rest.starts_with("nan") {
-            Ok(f64::NAN)
-        } else if rest.starts_with("inf") {
-            Ok(sign * f64::INFINITY)
-        } else {
-            Err(ValueError::NotANumber)
+        // Python prints `inf` for a rate over a zero time gap; `nan` has no value to show.
+        return match &v[digits_start..] {
+            "inf" => Ok(if b.first() == Some(&b'-') {
+                f64::NEG_INFINITY
+            } else {
+                f64::INFINITY
+            }),
+            _ => Err(ValueError::NotANumber),
         };
+    }
+    // What may follow the number: nothing, a unit after a space (`45.10 GB`, `11.35 s`, a
+    // bracketed range), `%`, or `GB` glued to it (`0.50GB`). Anything else (`1e309`, `0x10`,
+    // `35abc`, a NUL) is not a number SGLang prints.
+    let rest = &b[i..];
+    let unit_ok = rest.is_empty()
+        || rest[0].is_ascii_whitespace()
+        || rest[0] == b'%'
+        || rest.starts_with(b"GB");
+    if !unit_ok {
+        return Err(ValueError::NotANumber);
     }
     if b.get(i) == Some(&b'%') {
         // Parse `12.89%` as 12.89e-2 so the ratio is the nearest double to 0.1289 (dividing by
@@ -229,8 +242,24 @@ mod tests {
         assert_eq!(parse_value("45.10 GB"), Ok(45.10));
         assert_eq!(parse_value("0.50GB"), Ok(0.50));
         assert_eq!(parse_value("4.90 [4.70, 5.10]"), Ok(4.90));
-        assert!(parse_value("nan").unwrap().is_nan());
+        assert_eq!(parse_value("inf"), Ok(f64::INFINITY));
         assert_eq!(parse_value("-inf"), Ok(f64::NEG_INFINITY));
+        assert_eq!(parse_value("11.35 s"), Ok(11.35));
+        assert_eq!(parse_value("27.60 GB."), Ok(27.60));
+        // Not what SGLang prints: counted as value errors, never read by their leading digits.
+        for bad in [
+            "nan",
+            "1e309",
+            "0x10",
+            "35abc",
+            "3\u{0}6",
+            "11\u{fffd}179",
+            "1.2.3",
+            "Truex",
+            "TRUE",
+        ] {
+            assert_eq!(parse_value(bad), Err(ValueError::NotANumber), "{bad:?}");
+        }
         assert_eq!(parse_value("torch.bfloat16"), Err(ValueError::NotANumber));
         assert_eq!(parse_value(""), Err(ValueError::NotANumber));
     }

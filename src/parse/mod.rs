@@ -212,6 +212,10 @@ impl Parser {
             // v0.1.17-v0.2.13 tag every message with `[gpu_id=N] ` or `[gpu=N] `.
             ranks.tp = gpu_tag(region);
         }
+        let r = ranks;
+        if [r.dp, r.pp, r.attn_cp, r.moe_dp, r.tp, r.ep].contains(&Some(prefix::BAD_RANK)) {
+            return None;
+        }
 
         self.values.clear();
         self.unknown_spans.clear();

@@ -51,11 +51,21 @@ pub fn read_prefix_parts(
     (time, ranks)
 }
 
-/// Sets the rank a tag like `ATTN_CP1` names; unknown tags are ignored.
+/// A rank number too large for a rank (`TP4294967296`): such a line is garbage and is not
+/// parsed, rather than merged into the series of a rank without that tag.
+pub const BAD_RANK: u32 = u32::MAX;
+
+/// Sets the rank a tag like `ATTN_CP1` names; unknown tags are ignored; a number that does not
+/// fit sets [`BAD_RANK`].
 pub fn set_rank_tag(p: &Patterns, tag: &str, ranks: &mut Ranks) {
     for (name, which) in &p.rank_tags {
         if let Some(num) = tag.strip_prefix(name.as_str()) {
-            if let Ok(n) = num.parse::<u32>() {
+            if num.bytes().all(|c| c.is_ascii_digit()) && !num.is_empty() {
+                let n = num
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|&n| n != BAD_RANK)
+                    .unwrap_or(BAD_RANK);
                 let slot = match which {
                     RankTag::Dp => &mut ranks.dp,
                     RankTag::Pp => &mut ranks.pp,

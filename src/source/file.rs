@@ -66,6 +66,9 @@ struct Open {
     /// The last bytes before `offset`, as read. copytruncate followed by a quick write can leave
     /// the file longer than our offset: only a change in these bytes tells it was truncated.
     tail: Vec<u8>,
+    /// A regular file. A FIFO, a character device or a process substitution (`<(cmd)`) is read
+    /// as a stream: no positioned reads, no truncation or rotation checks.
+    regular: bool,
 }
 
 /// How many bytes before the offset identify the content we already read.
@@ -126,7 +129,7 @@ pub fn follow(path: &Path, ingest: &mut Ingest, cfg: &TailConfig, stop: &AtomicB
             }
         }
         if let Some(o) = open.as_mut() {
-            if o.offset > 0 && !o.tail_intact() {
+            if o.regular && o.offset > 0 && !o.tail_intact() {
                 tracing::info!(path = %path.display(), "the file was truncated and rewritten; reading it from the start");
                 lb.flush_partial(|e| ingest.event(e));
                 if let Err(e) = rewind(o) {
@@ -154,7 +157,12 @@ pub fn follow(path: &Path, ingest: &mut Ingest, cfg: &TailConfig, stop: &AtomicB
                 ingest.set_timing(Timing::Arrival);
             }
             let now = std::fs::metadata(path).map(|m| identity(&m));
-            match classify(o.id, o.offset, now) {
+            let change = if o.regular {
+                classify(o.id, o.offset, now)
+            } else {
+                Change::Same
+            };
+            match change {
                 Change::Same | Change::Gone => {}
                 Change::Truncated => {
                     tracing::info!(path = %path.display(), "the file was truncated; reading it from the start");
@@ -204,6 +212,7 @@ fn open_file(path: &Path) -> io::Result<Open> {
         id: (dev, ino),
         offset: 0,
         tail: Vec::new(),
+        regular: m.file_type().is_file(),
     })
 }
 
@@ -224,7 +233,7 @@ fn drain(o: &mut Open, lb: &mut LineBuf, ingest: &mut Ingest) -> io::Result<()> 
         }
         o.offset += n as u64;
     }
-    if o.offset != start {
+    if o.regular && o.offset != start {
         o.tail = o.read_tail()?;
     }
     Ok(())

@@ -412,7 +412,7 @@ fn run_child(
                     }
                     ingest.line(l);
                 }
-                Event::Oversized => ingest.event(Event::Oversized),
+                other => ingest.event(other),
             });
             ingest.flush();
             match r {

@@ -14,6 +14,10 @@ pub enum Event<'a> {
     Line(&'a [u8]),
     /// A line longer than the limit was skipped (counted once per line).
     Oversized,
+    /// The input ended (or was rotated or truncated) in the middle of a line: the bytes after the
+    /// last `\n` are dropped, never parsed as a line. SGLang ends every record with `\n`, so
+    /// this is a record still being written, or cut.
+    Incomplete,
 }
 
 /// The line buffer. Memory stays under `max_line + READ_SIZE` bytes.
@@ -94,11 +98,12 @@ impl LineBuf {
         }
     }
 
-    /// Hands out the partial last line (no `\n` yet), if any, and forgets it: at the end of a
-    /// finished input, or when a file is rotated or truncated under us.
+    /// Drops the partial last line (no `\n` yet), if any, reporting it as
+    /// [`Event::Incomplete`]: at the end of a finished input, or when a file is rotated or
+    /// truncated under us. Only whole lines are ever parsed.
     pub fn flush_partial(&mut self, mut f: impl FnMut(Event<'_>)) {
         if self.end > self.start && !self.skipping {
-            f(Event::Line(&self.buf[self.start..self.end]));
+            f(Event::Incomplete);
         }
         self.reset();
     }
@@ -130,12 +135,24 @@ mod tests {
                 .fill(&mut r, |e| match e {
                     Event::Line(l) => lines.push(String::from_utf8_lossy(l).into_owned()),
                     Event::Oversized => over += 1,
+                    Event::Incomplete => unreachable!("fill never reports a partial line"),
                 })
                 .unwrap()
                 > 0
             {}
         }
         (lines, over)
+    }
+
+    #[test]
+    fn a_partial_last_line_is_reported_not_handed_out() {
+        let mut lb = LineBuf::new(100);
+        let mut got = Vec::new();
+        let mut r: &[u8] = b"whole\n#running-req: 3";
+        while lb.fill(&mut r, |e| got.push(format!("{e:?}"))).unwrap() > 0 {}
+        lb.flush_partial(|e| got.push(format!("{e:?}")));
+        assert_eq!(got, ["Line([119, 104, 111, 108, 101])", "Incomplete"]);
+        assert_eq!(lb.pending(), 0);
     }
 
     #[test]

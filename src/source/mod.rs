@@ -97,6 +97,10 @@ impl Ingest {
                 self.delta.oversized += 1;
                 tracing::warn!(source = %self.source, "skipped a line longer than --max-line-bytes");
             }
+            Event::Incomplete => {
+                self.delta.incomplete += 1;
+                tracing::warn!(source = %self.source, "the input ended in the middle of a line (no newline); that part was not read");
+            }
         }
     }
 
@@ -146,9 +150,16 @@ impl Ingest {
             self.delta.unmatched += 1;
             return;
         };
-        let ts = realtime.or_else(|| match self.timing {
-            Timing::Arrival => Some(now_unix()),
-            Timing::LogTime => rec.time.and_then(|t| self.times.resolve(t)),
+        // A time before 1970 or more than a day ahead is garbage (a bogus journal timestamp, a
+        // year-9999 prefix): it would make every other rank look idle, so it is not used.
+        let now = now_unix();
+        let plausible = |t: &f64| *t > 0.0 && *t < now + 86_400.0;
+        let ts = realtime.filter(plausible).or_else(|| match self.timing {
+            Timing::Arrival => Some(now),
+            Timing::LogTime => rec
+                .time
+                .and_then(|t| self.times.resolve(t))
+                .filter(plausible),
         });
         let server = unit.unwrap_or(&self.server);
         lock(&self.state).apply(&self.source, server, &rec, ts);

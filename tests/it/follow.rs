@@ -75,10 +75,14 @@ fn crlf_invalid_utf8_and_oversized_lines_are_survived_and_counted() {
     append(&p, b"");
     let e = follow(&p);
     append(&p, decode(0, 3, 5).replace('\n', "\r\n").as_bytes());
-    append(
-        &p,
-        b"[2026-06-03 10:00:00 TP1] Decode batch, #running-req: 4, \xff\xfe: 1, #queue-req: 6\n",
-    );
+    // Stamped now: under load the follower may first see these lines in its initial read, where
+    // a line's own time decides whether its rank is idle.
+    let now = jiff::Timestamp::now()
+        .strftime("%Y-%m-%d %H:%M:%S")
+        .to_string();
+    let mut bad = format!("[{now} TP1] Decode batch, #running-req: 4, ").into_bytes();
+    bad.extend_from_slice(b"\xff\xfe: 1, #queue-req: 6\n");
+    append(&p, &bad);
     let mut huge = vec![b'x'; 2 << 20];
     huge.push(b'\n');
     append(&p, &huge);
