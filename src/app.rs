@@ -10,7 +10,7 @@ use jiff::tz::TimeZone;
 
 use crate::cli::{split_input, RunArgs};
 use crate::export::{http, metrics, push, webconfig};
-use crate::parse::patterns::Patterns;
+use crate::parse::patterns::{PatternError, Patterns};
 use crate::parse::prefix::TimeResolver;
 use crate::parse::Parser;
 use crate::source::file::{follow, TailConfig};
@@ -71,7 +71,13 @@ pub fn load_patterns(path: Option<&std::path::Path>) -> Result<Arc<Patterns>, Co
         Some(p) => Patterns::from_file(p),
         None => Patterns::embedded(),
     };
-    p.map(Arc::new).map_err(|e| ConfigError(e.to_string()))
+    p.map(Arc::new).map_err(|e| match (path, &e) {
+        (
+            Some(path),
+            PatternError::Yaml(_) | PatternError::Regex { .. } | PatternError::Invalid(_),
+        ) => ConfigError(format!("{}: {e}", path.display())),
+        _ => ConfigError(e.to_string()),
+    })
 }
 
 /// Resolves `--timezone` (default: the host's zone).
@@ -134,8 +140,27 @@ impl Config {
                     }
                 }
             }
-            let server = name.unwrap_or_else(|| server_name_of(&path));
+            let server = match name {
+                Some(n) => n,
+                None => {
+                    let n = server_name_of(&path);
+                    // Two files with one stem would silently merge into one server.
+                    let taken = inputs.iter().any(|i| match i {
+                        Input::File { server, .. } | Input::Stdin { server } => *server == n,
+                    });
+                    if taken {
+                        return Err(ConfigError(format!(
+                            "{} would be server {n:?}, like an input before it; name the servers apart with NAME=PATH",
+                            path.display()
+                        )));
+                    }
+                    n
+                }
+            };
             inputs.push(Input::File { server, path });
+        }
+        if a.poll_interval < std::time::Duration::from_millis(10) {
+            return Err(ConfigError("--poll-interval must be at least 10ms".into()));
         }
         if a.max_line_bytes < 1024 {
             return Err(ConfigError("--max-line-bytes must be at least 1024".into()));
@@ -162,6 +187,7 @@ impl Config {
                 poll: a.poll_interval,
                 max_line: a.max_line_bytes,
                 once: a.once,
+                deleted_grace: a.deleted_grace,
             },
             gpu: gpu_config(a)?,
             push: push::PushConfig::from_args(&a.push).map_err(ConfigError)?,

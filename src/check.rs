@@ -3,12 +3,51 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::Read;
+use std::io::{Read, Write};
+use std::process::ExitCode;
 use std::sync::Arc;
 
 use crate::parse::patterns::Patterns;
 use crate::parse::Parser;
 use crate::source::linebuf::{Event, LineBuf};
+
+/// Most unknown field names listed in the report (the rest are counted).
+const MAX_LISTED: usize = 64;
+
+/// Runs the subcommand: a report per input on stdout; exit 2 for a bad pattern file or an
+/// unreadable input. A closed stdout (`| head`) ends the report quietly.
+pub fn run(a: &crate::cli::CheckArgs) -> ExitCode {
+    let fail = |msg: String| {
+        eprintln!("error: {msg}");
+        ExitCode::from(2)
+    };
+    let pat = match crate::app::load_patterns(a.patterns.as_deref()) {
+        Ok(p) => p,
+        Err(e) => return fail(e.to_string()),
+    };
+    let mut out = std::io::stdout().lock();
+    for path in &a.paths {
+        let name = path.display().to_string();
+        let rep = if name == "-" {
+            check(&pat, &mut std::io::stdin().lock())
+        } else {
+            match std::fs::File::open(path) {
+                Ok(mut f) => check(&pat, &mut f),
+                Err(e) => return fail(format!("cannot read {name}: {e}")),
+            }
+        };
+        match rep {
+            Ok(r) => {
+                if out.write_all(r.render(&name).as_bytes()).is_err() {
+                    return ExitCode::SUCCESS;
+                }
+            }
+            Err(e) => return fail(format!("reading {name} failed: {e}")),
+        }
+    }
+    let _ = out.flush();
+    ExitCode::SUCCESS
+}
 
 /// Counts of a coverage run.
 #[derive(Debug, Default)]
@@ -90,8 +129,11 @@ impl Report {
         }
         if !self.unknown.is_empty() {
             let _ = writeln!(s, "  unknown fields:");
-            for (k, n) in &self.unknown {
+            for (k, n) in self.unknown.iter().take(MAX_LISTED) {
                 let _ = writeln!(s, "    {k:?} {n}");
+            }
+            if self.unknown.len() > MAX_LISTED {
+                let _ = writeln!(s, "    … and {} more", self.unknown.len() - MAX_LISTED);
             }
         }
         if self.suspicious_total > 0 {

@@ -86,6 +86,11 @@ pub struct RunArgs {
     #[arg(long = "max-line-bytes", default_value_t = 1 << 20)]
     pub max_line_bytes: usize,
 
+    /// How long a followed file that was deleted (and not re-created) is still read before it is
+    /// closed, which frees its disk space.
+    #[arg(long = "deleted-file-grace", default_value = "60s", value_parser = parse_duration)]
+    pub deleted_grace: std::time::Duration,
+
     /// Backstop poll interval for followed files (file events wake the follower sooner).
     #[arg(long = "poll-interval", default_value = "250ms", value_parser = parse_duration)]
     pub poll_interval: std::time::Duration,
@@ -109,7 +114,7 @@ pub struct RunArgs {
     pub journalctl: PathBuf,
 
     /// Log level of the exporter's own messages (error, warn, info, debug, trace).
-    #[arg(long = "log.level", default_value = "info")]
+    #[arg(long = "log.level", default_value = "info", value_parser = ["error", "warn", "info", "debug", "trace"])]
     pub log_level: String,
 
     /// GPUs of a server, `SERVER=LIST` (repeatable): NVML indexes or `GPU-…` UUIDs in SGLang's

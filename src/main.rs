@@ -20,7 +20,7 @@ fn main() -> ExitCode {
         .with_target(false)
         .init();
     match cli.command {
-        Some(Command::Check(a)) => run_check(&a),
+        Some(Command::Check(a)) => check::run(&a),
         Some(Command::Backfill(a)) => sglang_log_exporter::backfill::run(&a),
         None => {
             let cfg = match app::Config::from_args(&cli.run) {
@@ -41,29 +41,6 @@ fn main() -> ExitCode {
             }
         }
     }
-}
-
-fn run_check(a: &sglang_log_exporter::cli::CheckArgs) -> ExitCode {
-    let pat = match app::load_patterns(a.patterns.as_deref()) {
-        Ok(p) => p,
-        Err(e) => return fail(&e.to_string()),
-    };
-    for path in &a.paths {
-        let name = path.display().to_string();
-        let rep = if name == "-" {
-            check::check(&pat, &mut std::io::stdin().lock())
-        } else {
-            match std::fs::File::open(path) {
-                Ok(mut f) => check::check(&pat, &mut f),
-                Err(e) => return fail(&format!("cannot read {name}: {e}")),
-            }
-        };
-        match rep {
-            Ok(r) => print!("{}", r.render(&name)),
-            Err(e) => return fail(&format!("reading {name} failed: {e}")),
-        }
-    }
-    ExitCode::SUCCESS
 }
 
 fn fail(msg: &str) -> ExitCode {

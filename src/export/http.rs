@@ -59,9 +59,13 @@ pub fn parse_listen(addr: &str) -> Result<String, String> {
     } else {
         addr.to_string()
     };
-    full.parse::<std::net::SocketAddr>()
-        .map(|a| a.to_string())
-        .map_err(|_| format!("--web.listen-address {addr:?} is not HOST:PORT or :PORT"))
+    use std::net::ToSocketAddrs;
+    match full.to_socket_addrs().map(|mut a| a.next()) {
+        Ok(Some(a)) => Ok(a.to_string()),
+        _ => Err(format!(
+            "--web.listen-address {addr:?} is not HOST:PORT or :PORT (HOST an address or a name that resolves)"
+        )),
+    }
 }
 
 /// Serves plain HTTP on `listener` until `shutdown` completes.

@@ -53,6 +53,8 @@ pub struct TailConfig {
     pub max_line: usize,
     /// Read to the end once and return (no following).
     pub once: bool,
+    /// How long a deleted file is still read before it is closed (its space freed).
+    pub deleted_grace: Duration,
 }
 
 fn identity(m: &Metadata) -> (u64, u64, u64) {
@@ -102,6 +104,8 @@ pub fn follow(path: &Path, ingest: &mut Ingest, cfg: &TailConfig, stop: &AtomicB
     let mut open: Option<Open> = None;
     let mut last_error: Option<String> = None;
     let mut first_pass = true;
+    // Since when the path has had no file while we hold the deleted one open.
+    let mut gone_since: Option<std::time::Instant> = None;
     ingest.set_timing(Timing::LogTime);
     loop {
         if open.is_none() {
@@ -162,8 +166,24 @@ pub fn follow(path: &Path, ingest: &mut Ingest, cfg: &TailConfig, stop: &AtomicB
             } else {
                 Change::Same
             };
+            if change != Change::Gone {
+                gone_since = None;
+            }
             match change {
-                Change::Same | Change::Gone => {}
+                Change::Same => {}
+                Change::Gone => {
+                    // Keep reading the deleted file for a while (the writer may still be
+                    // writing, a new file may appear), then let it go so its space is freed.
+                    let since = *gone_since.get_or_insert_with(std::time::Instant::now);
+                    if since.elapsed() >= cfg.deleted_grace {
+                        tracing::info!(path = %path.display(), "the file was deleted and no new one appeared; closed it, waiting for the path to reappear");
+                        lb.flush_partial(|e| ingest.event(e));
+                        ingest.flush();
+                        ingest.set_up(false);
+                        open = None;
+                        gone_since = None;
+                    }
+                }
                 Change::Truncated => {
                     tracing::info!(path = %path.display(), "the file was truncated; reading it from the start");
                     lb.flush_partial(|e| ingest.event(e));
@@ -232,6 +252,7 @@ fn drain(o: &mut Open, lb: &mut LineBuf, ingest: &mut Ingest) -> io::Result<()> 
             break;
         }
         o.offset += n as u64;
+        ingest.count_bytes(n);
     }
     if o.regular && o.offset != start {
         o.tail = o.read_tail()?;

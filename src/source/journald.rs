@@ -414,6 +414,9 @@ fn run_child(
                 }
                 other => ingest.event(other),
             });
+            if let Ok(n) = r {
+                ingest.count_bytes(n);
+            }
             ingest.flush();
             match r {
                 Ok(0) => break,

@@ -107,7 +107,6 @@ impl Ingest {
     /// Handles one raw line (without `\n`), which may be wrapped.
     pub fn line(&mut self, raw: &[u8]) {
         self.delta.lines += 1;
-        self.delta.bytes += raw.len() as u64 + 1;
         // Fast path: most lines are plain; avoid the framer's borrow dance for them.
         let first = raw.first().copied();
         if first != Some(b'{') && !first.is_some_and(|c| c.is_ascii_digit()) {
@@ -163,6 +162,11 @@ impl Ingest {
         });
         let server = unit.unwrap_or(&self.server);
         lock(&self.state).apply(&self.source, server, &rec, ts);
+    }
+
+    /// Counts bytes read from the source (every byte, also those of skipped oversized lines).
+    pub fn count_bytes(&mut self, n: usize) {
+        self.delta.bytes += n as u64;
     }
 
     /// Counts a read error of this source (open, permission, a directory…).

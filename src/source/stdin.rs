@@ -6,14 +6,17 @@ use std::io::Read;
 use super::linebuf::LineBuf;
 use super::Ingest;
 
-/// Reads `input` to its end, feeding whole lines to `ingest`. The last line is handed out even
-/// without a final `\n`, since the input is finished. A read error ends the input with a warning.
+/// Reads `input` to its end, feeding whole lines to `ingest` (a last line without `\n` is
+/// dropped and counted). A read error ends the input with a warning. The source reads up
+/// (`sglang_log_exporter_source_up` 1) while open and down after its end: a `journalctl -f`
+/// feeding the pipe has died.
 pub fn read_to_end<R: Read>(input: &mut R, ingest: &mut Ingest, max_line: usize) {
     let mut lb = LineBuf::new(max_line);
+    ingest.set_up(true);
     loop {
         match lb.fill(input, |e| ingest.event(e)) {
             Ok(0) => break,
-            Ok(_) => {}
+            Ok(n) => ingest.count_bytes(n),
             Err(e) => {
                 ingest.count_error();
                 tracing::warn!(source = %ingest.source(), "reading failed: {e}; treating it as the end of the input");
@@ -23,4 +26,5 @@ pub fn read_to_end<R: Read>(input: &mut R, ingest: &mut Ingest, max_line: usize)
     }
     lb.flush_partial(|e| ingest.event(e));
     ingest.flush();
+    ingest.set_up(false);
 }

@@ -6,6 +6,7 @@ mod common;
 mod follow;
 mod formats;
 mod gpu;
+mod hostile;
 mod journald;
 mod monitoring;
 mod once;

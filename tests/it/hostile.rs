@@ -1,0 +1,297 @@
+//! Regression tests from a hostile-input session: each input once showed a hang, a wrong value,
+//! a silent merge or a bad message.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::{append, bin, once, run, run_with_input, sample, samples, value, Exporter};
+
+fn get(expo: &str, series: &str) -> f64 {
+    value(expo, series).unwrap_or_else(|| panic!("no series {series} in:\n{expo}"))
+}
+
+#[test]
+fn once_reads_a_fifo_to_its_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("pipe.log");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let writer = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || {
+            let text = std::fs::read(sample("single-gpu-2025.log")).unwrap();
+            std::fs::write(&fifo, text).unwrap();
+        })
+    };
+    let expo = once(&["--gpu.disable", fifo.to_str().unwrap()]);
+    writer.join().unwrap();
+    let src = format!("{{source=\"{}\"}}", fifo.display());
+    assert_eq!(
+        get(&expo, &format!("sglang_log_exporter_lines_read_total{src}")),
+        517.0
+    );
+    assert_eq!(
+        get(
+            &expo,
+            &format!("sglang_log_exporter_read_errors_total{src}")
+        ),
+        0.0
+    );
+}
+
+#[test]
+fn two_files_with_one_stem_are_refused_not_merged() {
+    let dir = tempfile::tempdir().unwrap();
+    for d in ["a", "b"] {
+        std::fs::create_dir(dir.path().join(d)).unwrap();
+        std::fs::write(dir.path().join(d).join("sglang.log"), "").unwrap();
+    }
+    let a = dir.path().join("a/sglang.log");
+    let b = dir.path().join("b/sglang.log");
+    let out = run(&["--once", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("would be server \"sglang\"") && err.contains("NAME=PATH"),
+        "{err}"
+    );
+    // Named apart, both are served.
+    let expo = once(&[&format!("a={}", a.display()), &format!("b={}", b.display())]);
+    assert_eq!(
+        samples(&expo, "sglang_log_exporter_lines_read_total").len(),
+        2
+    );
+}
+
+#[test]
+fn values_that_are_not_sglang_numbers_are_counted_not_truncated() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("nums.log");
+    std::fs::write(
+        &p,
+        b"[2026-06-03 10:00:00 TP0] Decode batch, #running-req: 1e309, #token: 0x10, token usage: 35abc, gen throughput (token/s): 3\x006, #queue-req: nan, cuda graph: True\n\
+          [2026-06-03 10:00:00 TP4294967296] Decode batch, #running-req: 9, #queue-req: 9\n\
+          [2026-06-03 10:00:00 DP18446744073709551616 TP1] Decode batch, #running-req: 9, #queue-req: 9\n",
+    )
+    .unwrap();
+    let expo = once(&[
+        "--gpu.disable",
+        "--idle-after",
+        "100000h",
+        p.to_str().unwrap(),
+    ]);
+    let src = format!("{{source=\"{}\"}}", p.display());
+    assert_eq!(
+        get(
+            &expo,
+            &format!("sglang_log_exporter_field_value_errors_total{src}")
+        ),
+        5.0
+    );
+    // Only the flag was a valid value on the first line.
+    for m in [
+        "sglang:num_running_reqs",
+        "sglang:num_used_tokens",
+        "sglang:token_usage",
+        "sglang:gen_throughput",
+        "sglang:num_queue_reqs",
+    ] {
+        assert!(samples(&expo, m).is_empty(), "{m}: {expo}");
+    }
+    assert_eq!(samples(&expo, "sglang:is_cuda_graph").len(), 1);
+    // Rank numbers that do not fit are not merged into a rank without that tag.
+    assert_eq!(
+        get(
+            &expo,
+            &format!("sglang_log_exporter_lines_unmatched_total{src}")
+        ),
+        2.0
+    );
+}
+
+#[test]
+fn an_implausible_journal_timestamp_does_not_make_every_rank_idle() {
+    let line = |tp: u32, ts: &str| {
+        format!("{{\"MESSAGE\":\"[2026-06-03 10:00:00 TP{tp}] Decode batch, #running-req: 5, #queue-req: 0\",\"_SYSTEMD_UNIT\":\"u.service\",\"__REALTIME_TIMESTAMP\":\"{ts}\"}}\n")
+    };
+    let input = format!(
+        "{}{}{}",
+        line(0, "1780480800000000"),
+        line(1, "100000000000000000000000"),
+        line(2, "-5")
+    );
+    let out = run_with_input(
+        Command::new(bin()).args(["--once", "--gpu.disable", "--timezone", "UTC", "-"]),
+        input.as_bytes(),
+        "the exporter",
+    );
+    let expo = String::from_utf8(out.stdout).unwrap();
+    let l = |tp: u32| {
+        format!("{{server=\"u\",model_name=\"\",engine_type=\"unified\",dp_rank=\"\",pp_rank=\"\",tp_rank=\"{tp}\",moe_ep_rank=\"\"}}")
+    };
+    // The bogus times fall back to the prefix time: every rank at 10:00:00, none idle.
+    for tp in 0..3 {
+        assert_eq!(
+            get(&expo, &format!("sglang:num_running_reqs{}", l(tp))),
+            5.0,
+            "TP{tp}"
+        );
+        assert_eq!(
+            get(
+                &expo,
+                &format!("sglang_last_stats_timestamp_seconds{}", l(tp))
+            ),
+            1780480800.0
+        );
+    }
+}
+
+#[test]
+fn bad_option_values_are_refused() {
+    let log = sample("single-gpu-2025.log");
+    let log = log.to_str().unwrap();
+    let out = run(&["--once", "--log.level", "loud", log]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid value 'loud'"));
+    let out = run(&["--once", "--poll-interval", "0s", log]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--poll-interval must be at least 10ms"));
+    // A host name is a host: it resolves.
+    let port = crate::common::free_port();
+    let child = Command::new(bin())
+        .args([
+            "--web.listen-address",
+            &format!("localhost:{port}"),
+            "--gpu.disable",
+            log,
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _guard = Exporter { child, port };
+    let url = format!("http://localhost:{port}/");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match ureq::get(&url).timeout(Duration::from_secs(5)).call() {
+            Ok(r) => {
+                assert_eq!(r.status(), 200);
+                break;
+            }
+            Err(e) => assert!(Instant::now() < deadline, "{url}: {e}"),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn check_into_a_closed_pipe_exits_quietly() {
+    let mut child = Command::new(bin())
+        .args([
+            "check",
+            sample("sglang-variants.log").to_str().unwrap(),
+            sample("pd-decode-session.log").to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn bytes_read_include_skipped_oversized_lines_and_stdin_reports_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("big.log");
+    let mut data = vec![b'x'; 3 << 20];
+    data.push(b'\n');
+    data.extend_from_slice(b"ok\n");
+    std::fs::write(&p, &data).unwrap();
+    let expo = once(&["--gpu.disable", p.to_str().unwrap()]);
+    let src = format!("{{source=\"{}\"}}", p.display());
+    assert_eq!(
+        get(&expo, &format!("sglang_log_exporter_bytes_read_total{src}")),
+        data.len() as f64
+    );
+    assert_eq!(
+        get(
+            &expo,
+            &format!("sglang_log_exporter_lines_oversized_total{src}")
+        ),
+        1.0
+    );
+    // stdin: up while read, down after its end (a dead `journalctl -f` pipe).
+    let out = run_with_input(
+        Command::new(bin()).args(["--once", "--gpu.disable", "-"]),
+        b"a\nb\n",
+        "the exporter",
+    );
+    let expo = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        get(&expo, "sglang_log_exporter_source_up{source=\"-\"}"),
+        0.0
+    );
+    assert_eq!(
+        get(&expo, "sglang_log_exporter_bytes_read_total{source=\"-\"}"),
+        4.0
+    );
+}
+
+#[test]
+fn a_deleted_file_is_closed_after_the_grace_period() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("gone.log");
+    append(&p, b"hello\n");
+    let e = Exporter::start(&[
+        "--gpu.disable",
+        "--deleted-file-grace",
+        "1s",
+        p.to_str().unwrap(),
+    ]);
+    let src = format!("{{source=\"{}\"}}", p.display());
+    e.scrape_until(10, |s| {
+        value(s, &format!("sglang_log_exporter_lines_read_total{src}")) == Some(1.0)
+    });
+    std::fs::remove_file(&p).unwrap();
+    let s = e.scrape_until(10, |s| {
+        value(s, &format!("sglang_log_exporter_source_up{src}")) == Some(0.0)
+    });
+    assert_eq!(get(&s, &format!("sglang_log_exporter_source_up{src}")), 0.0);
+    // No descriptor of the exporter points at the deleted file any more.
+    let fds = std::path::PathBuf::from(format!("/proc/{}/fd", e.child.id()));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let held = std::fs::read_dir(&fds).unwrap().flatten().any(|f| {
+            std::fs::read_link(f.path()).is_ok_and(|t| t.to_string_lossy().contains("gone.log"))
+        });
+        if !held {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the deleted file is still open");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // And a new file at the path is read again.
+    append(&p, b"again\n");
+    let s = e.scrape_until(10, |s| {
+        value(s, &format!("sglang_log_exporter_source_up{src}")) == Some(1.0)
+    });
+    assert_eq!(
+        get(&s, &format!("sglang_log_exporter_lines_read_total{src}")),
+        2.0
+    );
+}
