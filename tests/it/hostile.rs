@@ -287,11 +287,12 @@ fn a_deleted_file_is_closed_after_the_grace_period() {
     }
     // And a new file at the path is read again.
     append(&p, b"again\n");
+    // (The counters are handed over after the read: wait for them, then look at `up`.)
     let s = e.scrape_until(10, |s| {
-        value(s, &format!("sglang_log_exporter_source_up{src}")) == Some(1.0)
+        value(s, &format!("sglang_log_exporter_lines_read_total{src}")) == Some(2.0)
     });
     assert_eq!(
-        get(&s, &format!("sglang_log_exporter_lines_read_total{src}")),
-        2.0
+        get(&s, &format!("sglang_log_exporter_source_up{src}")),
+        1.0
     );
 }
