@@ -6,6 +6,12 @@
 //! (derived ratios, counters summed over time) are what a scrape at that moment would have shown.
 //! After each stats or retraction line the series of that line's rank are sampled at the line's
 //! time: journald's realtime timestamp when present, else the SGLang prefix time in `--timezone`.
+//!
+//! The idle policy applies as live (`--idle-after`): when a rank's next stats line, or the end of
+//! the input (the latest time read), comes more than idle-after after its previous one, its
+//! activity gauges are written as 0 and `sglang_idle` as 1 at previous + idle-after, and
+//! `sglang_idle` reads 0 again with the next stats line. Without these samples Prometheus would
+//! carry the last busy values across the gap (5 minutes of lookback).
 
 use std::io::{IsTerminal, Read, Write};
 use std::path::Path;
@@ -38,6 +44,20 @@ const RANK_COUNTERS: &[&str] = &[
     "sglang_decode_stats_lines_total",
     "sglang_retractions_total",
 ];
+
+/// `sglang_idle` and `sglang_last_stats_timestamp_seconds`, with the help texts of
+/// [`crate::export::metrics`].
+const IDLE: (&str, &str) = (
+    "sglang_idle",
+    "1 when the rank printed no stats line for --idle-after seconds (its activity gauges then read 0), else 0.",
+);
+const LAST_STATS: (&str, &str) = (
+    "sglang_last_stats_timestamp_seconds",
+    "Unix time in seconds of the rank's last prefill or decode stats line.",
+);
+/// Least gap between a stats sample and the idle sample after it (`--idle-after 0`): the output
+/// keeps milliseconds, and of two samples at one time only the last would be kept.
+const MIN_IDLE_GAP: f64 = 0.001;
 
 /// What a backfill run saw.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -118,9 +138,9 @@ pub fn backfill(a: &BackfillArgs) -> Result<Summary, BackfillError> {
             inputs.push((name.unwrap_or_else(|| server_name_of(&p)), Some(p)));
         }
     }
-    // Unbounded idle policy: a sample is taken at its own line's time, so never idle.
+    let idle_after = a.idle_after.as_secs_f64();
     let cfg = StateConfig {
-        idle_after: f64::INFINITY,
+        idle_after,
         ..StateConfig::default()
     };
     let mut state = State::new(patterns.clone(), cfg);
@@ -166,12 +186,14 @@ pub fn backfill(a: &BackfillArgs) -> Result<Summary, BackfillError> {
             server,
             source: &source,
             date_given: a.date.is_some(),
+            idle_after,
         };
         read_lines(&mut *reader, a.max_line_bytes, &bar, path.as_deref(), |l| {
             ctx.line(l)
         })?;
     }
     bar.finish_and_clear();
+    idle_at_end(&state, &mut om, idle_after);
     let now = now_unix();
     let mut out: Box<dyn Write> = if a.output.as_os_str() == "-" {
         Box::new(std::io::BufWriter::new(std::io::stdout().lock()))
@@ -225,6 +247,58 @@ struct Ctx<'a> {
     server: &'a str,
     source: &'a str,
     date_given: bool,
+    /// `--idle-after` in seconds.
+    idle_after: f64,
+}
+
+/// Whether a rank whose last stats line was at `last` reads idle at `ts` (as
+/// [`crate::export::metrics`] decides it for a scrape).
+fn is_idle(last: Option<f64>, ts: f64, idle_after: f64) -> bool {
+    last.is_none_or(|t| ts - t > idle_after)
+}
+
+/// The end of the input: every rank whose last stats line is more than `idle_after` before the
+/// latest time read gets its idle sample.
+fn idle_at_end(state: &State, om: &mut OpenMetrics, idle_after: f64) {
+    let Some(end) = state.latest_input() else {
+        return;
+    };
+    for (server, srv) in state.servers() {
+        for (ranks, rank) in &srv.ranks {
+            if let Some(last) = rank.last_stats {
+                if end - last > idle_after {
+                    idle_sample(state, om, server, ranks, last, idle_after);
+                }
+            }
+        }
+    }
+}
+
+/// Writes what changes when a rank turns idle, at `last + idle_after`: its activity gauges 0,
+/// `sglang_idle` 1 (and its last stats time).
+fn idle_sample(
+    state: &State,
+    om: &mut OpenMetrics,
+    server: &str,
+    ranks: &Ranks,
+    last: f64,
+    idle_after: f64,
+) {
+    let Some(srv) = state.servers().get(server) else {
+        return;
+    };
+    let Some(rank) = srv.ranks.get(ranks) else {
+        return;
+    };
+    let at = last + idle_after.max(MIN_IDLE_GAP);
+    let labels = render_labels(&rank_labels(server, srv, ranks));
+    for (id, def) in state.patterns().metrics.iter().enumerate() {
+        if def.activity && !(srv.values[id].is_nan() && rank.values[id].is_nan()) {
+            om.add_rendered(&def.name, &def.help, Kind::Gauge, &labels, at, 0.0);
+        }
+    }
+    om.add_rendered(IDLE.0, IDLE.1, Kind::Gauge, &labels, at, 1.0);
+    om.add_rendered(LAST_STATS.0, LAST_STATS.1, Kind::Gauge, &labels, at, last);
 }
 
 impl Ctx<'_> {
@@ -255,6 +329,18 @@ impl Ctx<'_> {
             return;
         }
         let ranks = rec.ranks;
+        if let (Class::Prefill | Class::Decode, Some(ts)) = (rec.class, ts) {
+            // The rank's first stats line after a gap: it went idle in between.
+            let last = self
+                .state
+                .servers()
+                .get(server)
+                .and_then(|s| s.ranks.get(&ranks))
+                .and_then(|r| r.last_stats);
+            if let Some(last) = last.filter(|&l| ts - l > self.idle_after) {
+                idle_sample(self.state, self.om, server, &ranks, last, self.idle_after);
+            }
+        }
         self.state.apply(self.source, server, &rec, ts);
         let (true, Some(ts)) = (stats, ts) else {
             return;
@@ -262,9 +348,10 @@ impl Ctx<'_> {
         self.sample(server, &ranks, ts);
     }
 
-    /// Adds the current values of one rank at `ts`: what [`crate::export::metrics::families`] shows for it
-    /// (server-scope values on every rank; never idle at its own line's time), computed for this
-    /// rank only so a long log costs time in proportion to its lines.
+    /// Adds the current values of one rank at `ts`: what [`crate::export::metrics::families`]
+    /// shows for it (server-scope values on every rank; activity gauges 0 while idle, e.g. at a
+    /// retraction line long after the last stats line), computed for this rank only so a long log
+    /// costs time in proportion to its lines.
     fn sample(&mut self, server: &str, ranks: &Ranks, ts: f64) {
         let Some(srv) = self.state.servers().get(server) else {
             return;
@@ -274,6 +361,7 @@ impl Ctx<'_> {
         };
         let labels = render_labels(&rank_labels(server, srv, ranks));
         let pat = self.state.patterns();
+        let idle = is_idle(rank.last_stats, ts, self.idle_after);
         for (id, def) in pat.metrics.iter().enumerate() {
             let v = if srv.values[id].is_nan() {
                 rank.values[id]
@@ -283,12 +371,25 @@ impl Ctx<'_> {
             if v.is_nan() {
                 continue;
             }
+            let v = if def.activity && idle { 0.0 } else { v };
             let kind = match def.kind {
                 MetricKind::Gauge => Kind::Gauge,
                 MetricKind::Counter => Kind::Counter,
             };
             self.om
                 .add_rendered(&def.name, &def.help, kind, &labels, ts, v);
+        }
+        if let Some(last) = rank.last_stats {
+            let om = &mut *self.om;
+            om.add_rendered(
+                IDLE.0,
+                IDLE.1,
+                Kind::Gauge,
+                &labels,
+                ts,
+                f64::from(u8::from(idle)),
+            );
+            om.add_rendered(LAST_STATS.0, LAST_STATS.1, Kind::Gauge, &labels, ts, last);
         }
         for (name, help, n) in [
             (

@@ -218,6 +218,9 @@ pub struct BackfillArgs {
     /// Longest line kept, in bytes; longer lines are skipped.
     #[arg(long = "max-line-bytes", default_value_t = 1 << 20)]
     pub max_line_bytes: usize,
+    /// After this long without a stats line, a rank's activity gauges read 0 (as live).
+    #[arg(long = "idle-after", default_value = "30s", value_parser = parse_duration)]
+    pub idle_after: std::time::Duration,
 }
 
 /// Parses `30s`, `1m30s`, `500ms`, `2h` or a plain number of seconds.

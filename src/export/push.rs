@@ -6,10 +6,10 @@
 //! timeouts: a slow or dead Pushgateway never delays parsing or scraping. On a clean shutdown the
 //! group is deleted (the Pushgateway never forgets a group) unless `--push.keep-on-exit`.
 
-use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 
@@ -29,6 +29,9 @@ pub const LAST_STATUS: &str = "sglang_log_exporter_push_last_status";
 
 /// Attempts per push: the first plus retries after 0.5 s and 1 s (transport errors and 5xx only).
 const ATTEMPTS: u32 = 3;
+/// Most time the DELETE at shutdown may take (less when `--push.timeout` is shorter): a dead
+/// Pushgateway must not hold up the exit.
+const DELETE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Label names our metrics carry (the rank labels end in `_rank`, the sizes in `_size`).
 const OUR_LABELS: &[&str] = &[
@@ -227,10 +230,16 @@ pub fn group_path(job: &str, labels: &[(String, String)]) -> String {
 }
 
 /// Sends pushes and deletes of one group and records their outcome in the state.
+///
+/// Failures are logged like journalctl restarts: the first failed attempt of a streak is a
+/// warning (with the reason), later ones are debug lines, and the first success after a streak
+/// is an info line; the counters count every attempt.
 pub struct Pusher {
     cfg: PushConfig,
     agent: ureq::Agent,
     state: Shared,
+    /// Failed attempts since the last success (0: not failing).
+    streak: AtomicU64,
 }
 
 impl Pusher {
@@ -247,11 +256,24 @@ impl Pusher {
             s.add_extra(FAILURES, "", 0.0);
             s.add_extra(PUSHES, "", 0.0);
         }
-        Pusher { cfg, agent, state }
+        Pusher {
+            cfg,
+            agent,
+            state,
+            streak: AtomicU64::new(0),
+        }
     }
 
-    fn request(&self, method: &str, body: Option<&str>) -> Result<u16, (u16, String)> {
-        let mut req = self.agent.request(method, &self.cfg.group_url);
+    fn request(
+        &self,
+        method: &str,
+        body: Option<&str>,
+        timeout: Duration,
+    ) -> Result<u16, (u16, String)> {
+        let mut req = self
+            .agent
+            .request(method, &self.cfg.group_url)
+            .timeout(timeout);
         if let Some(a) = &self.cfg.auth {
             req = req.set("Authorization", a);
         }
@@ -289,13 +311,23 @@ impl Pusher {
     pub fn push(&self, body: &str, mut wait: impl FnMut(Duration) -> bool) -> bool {
         let mut backoff = Duration::from_millis(500);
         for attempt in 1..=ATTEMPTS {
-            let r = self.request("PUT", Some(body));
+            let r = self.request("PUT", Some(body), self.cfg.timeout);
             self.record(&r);
             match r {
-                Ok(_) => return true,
+                Ok(_) => {
+                    let failed = self.streak.swap(0, Ordering::Relaxed);
+                    if failed > 0 {
+                        tracing::info!(url = %self.cfg.group_url, "pushing works again after {failed} failed attempts");
+                    }
+                    return true;
+                }
                 Err((code, msg)) => {
                     let retry = code == 0 || code >= 500 || code == 429;
-                    tracing::warn!(url = %self.cfg.group_url, status = code, attempt, "push failed: {msg}");
+                    if self.streak.fetch_add(1, Ordering::Relaxed) == 0 {
+                        tracing::warn!(url = %self.cfg.group_url, status = code, "push failed: {msg} (further failures are logged at debug level until a push succeeds)");
+                    } else {
+                        tracing::debug!(url = %self.cfg.group_url, status = code, attempt, "push failed: {msg}");
+                    }
                     if !retry || attempt == ATTEMPTS || !wait(backoff) {
                         return false;
                     }
@@ -306,9 +338,9 @@ impl Pusher {
         false
     }
 
-    /// Deletes the group (one attempt). Returns whether it succeeded.
+    /// Deletes the group (one attempt, at most [`DELETE_TIMEOUT`]). Returns whether it succeeded.
     pub fn delete(&self) -> bool {
-        match self.request("DELETE", None) {
+        match self.request("DELETE", None, self.cfg.timeout.min(DELETE_TIMEOUT)) {
             Ok(_) => {
                 tracing::info!(url = %self.cfg.group_url, "deleted the pushed group");
                 true
@@ -321,17 +353,60 @@ impl Pusher {
     }
 }
 
-/// A running push loop; [`PushHandle::stop`] ends it.
+/// A stop request that stays set: every wait after [`Stop::set`] returns at once (a message on
+/// a channel would be consumed by the first wait, e.g. a retry's, and missed by the next).
+#[derive(Default)]
+struct Stop {
+    set: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Stop {
+    fn set(&self) {
+        let mut s = self.set.lock().unwrap_or_else(|p| p.into_inner());
+        *s = true;
+        self.cv.notify_all();
+    }
+
+    /// Sleeps for `d` unless a stop is (or gets) asked for; `true` when the whole time passed.
+    fn wait(&self, d: Duration) -> bool {
+        let deadline = Instant::now() + d;
+        let mut s = self.set.lock().unwrap_or_else(|p| p.into_inner());
+        while !*s {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return true;
+            }
+            s = match self.cv.wait_timeout(s, left) {
+                Ok((g, _)) => g,
+                Err(p) => p.into_inner().0,
+            };
+        }
+        false
+    }
+}
+
+/// A running push loop; [`PushHandle::stop`] ends it (dropping the handle asks it to end too).
 pub struct PushHandle {
-    stop: Sender<()>,
-    thread: JoinHandle<()>,
+    stop: Arc<Stop>,
+    thread: Option<JoinHandle<()>>,
 }
 
 impl PushHandle {
-    /// Stops the loop and waits for it: it deletes the group unless `--push.keep-on-exit`.
-    pub fn stop(self) {
-        let _ = self.stop.send(());
-        let _ = self.thread.join();
+    /// Stops the loop and waits for it: a push in flight ends within `--push.timeout`, no retry
+    /// follows, and the group is deleted (at most [`DELETE_TIMEOUT`]) unless
+    /// `--push.keep-on-exit`.
+    pub fn stop(mut self) {
+        self.stop.set();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for PushHandle {
+    fn drop(&mut self) {
+        self.stop.set();
     }
 }
 
@@ -340,7 +415,8 @@ impl PushHandle {
 /// # Errors
 /// The thread could not be started.
 pub fn spawn(cfg: PushConfig, state: Shared, render: Render) -> std::io::Result<PushHandle> {
-    let (tx, rx) = channel::<()>();
+    let stop = Arc::new(Stop::default());
+    let flag = stop.clone();
     tracing::info!(url = %cfg.group_url, interval = ?cfg.interval, "pushing to the Pushgateway");
     let thread = std::thread::Builder::new()
         .name("push".into())
@@ -348,8 +424,7 @@ pub fn spawn(cfg: PushConfig, state: Shared, render: Render) -> std::io::Result<
             let keep = cfg.keep_on_exit;
             let interval = cfg.interval;
             let pusher = Pusher::new(cfg, state);
-            // `false` once a stop was asked for (or the handle dropped).
-            let wait = |d: Duration| matches!(rx.recv_timeout(d), Err(RecvTimeoutError::Timeout));
+            let wait = |d: Duration| flag.wait(d);
             loop {
                 let body = render();
                 pusher.push(&body, wait);
@@ -361,7 +436,10 @@ pub fn spawn(cfg: PushConfig, state: Shared, render: Render) -> std::io::Result<
                 pusher.delete();
             }
         })?;
-    Ok(PushHandle { stop: tx, thread })
+    Ok(PushHandle {
+        stop,
+        thread: Some(thread),
+    })
 }
 
 #[cfg(test)]
@@ -375,6 +453,19 @@ mod tests {
         )
         .expect("parse");
         PushConfig::from_args(&cli.run.push)
+    }
+
+    #[test]
+    fn a_stop_is_seen_by_every_later_wait() {
+        let stop = Stop::default();
+        assert!(
+            stop.wait(Duration::from_millis(1)),
+            "no stop: the time passes"
+        );
+        stop.set();
+        // The retry wait and the interval wait after it both see the one stop request.
+        assert!(!stop.wait(Duration::from_secs(3600)));
+        assert!(!stop.wait(Duration::from_secs(3600)));
     }
 
     #[test]

@@ -4,7 +4,9 @@
 //!
 //! The file and the files it names are checked for changes on every new connection and re-read
 //! when one changed, so certificates can rotate without a restart; a reload that fails keeps the
-//! previous configuration (and says so). Relative paths are relative to the config file.
+//! previous configuration (and says so). Whether the listener speaks TLS is fixed at start-up: a
+//! reload that would switch TLS on or off is refused the same way. Relative paths are relative
+//! to the config file.
 
 use std::collections::{BTreeMap, HashSet};
 use std::future::Future;
@@ -240,29 +242,45 @@ impl Reloader {
             Err(p) => p.into_inner(),
         };
         if cur.changed() {
-            match WebConfig::load(&self.path) {
+            let keep_old = match WebConfig::load(&self.path) {
+                // The listener's protocol is fixed at start-up: a reload must never turn HTTPS
+                // into plain HTTP (credentials in clear), nor plain HTTP into HTTPS (every
+                // client would break).
+                Ok(c) if c.tls.is_some() != cur.tls.is_some() => {
+                    let (has, from, to) = if cur.tls.is_some() {
+                        ("no", "HTTPS", "plain HTTP")
+                    } else {
+                        ("a", "plain HTTP", "HTTPS")
+                    };
+                    tracing::warn!(file = %self.path.display(), "web config reload refused, keeping the previous one: it has {has} tls_server_config and would switch the listener from {from} to {to}; that needs a restart");
+                    true
+                }
                 Ok(c) => {
                     tracing::info!(file = %self.path.display(), "web config reloaded");
                     *cur = Arc::new(c);
                     if let Ok(mut a) = self.auth_ok.lock() {
                         a.clear();
                     }
+                    false
                 }
                 Err(e) => {
                     tracing::error!("web config reload failed, keeping the previous one: {e}");
-                    // Remember the new mtimes so a broken file is not re-read on every connection.
-                    let files = cur
-                        .files
-                        .iter()
-                        .map(|(p, _)| (p.clone(), mtime(p)))
-                        .collect();
-                    let old = Arc::clone(&cur);
-                    *cur = Arc::new(WebConfig {
-                        tls: old.tls.clone(),
-                        users: old.users.clone(),
-                        files,
-                    });
+                    true
                 }
+            };
+            if keep_old {
+                // Remember the new mtimes so a refused file is not re-read on every connection.
+                let files = cur
+                    .files
+                    .iter()
+                    .map(|(p, _)| (p.clone(), mtime(p)))
+                    .collect();
+                let old = Arc::clone(&cur);
+                *cur = Arc::new(WebConfig {
+                    tls: old.tls.clone(),
+                    users: old.users.clone(),
+                    files,
+                });
             }
         }
         Arc::clone(&cur)

@@ -10,6 +10,10 @@ use crate::promtools::{self, labels};
 
 const DP0: &str = "server=\"pd-decode-session\",model_name=\"deepseek-ai/DeepSeek-V3\",engine_type=\"decode\",dp_rank=\"0\",pp_rank=\"\",tp_rank=\"0\",moe_ep_rank=\"\"";
 
+/// DP0's last stats line before its gap in `pd-decode-session.log` (10:14:15) and its next one
+/// (10:17:11).
+const GAP: (f64, f64) = (1780481655.0, 1780481831.0);
+
 /// Runs `backfill` with `args`, feeding `stdin`; returns (exit code, stdout, stderr).
 fn backfill(args: &[&str], stdin: &str) -> (Option<i32>, String, String) {
     let mut child = Command::new(bin())
@@ -133,6 +137,17 @@ fn promtool_accepts_it_and_prometheus_answers_with_the_log_values() {
         ("tp_rank", "0"),
     ]);
     assert_eq!(r, vec![(want.clone(), 7836.0)]);
+    // DP0 prints nothing from 10:14:15 to 10:17:11: idle (running 0) from 10:14:45 on, as a
+    // live scrape showed, instead of 5 minutes of lookback on the last busy value.
+    let running = |t: f64| {
+        promtools::query(&prom, "sglang:num_running_reqs{dp_rank=\"0\"}", Some(t))
+            .into_iter()
+            .map(|(_, v)| v)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(running(GAP.0 + 10.0), vec![1.0]);
+    assert_eq!(running(GAP.0 + 60.0), vec![0.0]);
+    assert_eq!(running(GAP.1), vec![1.0]);
     // Every sample of the series comes back at its own second from a range query.
     let (first, last) = (used[0].0, used.last().unwrap().0);
     let r = promtools::query_range(&prom, q, first, last, 1.0);
@@ -212,21 +227,117 @@ fn last_samples_equal_what_once_shows() {
         "prefill-session.log",
         "single-gpu-2025.log",
     ] {
-        let path = sample(log);
+        // The same idle policy on both sides: the default, and none.
+        for idle in ["30s", "100000000"] {
+            let path = sample(log);
+            let (code, om, err) = backfill(
+                &[
+                    "--timezone",
+                    "UTC",
+                    "--idle-after",
+                    idle,
+                    "-o",
+                    "-",
+                    path.to_str().unwrap(),
+                ],
+                "",
+            );
+            assert_eq!(code, Some(0), "{err}");
+            check_shape(&om);
+            let last: BTreeMap<String, f64> = series(&om)
+                .into_iter()
+                .map(|(k, v)| (k, v.last().unwrap().1))
+                .collect();
+            assert!(last.len() > 10, "{log}: {}", last.len());
+            assert!(last.keys().any(|k| k.starts_with("sglang_idle{")), "{log}");
+            let now = crate::common::once(&["--idle-after", idle, path.to_str().unwrap()]);
+            for (k, v) in &last {
+                assert_eq!(crate::common::value(&now, k), Some(*v), "{log} {idle}: {k}");
+            }
+        }
+    }
+}
+
+/// (timestamp, value) of DP0's series `name` in `(from, to)`.
+fn dp0_between(
+    all: &BTreeMap<String, Vec<(f64, f64)>>,
+    name: &str,
+    from: f64,
+    to: f64,
+) -> Vec<(f64, f64)> {
+    all[&format!("{name}{{{DP0}}}")]
+        .iter()
+        .copied()
+        .filter(|(t, _)| *t > from && *t < to)
+        .collect()
+}
+
+#[test]
+fn idle_ranks_read_zero_after_idle_after() {
+    let path = sample("pd-decode-session.log");
+    let run = |idle: &str| {
         let (code, om, err) = backfill(
-            &["--timezone", "UTC", "-o", "-", path.to_str().unwrap()],
+            &[
+                "--timezone",
+                "UTC",
+                "--idle-after",
+                idle,
+                "-o",
+                "-",
+                path.to_str().unwrap(),
+            ],
             "",
         );
         assert_eq!(code, Some(0), "{err}");
         check_shape(&om);
-        let last: BTreeMap<String, f64> = series(&om)
-            .into_iter()
-            .map(|(k, v)| (k, v.last().unwrap().1))
-            .collect();
-        assert!(last.len() > 10, "{log}: {}", last.len());
-        let now = crate::common::once(&["--idle-after", "100000000", path.to_str().unwrap()]);
-        for (k, v) in &last {
-            assert_eq!(crate::common::value(&now, k), Some(*v), "{log}: {k}");
+        series(&om)
+    };
+    let all = run("30s");
+    // Around DP0's gap: the last busy sample, the idle one 30 s later, the next stats line.
+    let around = |name: &str| dp0_between(&all, name, GAP.0 - 0.5, GAP.1 + 0.5);
+    let idle_at = GAP.0 + 30.0;
+    assert_eq!(
+        around("sglang:num_running_reqs"),
+        [(GAP.0, 1.0), (idle_at, 0.0), (GAP.1, 1.0)]
+    );
+    assert_eq!(
+        around("sglang:num_used_tokens"),
+        [(GAP.0, 25848.0), (idle_at, 0.0), (GAP.1, 1684.0)]
+    );
+    assert_eq!(
+        around("sglang_idle"),
+        [(GAP.0, 0.0), (idle_at, 1.0), (GAP.1, 0.0)]
+    );
+    assert_eq!(
+        around("sglang_last_stats_timestamp_seconds"),
+        [(GAP.0, GAP.0), (idle_at, GAP.0), (GAP.1, GAP.1)]
+    );
+    // Not an activity gauge: no sample in the gap, the capacity stays.
+    assert_eq!(
+        dp0_between(
+            &all,
+            "sglang:max_total_num_tokens",
+            GAP.0 + 0.5,
+            GAP.1 - 0.5
+        ),
+        []
+    );
+    // The end of the input: the log's last line is at 10:18:46; every rank idle by then.
+    let end = 1780481926.0;
+    for (k, pts) in &all {
+        if k.starts_with("sglang_idle{") {
+            let (t, v) = *pts.last().unwrap();
+            assert_eq!(v, 1.0, "{k}");
+            assert!(t < end, "{k} at {t}");
         }
     }
+    // A gap shorter than --idle-after is not idle.
+    let all = run("5m");
+    assert_eq!(
+        dp0_between(&all, "sglang:num_running_reqs", GAP.0 - 0.5, GAP.1 + 0.5),
+        [(GAP.0, 1.0), (GAP.1, 1.0)]
+    );
+    assert!(all[&format!("sglang_idle{{{DP0}}}")]
+        .iter()
+        .all(|p| p.1 == 0.0));
 }

@@ -6,7 +6,8 @@ use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use crate::common::{bin, free_port, once, sample, value, Exporter};
 use crate::promtools::{self, get, of, parse, poll, Sample};
@@ -212,55 +213,72 @@ fn bad_push_options_are_refused() {
 enum Fake {
     /// Answers every request with 400.
     Refuse,
-    /// Accepts and never answers.
+    /// Reads the request and never answers.
     Hang,
+    /// Answers the first n requests with 503, then 200.
+    FailFirst(usize),
 }
 
-/// A tiny HTTP server on a free port; returns its port and the requests it received.
-fn fake_gateway(mode: Fake) -> (u16, Arc<AtomicUsize>) {
+/// A tiny HTTP server on a free port (a thread per connection); returns its port, the number
+/// of connections and the method of each request read.
+fn fake_gateway(mode: Fake) -> (u16, Arc<AtomicUsize>, Arc<Mutex<Vec<String>>>) {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = l.local_addr().unwrap().port();
     let n = Arc::new(AtomicUsize::new(0));
-    let count = n.clone();
+    let methods = Arc::new(Mutex::new(Vec::new()));
+    let (count, seen) = (n.clone(), methods.clone());
     std::thread::spawn(move || {
-        let mut held = Vec::new();
         for s in l.incoming() {
             let Ok(mut s) = s else { continue };
-            count.fetch_add(1, Ordering::SeqCst);
-            match mode {
-                Fake::Hang => held.push(s),
-                Fake::Refuse => {
-                    let mut buf = vec![0; 1 << 20];
-                    let mut got = Vec::new();
-                    // Read the head, then the body by Content-Length.
-                    while let Ok(k) = s.read(&mut buf) {
-                        if k == 0 {
-                            break;
-                        }
-                        got.extend_from_slice(&buf[..k]);
-                        let text = String::from_utf8_lossy(&got).to_string();
-                        if let Some(h) = text.find("\r\n\r\n") {
-                            let len = text[..h]
-                                .lines()
-                                .find_map(|l| {
-                                    let (k, v) = l.split_once(':')?;
-                                    k.eq_ignore_ascii_case("content-length")
-                                        .then(|| v.trim().parse::<usize>().ok())?
-                                })
-                                .unwrap_or(0);
-                            if got.len() >= h + 4 + len {
-                                break;
-                            }
-                        }
+            let nth = count.fetch_add(1, Ordering::SeqCst);
+            let seen = seen.clone();
+            std::thread::spawn(move || {
+                let method = read_request(&mut s);
+                seen.lock().unwrap().push(method);
+                let answer: &[u8] = match mode {
+                    Fake::Hang => {
+                        // Hold the connection until the client gives up.
+                        let mut buf = [0; 4096];
+                        while s.read(&mut buf).is_ok_and(|k| k > 0) {}
+                        return;
                     }
-                    let _ = s.write_all(
-                        b"HTTP/1.1 400 Bad Request\r\nContent-Length: 12\r\nConnection: close\r\n\r\nbad metrics\n",
-                    );
-                }
-            }
+                    Fake::Refuse => b"HTTP/1.1 400 Bad Request\r\nContent-Length: 12\r\nConnection: close\r\n\r\nbad metrics\n",
+                    Fake::FailFirst(k) if nth < k => b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 5\r\nConnection: close\r\n\r\nbusy\n",
+                    Fake::FailFirst(_) => b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                };
+                let _ = s.write_all(answer);
+            });
         }
     });
-    (port, n)
+    (port, n, methods)
+}
+
+/// Reads one request (head, then the body by Content-Length); returns its method.
+fn read_request(s: &mut std::net::TcpStream) -> String {
+    let mut buf = vec![0; 1 << 20];
+    let mut got = Vec::new();
+    while let Ok(k) = s.read(&mut buf) {
+        if k == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..k]);
+        let text = String::from_utf8_lossy(&got).to_string();
+        if let Some(h) = text.find("\r\n\r\n") {
+            let len = text[..h]
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse::<usize>().ok())?
+                })
+                .unwrap_or(0);
+            if got.len() >= h + 4 + len {
+                break;
+            }
+        }
+    }
+    let text = String::from_utf8_lossy(&got);
+    text.split(' ').next().unwrap_or("").to_string()
 }
 
 fn push_health(e: &Exporter, failures: f64) -> String {
@@ -300,7 +318,7 @@ fn exporter_pushing_to(log: &str, url: &str) -> Exporter {
 #[test]
 fn a_refusing_gateway_is_counted_without_retry() {
     let (_dir, log) = busy_log();
-    let (port, requests) = fake_gateway(Fake::Refuse);
+    let (port, requests, _) = fake_gateway(Fake::Refuse);
     let e = exporter_pushing_to(&log, &format!("http://127.0.0.1:{port}"));
     let s = push_health(&e, 1.0);
     assert_eq!(
@@ -325,7 +343,7 @@ fn a_refusing_gateway_is_counted_without_retry() {
 #[test]
 fn a_hanging_gateway_times_out_and_never_blocks_scrapes() {
     let (_dir, log) = busy_log();
-    let (port, requests) = fake_gateway(Fake::Hang);
+    let (port, requests, _) = fake_gateway(Fake::Hang);
     let e = exporter_pushing_to(&log, &format!("http://127.0.0.1:{port}"));
     // The first attempt is hanging now; a scrape still answers.
     poll(10, "a hanging push", || {
@@ -441,5 +459,117 @@ fn pushes_over_https_with_basic_auth() {
             "sglang:token_usage",
             &[("job", "sglang"), ("instance", "host-s")]
         )
+    );
+}
+
+/// Waits (polling, up to `secs`) for `child` to exit; `None` if it is still running.
+fn wait_exit(child: &mut std::process::Child, secs: u64) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(st) = child.try_wait().expect("try_wait") {
+            return Some(st);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The child's whole stderr (after it exited).
+fn stderr_of(child: &mut std::process::Child) -> String {
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr piped")
+        .read_to_string(&mut err)
+        .expect("read stderr");
+    err
+}
+
+#[test]
+fn sigterm_during_a_hanging_push_exits_and_still_tries_the_delete() {
+    let (_dir, log) = busy_log();
+    let (port, requests, methods) = fake_gateway(Fake::Hang);
+    let mut e = Exporter::start(&[
+        &log,
+        "--gpu.disable",
+        "--push.url",
+        &format!("http://127.0.0.1:{port}"),
+        "--push.interval",
+        "1s",
+        "--push.timeout",
+        "5s",
+    ]);
+    // The first push hangs now: the stop request arrives while a request is in flight (it used
+    // to be swallowed by the retry wait, and the loop went on pushing forever).
+    poll(10, "a hanging push", || {
+        (requests.load(Ordering::SeqCst) >= 1).then_some(())
+    });
+    let st = Command::new("kill")
+        .args(["-TERM", &e.child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(st.success());
+    // The PUT ends within --push.timeout (5 s), the DELETE within 1 s; 30 s is ample.
+    let status = wait_exit(&mut e.child, 30).expect("the exporter exits after SIGTERM");
+    assert!(status.success(), "{status}");
+    let err = stderr_of(&mut e.child);
+    assert!(err.contains("shut down"), "{err}");
+    // No retry after the stop request; the DELETE is still tried (and times out).
+    let got = poll(10, "the DELETE to arrive", || {
+        let m = methods.lock().unwrap().clone();
+        (m.len() >= 2).then_some(m)
+    });
+    assert_eq!(got, ["PUT", "DELETE"]);
+    assert!(err.contains("deleting the pushed group failed"), "{err}");
+}
+
+#[test]
+fn a_failure_streak_warns_once_and_recovery_is_logged() {
+    let (_dir, log) = busy_log();
+    // The first push fails on all three attempts (503 is retried), the later ones succeed.
+    let (port, _, methods) = fake_gateway(Fake::FailFirst(3));
+    let mut e = Exporter::start(&[
+        &log,
+        "--gpu.disable",
+        "--push.url",
+        &format!("http://127.0.0.1:{port}"),
+        "--push.interval",
+        "100ms",
+        "--push.timeout",
+        "5s",
+    ]);
+    let s = e.scrape_until(30, |s| {
+        value(s, "sglang_log_exporter_pushes_total").is_some_and(|n| n >= 2.0)
+    });
+    // Every failed attempt is counted.
+    assert_eq!(
+        value(&s, "sglang_log_exporter_push_failures_total"),
+        Some(3.0),
+        "{s}"
+    );
+    assert_eq!(
+        value(&s, "sglang_log_exporter_push_last_status"),
+        Some(200.0)
+    );
+    assert!(terminate(&mut e.child).success());
+    let err = stderr_of(&mut e.child);
+    let lines = |what: &str, level: &str| {
+        err.lines()
+            .filter(|l| l.contains(what) && l.contains(level))
+            .count()
+    };
+    assert_eq!(lines("push failed", "WARN"), 1, "{err}");
+    assert!(err.contains("503"), "the warning names the reason: {err}");
+    assert_eq!(
+        lines("pushing works again after 3 failed attempts", "INFO"),
+        1,
+        "{err}"
+    );
+    assert_eq!(
+        methods.lock().unwrap().last().map(String::as_str),
+        Some("DELETE")
     );
 }

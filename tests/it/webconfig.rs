@@ -221,6 +221,88 @@ fn certificates_and_users_are_reloaded_on_change() {
 }
 
 #[test]
+fn a_reload_never_switches_tls_on_or_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert = self_signed(dir.path(), "server");
+    let cfg = dir.path().join("web.yml");
+    let write_cfg = |tls: bool, pass: &str| {
+        let tmp = dir.path().join("web.yml.tmp");
+        let tls = if tls {
+            "tls_server_config:\n  cert_file: server.pem\n  key_file: server.key\n"
+        } else {
+            ""
+        };
+        std::fs::write(
+            &tmp,
+            format!("{tls}basic_auth_users:\n  prom: {}\n", hash(pass)),
+        )
+        .unwrap();
+        std::fs::rename(&tmp, &cfg).unwrap();
+    };
+    let plain = ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(10))
+        .build();
+
+    // HTTPS stays HTTPS: a config without TLS is refused, the old users stay in force.
+    write_cfg(true, "one");
+    let mut e = start(&cfg);
+    let https = format!("https://127.0.0.1:{}/metrics", e.port);
+    let http = format!("http://127.0.0.1:{}/metrics", e.port);
+    assert_eq!(
+        get(&client(&cert, None), &https, Some(("prom", "one"))).0,
+        200
+    );
+    write_cfg(false, "two");
+    assert_eq!(
+        get(&plain, &http, Some(("prom", "two"))).0,
+        0,
+        "no plain HTTP"
+    );
+    assert_eq!(
+        get(&client(&cert, None), &https, Some(("prom", "one"))).0,
+        200
+    );
+    assert_eq!(
+        get(&client(&cert, None), &https, Some(("prom", "two"))).0,
+        401
+    );
+    // A later config that keeps TLS applies again.
+    write_cfg(true, "three");
+    assert_eq!(
+        get(&client(&cert, None), &https, Some(("prom", "three"))).0,
+        200
+    );
+    assert_eq!(
+        get(&client(&cert, None), &https, Some(("prom", "one"))).0,
+        401
+    );
+    let _ = e.child.kill();
+    let _ = e.child.wait();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut e.child.stderr.take().unwrap(), &mut err).unwrap();
+    let refused: Vec<_> = err
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("reload refused"))
+        .collect();
+    assert_eq!(refused.len(), 1, "{err}");
+    assert!(refused[0].contains("from HTTPS to plain HTTP"), "{err}");
+
+    // Plain HTTP stays plain: a config with TLS is refused.
+    write_cfg(false, "one");
+    let e = start(&cfg);
+    let https = format!("https://127.0.0.1:{}/metrics", e.port);
+    let http = format!("http://127.0.0.1:{}/metrics", e.port);
+    assert_eq!(get(&plain, &http, Some(("prom", "one"))).0, 200);
+    write_cfg(true, "two");
+    assert_eq!(
+        get(&client(&cert, None), &https, Some(("prom", "two"))).0,
+        0
+    );
+    assert_eq!(get(&plain, &http, Some(("prom", "one"))).0, 200);
+    assert_eq!(get(&plain, &http, Some(("prom", "two"))).0, 401);
+}
+
+#[test]
 fn basic_auth_without_tls() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("web.yml");
