@@ -291,8 +291,5 @@ fn a_deleted_file_is_closed_after_the_grace_period() {
     let s = e.scrape_until(10, |s| {
         value(s, &format!("sglang_log_exporter_lines_read_total{src}")) == Some(2.0)
     });
-    assert_eq!(
-        get(&s, &format!("sglang_log_exporter_source_up{src}")),
-        1.0
-    );
+    assert_eq!(get(&s, &format!("sglang_log_exporter_source_up{src}")), 1.0);
 }
