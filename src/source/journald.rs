@@ -330,6 +330,9 @@ pub enum JournalError {
     /// It exited with a failure.
     #[error("{0} failed ({1}): {2}")]
     Failed(String, ExitStatus, String),
+    /// The journals hold no entry of the unit (journalctl then exits 1 without a word).
+    #[error("the journal has no entries of this unit (is the unit name right? `journalctl -u UNIT` lists them)")]
+    NoEntries,
 }
 
 /// Finds where the current invocation of `unit` starts: the cursor of the first entry with the
@@ -450,6 +453,7 @@ pub fn read_once(cfg: &JournalConfig, unit: &str, ingest: &mut Ingest) -> Result
         .map_err(|e| JournalError::Spawn(bin.clone(), e))?;
     match run.status {
         Some(s) if s.success() => Ok(()),
+        Some(_) if cursor.is_none() && run.stderr.trim().is_empty() => Err(JournalError::NoEntries),
         Some(s) => Err(JournalError::Failed(bin, s, run.stderr)),
         None => Ok(()),
     }

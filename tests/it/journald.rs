@@ -181,6 +181,25 @@ fn once_reads_the_current_invocation() {
 }
 
 #[test]
+fn once_with_a_unit_the_journal_does_not_have_says_so() {
+    let j = Journal::new();
+    let path = j.path.display().to_string();
+    let out = crate::common::run(&[
+        "--once",
+        "--journal-unit",
+        "nosuch",
+        "--journal-file",
+        &path,
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("error: nosuch.service: the journal has no entries of this unit"),
+        "{err}"
+    );
+}
+
+#[test]
 fn bad_journals_and_arguments_fail_clearly() {
     let dir = tempfile::tempdir().expect("temp dir");
     let bad = dir.path().join("bad.journal");
