@@ -4,6 +4,25 @@
 //! Pipeline: [`source`] (files, stdin) → [`parse`] (prefix, patterns, fields) → [`state`]
 //! (current values, idle policy, bounds) → [`export`] (`/metrics`). See `DESIGN.md` in the
 //! repository for the metric contract.
+//!
+//! Parsing one line (the parser is pure: no I/O, no allocation for a line it does not match):
+//!
+//! ```
+//! use std::sync::Arc;
+//! use sglang_log_exporter::parse::{patterns::Patterns, Parser};
+//!
+//! let patterns = Arc::new(Patterns::embedded().unwrap());
+//! let mut parser = Parser::new(patterns.clone());
+//! let line = "[2026-04-05 20:02:51 DP0 TP0] Decode batch, #running-req: 32, #token: 11179, \
+//!             token usage: 0.08, cuda graph: True, gen throughput (token/s): 1635.11, #queue-req: 0";
+//! let rec = parser.parse(line).unwrap();
+//! assert_eq!((rec.ranks.dp, rec.ranks.tp), (Some(0), Some(0)));
+//! let usage = patterns.metric_by_id("token_usage").unwrap();
+//! assert_eq!(rec.get(usage), Some(0.08));
+//! let running = patterns.metric_by_id("num_running_reqs").unwrap();
+//! assert_eq!(rec.get(running), Some(32.0));
+//! assert!(parser.parse("[2026-04-05 20:02:51] INFO: something else").is_none());
+//! ```
 
 pub mod app;
 pub mod backfill;
