@@ -99,8 +99,8 @@ impl Config {
     /// A [`ConfigError`] for a bad pattern file, timezone or argument, or (with `--once`) an
     /// input that cannot be read.
     pub fn from_args(a: &RunArgs) -> Result<Config, ConfigError> {
-        let patterns = load_patterns(a.patterns.as_deref())?;
-        let tz = timezone(a.timezone.as_deref())?;
+        let patterns = load_patterns(a.read.patterns.as_deref())?;
+        let tz = timezone(a.read.timezone.as_deref())?;
         let mut inputs = Vec::new();
         let mut stdin_seen = false;
         for arg in &a.inputs {
@@ -162,7 +162,7 @@ impl Config {
         if a.poll_interval < std::time::Duration::from_millis(10) {
             return Err(ConfigError("--poll-interval must be at least 10ms".into()));
         }
-        if a.max_line_bytes < 1024 {
+        if a.read.max_line_bytes < 1024 {
             return Err(ConfigError("--max-line-bytes must be at least 1024".into()));
         }
         let journal = JournalConfig::new(
@@ -170,7 +170,7 @@ impl Config {
             &a.journal_files,
             &a.journal_directories,
             &a.journalctl,
-            a.max_line_bytes,
+            a.read.max_line_bytes,
         )
         .map_err(ConfigError)?;
         Ok(Config {
@@ -178,14 +178,14 @@ impl Config {
             patterns,
             inputs,
             state: StateConfig {
-                idle_after: a.idle_after.as_secs_f64(),
+                idle_after: a.read.idle_after.as_secs_f64(),
                 ..StateConfig::default()
             },
             tz,
-            date: a.date,
+            date: a.read.date,
             tail: TailConfig {
                 poll: a.poll_interval,
-                max_line: a.max_line_bytes,
+                max_line: a.read.max_line_bytes,
                 once: a.once,
                 deleted_grace: a.deleted_grace,
             },

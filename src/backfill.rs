@@ -121,8 +121,8 @@ pub enum BackfillError {
 /// # Errors
 /// A [`BackfillError`].
 pub fn backfill(a: &BackfillArgs) -> Result<Summary, BackfillError> {
-    let patterns = load_patterns(a.patterns.as_deref())?;
-    let tz = timezone(a.timezone.as_deref())?;
+    let patterns = load_patterns(a.read.patterns.as_deref())?;
+    let tz = timezone(a.read.timezone.as_deref())?;
     let mut inputs = Vec::new();
     for arg in &a.inputs {
         let (name, path) = split_input(arg);
@@ -138,7 +138,7 @@ pub fn backfill(a: &BackfillArgs) -> Result<Summary, BackfillError> {
             inputs.push((name.unwrap_or_else(|| server_name_of(&p)), Some(p)));
         }
     }
-    let idle_after = a.idle_after.as_secs_f64();
+    let idle_after = a.read.idle_after.as_secs_f64();
     let cfg = StateConfig {
         idle_after,
         ..StateConfig::default()
@@ -165,7 +165,7 @@ pub fn backfill(a: &BackfillArgs) -> Result<Summary, BackfillError> {
         ProgressBar::hidden()
     };
     for (server, path) in &inputs {
-        let mut times = TimeResolver::new(tz.clone(), a.date);
+        let mut times = TimeResolver::new(tz.clone(), a.read.date);
         let mut reader: Box<dyn Read> = match path {
             Some(p) => Box::new(
                 std::fs::File::open(p)
@@ -179,16 +179,16 @@ pub fn backfill(a: &BackfillArgs) -> Result<Summary, BackfillError> {
         let mut ctx = Ctx {
             state: &mut state,
             parser: &mut parser,
-            framer: Framer::new(a.max_line_bytes),
+            framer: Framer::new(a.read.max_line_bytes),
             times: &mut times,
             om: &mut om,
             sum: &mut sum,
             server,
             source: &source,
-            date_given: a.date.is_some(),
+            date_given: a.read.date.is_some(),
             idle_after,
         };
-        read_lines(&mut *reader, a.max_line_bytes, &bar, path.as_deref(), |l| {
+        read_lines(&mut *reader, a.read.max_line_bytes, &bar, path.as_deref(), |l| {
             ctx.line(l)
         })?;
     }

@@ -65,26 +65,9 @@ pub struct RunArgs {
     #[arg(long = "web.telemetry-path", default_value = "/metrics")]
     pub telemetry_path: String,
 
-    /// Pattern file to use instead of the embedded one.
-    #[arg(long)]
-    pub patterns: Option<PathBuf>,
-
-    /// After this long without a stats line, a rank's activity gauges read 0 (e.g. `30s`, `2m`).
-    #[arg(long = "idle-after", default_value = "30s", value_parser = parse_duration)]
-    pub idle_after: std::time::Duration,
-
-    /// Timezone of the SGLang prefix times (an IANA name such as `Europe/Berlin`, or `UTC`);
-    /// default: this host's.
-    #[arg(long)]
-    pub timezone: Option<String>,
-
-    /// Date (YYYY-MM-DD) for logs whose prefix has a time only (SGLang v0.2.14-v0.3.3).
-    #[arg(long)]
-    pub date: Option<jiff::civil::Date>,
-
-    /// Longest line kept, in bytes; longer lines are skipped and counted.
-    #[arg(long = "max-line-bytes", default_value_t = 1 << 20)]
-    pub max_line_bytes: usize,
+    /// How lines are read (patterns, times, idle policy, line limit).
+    #[command(flatten)]
+    pub read: ReadArgs,
 
     /// How long a followed file that was deleted (and not re-created) is still read before it is
     /// closed, which frees its disk space.
@@ -206,21 +189,34 @@ pub struct BackfillArgs {
     /// OpenMetrics file to write (`-` for stdout).
     #[arg(long, short = 'o')]
     pub output: PathBuf,
+    /// How lines are read (patterns, times, idle policy, line limit), as in the main mode.
+    #[command(flatten)]
+    pub read: ReadArgs,
+}
+
+/// How lines are read: shared by the main mode and `backfill`.
+#[derive(Debug, Args)]
+pub struct ReadArgs {
     /// Pattern file to use instead of the embedded one.
     #[arg(long)]
     pub patterns: Option<PathBuf>,
-    /// Timezone of the SGLang prefix times (IANA name or `UTC`); default: this host's.
+
+    /// After this long without a stats line, a rank's activity gauges read 0 (e.g. `30s`, `2m`).
+    #[arg(long = "idle-after", default_value = "30s", value_parser = parse_duration)]
+    pub idle_after: std::time::Duration,
+
+    /// Timezone of the SGLang prefix times (an IANA name such as `Europe/Berlin`, or `UTC`);
+    /// default: this host's.
     #[arg(long)]
     pub timezone: Option<String>,
+
     /// Date (YYYY-MM-DD) for logs whose prefix has a time only (SGLang v0.2.14-v0.3.3).
     #[arg(long)]
     pub date: Option<jiff::civil::Date>,
-    /// Longest line kept, in bytes; longer lines are skipped.
+
+    /// Longest line kept, in bytes; longer lines are skipped and counted.
     #[arg(long = "max-line-bytes", default_value_t = 1 << 20)]
     pub max_line_bytes: usize,
-    /// After this long without a stats line, a rank's activity gauges read 0 (as live).
-    #[arg(long = "idle-after", default_value = "30s", value_parser = parse_duration)]
-    pub idle_after: std::time::Duration,
 }
 
 /// Parses `30s`, `1m30s`, `500ms`, `2h` or a plain number of seconds.
