@@ -118,13 +118,14 @@ pub fn follow(path: &Path, ingest: &mut Ingest, cfg: &TailConfig, stop: &AtomicB
                     open = Some(o);
                 }
                 Err(e) => {
-                    ingest.set_up(false);
                     let msg = e.to_string();
                     if last_error.as_deref() != Some(msg.as_str()) {
                         ingest.count_error();
                         tracing::warn!(path = %path.display(), "cannot read the file: {msg}; will retry");
                         last_error = Some(msg);
                     }
+                    // After the count, so a scrape that sees the source down sees why.
+                    ingest.set_up(false);
                     if cfg.once {
                         ingest.flush();
                         return;
