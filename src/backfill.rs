@@ -188,9 +188,13 @@ pub fn backfill(a: &BackfillArgs) -> Result<Summary, BackfillError> {
             date_given: a.read.date.is_some(),
             idle_after,
         };
-        read_lines(&mut *reader, a.read.max_line_bytes, &bar, path.as_deref(), |l| {
-            ctx.line(l)
-        })?;
+        read_lines(
+            &mut *reader,
+            a.read.max_line_bytes,
+            &bar,
+            path.as_deref(),
+            |l| ctx.line(l),
+        )?;
     }
     bar.finish_and_clear();
     idle_at_end(&state, &mut om, idle_after);

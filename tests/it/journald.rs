@@ -238,7 +238,7 @@ fn bad_journals_and_arguments_fail_clearly() {
     // Live, a failing journalctl is retried with back-off, counted, and warned about once.
     let mut e = Exporter::start(&["--journal-unit", "sglang-decode", "--journal-file", &bad]);
     let errors = format!("sglang_log_exporter_read_errors_total{SOURCE}");
-    let m = e.scrape_until(15, |m| get(m, &errors).is_some_and(|v| v >= 2.0));
+    let m = e.scrape_until(30, |m| get(m, &errors).is_some_and(|v| v >= 2.0));
     assert!(get(&m, &errors).is_some_and(|v| v >= 2.0), "{m}");
     assert_eq!(
         get(&m, &format!("sglang_log_exporter_source_up{SOURCE}")),
@@ -272,7 +272,7 @@ fn lines_read(m: &str) -> Option<f64> {
 fn follows_appended_entries_and_skips_other_units() {
     let j = Journal::new();
     let e = start(&j);
-    let m = e.scrape_until(20, |m| lines_read(m) == Some(138.0));
+    let m = e.scrape_until(30, |m| lines_read(m) == Some(138.0));
     assert_sample_state(&m, 138.0);
     assert_eq!(
         get(&m, &format!("sglang_log_exporter_source_up{SOURCE}")),
@@ -370,7 +370,7 @@ fn children_named(pid: u32, comm: &str) -> Vec<u32> {
 fn a_killed_journalctl_is_restarted_from_its_cursor() {
     let j = Journal::new();
     let e = start(&j);
-    let m = e.scrape_until(20, |m| lines_read(m) == Some(138.0));
+    let m = e.scrape_until(30, |m| lines_read(m) == Some(138.0));
     assert_sample_state(&m, 138.0);
     let decode_lines =
         |m: &str, dp| get(m, &format!("sglang_decode_stats_lines_total{}", rank(dp)));
@@ -403,7 +403,7 @@ fn a_killed_journalctl_is_restarted_from_its_cursor() {
     j.append(&more);
 
     let restarts = r#"sglang_log_exporter_journalctl_restarts_total{unit="sglang-decode.service"}"#;
-    let m = e.scrape_until(15, |m| {
+    let m = e.scrape_until(30, |m| {
         lines_read(m) == Some(141.0) && get(m, restarts) == Some(1.0)
     });
     assert_eq!(get(&m, restarts), Some(1.0), "{m}");
