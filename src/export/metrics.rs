@@ -98,7 +98,8 @@ fn is_idle(rank: &RankState, now: f64, idle_after: f64) -> bool {
 
 /// The value a scrape shows for metric `id` of a rank at `now`: the server-scope value (the
 /// capacity line) where there is one, else the rank's; 0 for an activity gauge of an idle rank;
-/// `None` where never set.
+/// 0 for a counter of a rank that prints stats but never added to it (so the first retraction is
+/// an increase from 0 that `increase()` and alerts can see); `None` where never set.
 pub fn shown_value(
     state: &State,
     srv: &ServerState,
@@ -111,11 +112,12 @@ pub fn shown_value(
     } else {
         srv.values[id]
     };
+    let def = &state.patterns().metrics[id];
     if v.is_nan() {
-        return None;
+        return (def.kind == MetricKind::Counter && rank.last_stats.is_some()).then_some(0.0);
     }
     let idle_after = state.config().idle_after;
-    if state.patterns().metrics[id].activity && is_idle(rank, now, idle_after) {
+    if def.activity && is_idle(rank, now, idle_after) {
         return Some(0.0);
     }
     Some(v)
@@ -180,13 +182,16 @@ fn rank_families(state: &State, now: f64, idle_after: f64) -> Vec<Family> {
                 );
                 last.push(labels(), t);
             }
-            if rank.prefill_lines > 0 {
+            // Counters exist from a rank's first stats line (at 0), so their first increase is
+            // seen by `rate()`/`increase()`.
+            let stats = rank.last_stats.is_some();
+            if stats || rank.prefill_lines > 0 {
                 prefill.push(labels(), rank.prefill_lines as f64);
             }
-            if rank.decode_lines > 0 {
+            if stats || rank.decode_lines > 0 {
                 decode.push(labels(), rank.decode_lines as f64);
             }
-            if rank.retractions > 0 {
+            if stats || rank.retractions > 0 {
                 retract.push(labels(), rank.retractions as f64);
             }
         }
