@@ -89,8 +89,14 @@ fn pd_decode_session_end_state_is_idle_by_log_clock() {
     // Ranks that never retracted read 0 (counters exist from a rank's first stats line, so an
     // alert on `increase()` sees the first retraction).
     assert_eq!(samples(&expo, "sglang_retractions_total").len(), 4);
-    assert_eq!(get(&expo, "sglang_retractions_total", &decode_rank(s, 0)), 0.0);
-    assert_eq!(get(&expo, "sglang_retracted_requests_total", &decode_rank(s, 1)), 0.0);
+    assert_eq!(
+        get(&expo, "sglang_retractions_total", &decode_rank(s, 0)),
+        0.0
+    );
+    assert_eq!(
+        get(&expo, "sglang_retracted_requests_total", &decode_rank(s, 1)),
+        0.0
+    );
     // Access lines: 476 chat completions, 37 health checks, 1 generate, 1 model info.
     let http = |m: &str, p: &str| {
         format!("{{server=\"{s}\",model_name=\"deepseek-ai/DeepSeek-V3\",engine_type=\"decode\",method=\"{m}\",path=\"{p}\",status=\"200\"}}")

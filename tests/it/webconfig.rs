@@ -116,6 +116,19 @@ pub fn get(agent: &ureq::Agent, url: &str, auth: Option<(&str, &str)>) -> (u16, 
     }
 }
 
+/// GETs `url` until the answer holds [`SERIES`] (the log is read after the server starts), for
+/// up to 20 s; returns the last answer.
+fn get_read(agent: &ureq::Agent, url: &str, auth: Option<(&str, &str)>) -> (u16, String, String) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = get(agent, url, auth);
+        if value(&r.2, SERIES).is_some() || std::time::Instant::now() > deadline {
+            return r;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 pub fn hash(pass: &str) -> String {
     // Cost 4 keeps the tests fast; the exporter accepts any cost.
     bcrypt::hash(pass, 4).expect("bcrypt")
@@ -148,7 +161,7 @@ fn https_with_basic_auth() {
     let agent = client(&cert, None);
     let want = value(&once(&[sample(LOG).to_str().unwrap()]), SERIES).expect("series");
     assert_eq!(want, 786432.0);
-    let (code, _, body) = get(&agent, &url, Some(("prom", "s3cret")));
+    let (code, _, body) = get_read(&agent, &url, Some(("prom", "s3cret")));
     assert_eq!(code, 200);
     assert_eq!(value(&body, SERIES), Some(want));
     for auth in [
@@ -318,7 +331,7 @@ fn basic_auth_without_tls() {
     let url = format!("http://127.0.0.1:{}/metrics", e.port);
     assert_eq!(get(&plain, &url, None).0, 401);
     assert_eq!(get(&plain, &url, Some(("alice", "nope"))).0, 401);
-    let (code, _, body) = get(&plain, &url, Some(("alice", "pw")));
+    let (code, _, body) = get_read(&plain, &url, Some(("alice", "pw")));
     assert_eq!(code, 200);
     assert!(value(&body, SERIES).is_some());
 }
@@ -404,7 +417,7 @@ fn client_certificates_are_required_and_verified() {
         0,
         "no client certificate"
     );
-    let (code, _, body) = get(
+    let (code, _, body) = get_read(
         &client(
             &server,
             Some((&d.join("client.pem"), &d.join("client.key"))),
