@@ -109,6 +109,22 @@ impl TimeResolver {
         }
     }
 
+    /// Without `--date`, the first time-only line takes the date of that time's latest past
+    /// occurrence: today, or yesterday when today's would still be ahead (a log of the evening
+    /// before read after midnight), never a time in the future.
+    fn latest_past_date(&self, time: Time) -> Option<Date> {
+        let now = jiff::Zoned::now().with_time_zone(self.tz.clone());
+        let today = now.date();
+        let candidate = DateTime::from_parts(today, time)
+            .to_zoned(self.tz.clone())
+            .ok()?;
+        if candidate.timestamp() > now.timestamp() + jiff::SignedDuration::from_secs(60) {
+            today.yesterday().ok()
+        } else {
+            Some(today)
+        }
+    }
+
     /// Unix seconds (with fraction) of a prefix time, or `None` if the zone cannot place it.
     pub fn resolve(&mut self, t: LogTime) -> Option<f64> {
         let date = match t.date {
@@ -117,10 +133,10 @@ impl TimeResolver {
                 d
             }
             None => {
-                let mut d = self
-                    .last_date
-                    .or(self.fixed_date)
-                    .unwrap_or_else(|| jiff::Zoned::now().with_time_zone(self.tz.clone()).date());
+                let mut d = match self.last_date.or(self.fixed_date) {
+                    Some(d) => d,
+                    None => self.latest_past_date(t.time)?,
+                };
                 if let Some(prev) = self.last_time {
                     // The clock went back by more than 12 h: midnight passed.
                     if prev.duration_until(t.time).as_secs() < -12 * 3600 {
@@ -150,6 +166,37 @@ impl TimeResolver {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_time_only_prefix_without_a_date_is_never_in_the_future() {
+        let now = jiff::Timestamp::now();
+        let mut r = TimeResolver::new(TimeZone::UTC, None);
+        // One minute and twelve hours ahead of now, as a time of day: both are yesterday's.
+        for ahead in [120, 12 * 3600] {
+            let later = now.to_zoned(TimeZone::UTC).time() + jiff::SignedDuration::from_secs(ahead);
+            let mut fresh = TimeResolver::new(TimeZone::UTC, None);
+            let got = fresh
+                .resolve(LogTime {
+                    date: None,
+                    time: later,
+                })
+                .unwrap();
+            assert!(got <= now.as_second() as f64 + 60.0, "{ahead}: {got} > now");
+            assert!(
+                got > now.as_second() as f64 - 86_400.0,
+                "{ahead}: {got} too old"
+            );
+        }
+        // A time just passed is today's.
+        let earlier = now.to_zoned(TimeZone::UTC).time() - jiff::SignedDuration::from_secs(5);
+        let got = r
+            .resolve(LogTime {
+                date: None,
+                time: earlier,
+            })
+            .unwrap();
+        assert!((now.as_second() as f64 - got - 5.0).abs() < 2.0, "{got}");
+    }
 
     #[test]
     fn resolves_utc_and_midnight() {
