@@ -33,7 +33,8 @@ const ATTEMPTS: u32 = 3;
 /// Pushgateway must not hold up the exit.
 const DELETE_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// Label names our metrics carry (the rank labels end in `_rank`, the sizes in `_size`).
+/// Label names our metrics carry (the rank labels end in `_rank`, the sizes in `_size`); a
+/// grouping label of the same name would replace theirs in the Pushgateway.
 const OUR_LABELS: &[&str] = &[
     "server",
     "model_name",
@@ -48,6 +49,11 @@ const OUR_LABELS: &[&str] = &[
     "unit",
     "gpu",
     "uuid",
+    "name",
+    "pci_bus_id",
+    "driver_version",
+    "pid",
+    "call",
 ];
 
 /// Produces the exposition text to push.

@@ -199,6 +199,14 @@ fn bad_push_options_are_refused() {
             "--push.label",
             "novalue",
         ],
+        // Labels of the GPU metrics too: the group label would overwrite theirs.
+        vec!["--push.url", "http://127.0.0.1:1", "--push.label", "call=x"],
+        vec![
+            "--push.url",
+            "http://127.0.0.1:1",
+            "--push.label",
+            "pci_bus_id=x",
+        ],
     ] {
         let out = crate::common::run(&[&["--once", &log], &args[..]].concat());
         assert_eq!(out.status.code(), Some(2), "{args:?}");
