@@ -62,6 +62,68 @@ pub struct Config {
     pub push: Option<push::PushConfig>,
 }
 
+/// Reads the input arguments (`PATH`, `NAME=PATH`, `-`). With `finished` (the inputs are read
+/// to their end: `--once`, `backfill`), a missing or unreadable file or a directory is an error
+/// now rather than a source to wait for.
+///
+/// # Errors
+/// A [`ConfigError`] for stdin given twice, an input that cannot be read (`finished`), or two
+/// inputs whose file names give one server name (they would silently merge).
+pub fn parse_inputs(args: &[String], finished: bool) -> Result<Vec<Input>, ConfigError> {
+    let mut inputs: Vec<Input> = Vec::new();
+    for arg in args {
+        let (name, path) = split_input(arg);
+        if path == "-" {
+            if inputs.iter().any(|i| matches!(i, Input::Stdin { .. })) {
+                return Err(ConfigError("stdin (-) is given twice".into()));
+            }
+            inputs.push(Input::Stdin {
+                server: name.unwrap_or_else(|| "stdin".into()),
+            });
+            continue;
+        }
+        let path = PathBuf::from(path);
+        if finished {
+            check_readable(&path)?;
+        }
+        let server = match name {
+            Some(n) => n,
+            None => {
+                let n = server_name_of(&path);
+                let taken = inputs.iter().any(|i| match i {
+                    Input::File { server, .. } | Input::Stdin { server } => *server == n,
+                });
+                if taken {
+                    return Err(ConfigError(format!(
+                        "{} would be server {n:?}, like an input before it; name the servers apart with NAME=PATH",
+                        path.display()
+                    )));
+                }
+                n
+            }
+        };
+        inputs.push(Input::File { server, path });
+    }
+    Ok(inputs)
+}
+
+fn check_readable(path: &std::path::Path) -> Result<(), ConfigError> {
+    let cannot = |e: std::io::Error| ConfigError(format!("cannot read {}: {e}", path.display()));
+    let m = std::fs::metadata(path).map_err(cannot)?;
+    if m.is_dir() {
+        return Err(ConfigError(format!(
+            "{}: is a directory, not a log file",
+            path.display()
+        )));
+    }
+    // Only a regular file is opened to check it: opening a FIFO here would take (and lose) its
+    // writer.
+    if m.is_file() {
+        std::fs::File::open(path).map_err(cannot)?;
+    }
+    Ok(())
+}
+
 /// Loads the pattern file named on the command line, or the embedded one.
 ///
 /// # Errors
@@ -101,64 +163,7 @@ impl Config {
     pub fn from_args(a: &RunArgs) -> Result<Config, ConfigError> {
         let patterns = load_patterns(a.read.patterns.as_deref())?;
         let tz = timezone(a.read.timezone.as_deref())?;
-        let mut inputs = Vec::new();
-        let mut stdin_seen = false;
-        for arg in &a.inputs {
-            let (name, path) = split_input(arg);
-            if path == "-" {
-                if stdin_seen {
-                    return Err(ConfigError("stdin (-) is given twice".into()));
-                }
-                stdin_seen = true;
-                inputs.push(Input::Stdin {
-                    server: name.unwrap_or_else(|| "stdin".into()),
-                });
-                continue;
-            }
-            let path = PathBuf::from(path);
-            if a.once {
-                match std::fs::metadata(&path) {
-                    Ok(m) if m.is_dir() => {
-                        return Err(ConfigError(format!(
-                            "{}: is a directory, not a log file",
-                            path.display()
-                        )))
-                    }
-                    // Only a regular file is opened to check it: opening a FIFO here would take
-                    // (and lose) its writer.
-                    Ok(m) if m.is_file() => {
-                        if let Err(e) = std::fs::File::open(&path) {
-                            return Err(ConfigError(format!(
-                                "cannot read {}: {e}",
-                                path.display()
-                            )));
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(e) => {
-                        return Err(ConfigError(format!("cannot read {}: {e}", path.display())))
-                    }
-                }
-            }
-            let server = match name {
-                Some(n) => n,
-                None => {
-                    let n = server_name_of(&path);
-                    // Two files with one stem would silently merge into one server.
-                    let taken = inputs.iter().any(|i| match i {
-                        Input::File { server, .. } | Input::Stdin { server } => *server == n,
-                    });
-                    if taken {
-                        return Err(ConfigError(format!(
-                            "{} would be server {n:?}, like an input before it; name the servers apart with NAME=PATH",
-                            path.display()
-                        )));
-                    }
-                    n
-                }
-            };
-            inputs.push(Input::File { server, path });
-        }
+        let inputs = parse_inputs(&a.inputs, a.once)?;
         if a.poll_interval < std::time::Duration::from_millis(10) {
             return Err(ConfigError("--poll-interval must be at least 10ms".into()));
         }

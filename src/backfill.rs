@@ -19,8 +19,8 @@ use std::process::ExitCode;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::app::{load_patterns, timezone, ConfigError};
-use crate::cli::{split_input, BackfillArgs};
+use crate::app::{load_patterns, parse_inputs, timezone, ConfigError, Input};
+use crate::cli::BackfillArgs;
 use crate::export::metrics::rank_labels;
 use crate::export::openmetrics::{render_labels, OpenMetrics};
 use crate::family::Kind;
@@ -31,7 +31,7 @@ use crate::parse::Parser;
 use crate::record::Ranks;
 use crate::source::framing::{Framed, Framer};
 use crate::source::linebuf::{Event, LineBuf};
-use crate::source::{now_unix, server_name_of};
+use crate::source::now_unix;
 use crate::state::{State, StateConfig};
 
 /// Samples newer than this (seconds) may overlap Prometheus' head block and are unsafe to
@@ -123,21 +123,13 @@ pub enum BackfillError {
 pub fn backfill(a: &BackfillArgs) -> Result<Summary, BackfillError> {
     let patterns = load_patterns(a.read.patterns.as_deref())?;
     let tz = timezone(a.read.timezone.as_deref())?;
-    let mut inputs = Vec::new();
-    for arg in &a.inputs {
-        let (name, path) = split_input(arg);
-        if path == "-" {
-            inputs.push((name.unwrap_or_else(|| "stdin".into()), None));
-        } else {
-            let p = std::path::PathBuf::from(&path);
-            let meta = std::fs::metadata(&p)
-                .map_err(|e| ConfigError(format!("cannot read {path}: {e}")))?;
-            if meta.is_dir() {
-                return Err(ConfigError(format!("{path}: is a directory, not a log file")).into());
-            }
-            inputs.push((name.unwrap_or_else(|| server_name_of(&p)), Some(p)));
-        }
-    }
+    let inputs: Vec<(String, Option<std::path::PathBuf>)> = parse_inputs(&a.inputs, true)?
+        .into_iter()
+        .map(|i| match i {
+            Input::File { server, path } => (server, Some(path)),
+            Input::Stdin { server } => (server, None),
+        })
+        .collect();
     let idle_after = a.read.idle_after.as_secs_f64();
     let cfg = StateConfig {
         idle_after,

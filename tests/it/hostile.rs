@@ -58,6 +58,17 @@ fn two_files_with_one_stem_are_refused_not_merged() {
         err.contains("would be server \"sglang\"") && err.contains("NAME=PATH"),
         "{err}"
     );
+    // backfill the same (it would write one merged series with a fake counter reset).
+    let om = dir.path().join("out.om");
+    let out = run(&[
+        "backfill",
+        "-o",
+        om.to_str().unwrap(),
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("NAME=PATH"));
     // Named apart, both are served.
     let expo = once(&[&format!("a={}", a.display()), &format!("b={}", b.display())]);
     assert_eq!(
