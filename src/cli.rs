@@ -69,8 +69,8 @@ pub struct RunArgs {
     #[command(flatten)]
     pub read: ReadArgs,
 
-    /// How long a followed file that was deleted (and not re-created) is still read before it is
-    /// closed, which frees its disk space.
+    /// How long a followed file that was renamed away (rotation) or deleted is still read before
+    /// it is closed, which frees its disk space.
     #[arg(long = "deleted-file-grace", default_value = "60s", value_parser = parse_duration)]
     pub deleted_grace: std::time::Duration,
 

@@ -53,7 +53,8 @@ pub struct TailConfig {
     pub max_line: usize,
     /// Read to the end once and return (no following).
     pub once: bool,
-    /// How long a deleted file is still read before it is closed (its space freed).
+    /// How long a deleted or rotated-away file is still read before it is closed (its space
+    /// freed).
     pub deleted_grace: Duration,
 }
 
@@ -72,6 +73,9 @@ struct Open {
     /// as a stream: no positioned reads, no truncation or rotation checks.
     regular: bool,
 }
+
+/// Most rotated-away files still read at once (rotations faster than the grace period).
+const MAX_RETIRED: usize = 8;
 
 /// How many bytes before the offset identify the content we already read.
 const TAIL_CHECK: u64 = 64;
@@ -106,6 +110,9 @@ pub fn follow(path: &Path, ingest: &mut Ingest, cfg: &TailConfig, stop: &AtomicB
     let mut first_pass = true;
     // Since when the path has had no file while we hold the deleted one open.
     let mut gone_since: Option<std::time::Instant> = None;
+    // Files rotated away (renamed): the writer may go on writing to one until it reopens its
+    // log, so each is still read, with its own line buffer, for the grace period.
+    let mut retired: Vec<(Open, LineBuf, std::time::Instant)> = Vec::new();
     ingest.set_timing(Timing::LogTime);
     loop {
         if open.is_none() {
@@ -195,16 +202,31 @@ pub fn follow(path: &Path, ingest: &mut Ingest, cfg: &TailConfig, stop: &AtomicB
                     continue;
                 }
                 Change::Replaced => {
-                    // Finish the old file, then the new one from its start.
+                    // Finish what the old file holds, keep reading it for a while, and read the
+                    // new one from its start.
                     let _ = drain(o, &mut lb, ingest);
-                    lb.flush_partial(|e| ingest.event(e));
                     ingest.flush();
                     tracing::info!(path = %path.display(), "the file was rotated; following the new one");
-                    open = None;
+                    if let Some(old) = open.take() {
+                        let old_lb = std::mem::replace(&mut lb, LineBuf::new(cfg.max_line));
+                        retired.push((old, old_lb, std::time::Instant::now()));
+                        if retired.len() > MAX_RETIRED {
+                            let (_, mut l, _) = retired.remove(0);
+                            l.flush_partial(|e| ingest.event(e));
+                        }
+                    }
                     continue;
                 }
             }
         }
+        retired.retain_mut(|(o, l, since)| {
+            let keep = drain(o, l, ingest).is_ok() && since.elapsed() < cfg.deleted_grace;
+            if !keep {
+                l.flush_partial(|e| ingest.event(e));
+            }
+            keep
+        });
+        ingest.flush();
         if stop.load(Ordering::Relaxed) {
             ingest.flush();
             return;

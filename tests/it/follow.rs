@@ -409,3 +409,28 @@ fn random_rotation_model() {
         );
     }
 }
+
+/// logrotate's `create` without a signal: the writer keeps writing to the renamed file until it
+/// reopens its log. Those lines are read for the grace period, after the switch to the new file.
+#[test]
+fn lines_written_to_the_renamed_file_after_the_switch_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("late.log");
+    append(&p, decode(0, 1, 0).as_bytes());
+    let e = follow(&p);
+    e.scrape_until(10, |s| has(s, &lines_read(&p), 1.0));
+    let old = dir.path().join("late.log.1");
+    std::fs::rename(&p, &old).unwrap();
+    append(&p, decode(1, 2, 0).as_bytes());
+    // The follower has switched to the new file...
+    let s = e.scrape_until(10, |s| has(s, &lines_read(&p), 2.0));
+    assert!(has(&s, &running("late", 1), 2.0), "{s}");
+    // ...and still reads what the writer adds to the old one.
+    for n in 3..6 {
+        append(&old, decode(0, n, 0).as_bytes());
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let s = e.scrape_until(10, |s| has(s, &lines_read(&p), 5.0));
+    assert!(has(&s, &running("late", 0), 5.0), "{s}");
+    assert!(has(&s, &lines_read(&p), 5.0), "{s}");
+}
