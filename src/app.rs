@@ -351,11 +351,9 @@ pub fn run_live(cfg: Config, a: &RunArgs) -> Result<(), ConfigError> {
                     .map_err(|e| ConfigError(format!("cannot listen on {addr}: {e}")))?;
                 tracing::info!(address = %addr, path = %telemetry, "serving metrics");
                 let app = http::router(&telemetry, render_fn);
-                match web {
-                    Some(web) => webconfig::serve(listener, app, web, shutdown).await,
-                    None => http::serve(listener, app, shutdown).await,
-                }
-                .map_err(|e| ConfigError(format!("HTTP server failed: {e}")))?;
+                webconfig::serve(listener, app, web, shutdown)
+                    .await
+                    .map_err(|e| ConfigError(format!("HTTP server failed: {e}")))?;
             }
             None => shutdown.await,
         }

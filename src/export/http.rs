@@ -1,13 +1,11 @@
 //! The `/metrics` endpoint and a small landing page, served with axum.
 
-use std::future::Future;
 use std::sync::Arc;
 
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use tokio::net::TcpListener;
 
 use super::metrics::TEXT_CONTENT_TYPE;
 
@@ -66,18 +64,4 @@ pub fn parse_listen(addr: &str) -> Result<String, String> {
             "--web.listen-address {addr:?} is not HOST:PORT or :PORT (HOST an address or a name that resolves)"
         )),
     }
-}
-
-/// Serves plain HTTP on `listener` until `shutdown` completes.
-///
-/// # Errors
-/// An I/O error of the server.
-pub async fn serve(
-    listener: TcpListener,
-    app: Router,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
 }

@@ -356,22 +356,23 @@ async fn basic_auth(State(r): State<Reloader>, req: Request, next: Next) -> Resp
     }
 }
 
-/// Serves `app` on `listener` with the web configuration: TLS when configured (settings taken
-/// per connection, so rotated certificates apply to new connections) and basic auth on every
-/// route. Stops accepting when `shutdown` completes.
+/// Serves `app` on `listener`, with the web configuration when there is one: TLS when configured
+/// (settings taken per connection, so rotated certificates apply to new connections) and basic
+/// auth on every route. Without one, plain HTTP. Every connection has a deadline for its request
+/// head, so idle or slow clients cannot pile up. Stops accepting when `shutdown` completes.
 ///
 /// # Errors
 /// An I/O error of the listener.
 pub async fn serve(
     listener: TcpListener,
     app: Router,
-    web: Reloader,
+    web: Option<Reloader>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = app.layer(axum::middleware::from_fn_with_state(
-        web.clone(),
-        basic_auth,
-    ));
+    let app = match &web {
+        Some(w) => app.layer(axum::middleware::from_fn_with_state(w.clone(), basic_auth)),
+        None => app,
+    };
     tokio::pin!(shutdown);
     loop {
         let (tcp, peer) = tokio::select! {
@@ -386,14 +387,14 @@ pub async fn serve(
             },
             _ = &mut shutdown => return Ok(()),
         };
-        let cfg = web.current();
+        let tls = web.as_ref().and_then(|w| w.current().tls.clone());
         let service = TowerToHyperService::new(app.clone());
         tokio::spawn(async move {
             let mut http = hyper::server::conn::http1::Builder::new();
             // A client that never finishes its request head does not hold the connection forever.
             http.timer(TokioTimer::new())
                 .header_read_timeout(HANDSHAKE_TIMEOUT * 3);
-            let res = match &cfg.tls {
+            let res = match &tls {
                 Some(tls) => {
                     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::clone(tls));
                     match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {

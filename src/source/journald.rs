@@ -283,12 +283,21 @@ impl Drop for ChildGuard {
 /// # Errors
 /// The spawn error (binary missing, not executable…).
 pub fn spawn(journalctl: &Path, args: &[OsString]) -> std::io::Result<ChildGuard> {
-    let mut child = Command::new(journalctl)
-        .args(args)
+    let mut cmd = Command::new(journalctl);
+    cmd.args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
+        .stderr(Stdio::piped());
+    // The guard kills the child when we drop it; SIGTERM/SIGKILL of the whole exporter skips
+    // destructors, so the kernel is asked to end the child with its parent too.
+    // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn()?;
     let stderr_tail = Arc::new(Mutex::new(String::new()));
     let mut stderr_done = None;
     if let Some(err) = child.stderr.take() {

@@ -434,3 +434,29 @@ fn lines_written_to_the_renamed_file_after_the_switch_are_read() {
     assert!(has(&s, &running("late", 0), 5.0), "{s}");
     assert!(has(&s, &lines_read(&p), 5.0), "{s}");
 }
+
+/// A client that connects and sends nothing (or half a request head) is cut off after the
+/// head-read deadline (30 s), so such clients cannot pile up and exhaust file descriptors.
+#[test]
+fn idle_connections_are_closed() {
+    use std::io::Read;
+    let e = Exporter::start(&[
+        "--gpu.disable",
+        sample("single-gpu-2025.log").to_str().unwrap(),
+    ]);
+    let mut idle = std::net::TcpStream::connect(("127.0.0.1", e.port)).unwrap();
+    let mut half = std::net::TcpStream::connect(("127.0.0.1", e.port)).unwrap();
+    half.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    for s in [&mut idle, &mut half] {
+        s.set_read_timeout(Some(std::time::Duration::from_secs(60)))
+            .unwrap();
+        let started = std::time::Instant::now();
+        let mut buf = [0u8; 64];
+        let n = s.read(&mut buf).unwrap_or(0);
+        assert_eq!(n, 0, "{:?}", String::from_utf8_lossy(&buf[..n]));
+        assert!(started.elapsed() < std::time::Duration::from_secs(45));
+    }
+    // Scrapes still work.
+    assert_eq!(e.get("/metrics").0, 200);
+}
