@@ -139,9 +139,9 @@ impl Sampler {
         } else {
             tracing::warn!(
                 library = %lib,
-                retry_in = ?self.backoff,
                 "NVML unavailable ({call}): {err}; GPU metrics are off, everything else is served"
             );
+            tracing::debug!(retry_in = ?self.backoff, "NVML will be loaded again later");
             self.warned = true;
         }
         self.retry_at = Some(Instant::now() + self.backoff);
