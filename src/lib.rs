@@ -24,6 +24,8 @@
 //! assert!(parser.parse("[2026-04-05 20:02:51] INFO: something else").is_none());
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod app;
 pub mod backfill;
 pub mod check;
