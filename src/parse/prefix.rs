@@ -159,7 +159,18 @@ impl TimeResolver {
             }
         };
         let within = t.time.minute() as i64 * 60 + t.time.second() as i64;
-        Some((base + within) as f64 + t.time.subsec_nanosecond() as f64 / 1e9)
+        let secs = (base + within) as f64 + t.time.subsec_nanosecond() as f64 / 1e9;
+        // Without a date anywhere, midnight roll-overs of a log longer than a day can carry the
+        // guessed date past today: pull it back a day, so no line is placed in the future.
+        if t.date.is_none() && self.fixed_date.is_none() {
+            let now = jiff::Timestamp::now().as_second() as f64;
+            if secs > now + 60.0 {
+                self.last_date = self.last_date.and_then(|d| d.yesterday().ok());
+                self.cache = None;
+                return Some(secs - 86_400.0);
+            }
+        }
+        Some(secs)
     }
 }
 
@@ -196,6 +207,26 @@ mod tests {
             })
             .unwrap();
         assert!((now.as_second() as f64 - got - 5.0).abs() < 2.0, "{got}");
+    }
+
+    #[test]
+    fn a_time_only_log_longer_than_a_day_never_reaches_the_future() {
+        let now = jiff::Timestamp::now();
+        let mut r = TimeResolver::new(TimeZone::UTC, None);
+        let t = |h| LogTime {
+            date: None,
+            time: Time::new(h, 0, 0, 0).unwrap(),
+        };
+        // 05:00, 12:00, 20:00, 03:00 (next day), 06:00, 12:00, 20:00, 03:00, 06:00: two days.
+        let mut last = 0.0;
+        for h in [5, 12, 20, 3, 6, 12, 20, 3, 6] {
+            last = r.resolve(t(h)).unwrap();
+            assert!(
+                last <= now.as_second() as f64 + 60.0,
+                "{h}:00 placed at {last}"
+            );
+        }
+        assert!(last > now.as_second() as f64 - 2.0 * 86_400.0);
     }
 
     #[test]

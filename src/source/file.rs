@@ -117,6 +117,16 @@ pub fn follow(path: &Path, ingest: &mut Ingest, cfg: &TailConfig, stop: &AtomicB
     loop {
         if open.is_none() {
             match open_file(path) {
+                // A rotated-away file renamed back: go on where we were in it, not from its
+                // start (and never read it twice).
+                Ok(o) if retired.iter().any(|(r, _, _)| r.id == o.id) => {
+                    if let Some(i) = retired.iter().position(|(r, _, _)| r.id == o.id) {
+                        let (r, l, _) = retired.remove(i);
+                        lb = l;
+                        open = Some(r);
+                        ingest.set_up(true);
+                    }
+                }
                 Ok(o) => {
                     if last_error.take().is_some() || !first_pass {
                         tracing::info!(path = %path.display(), "reading the file");

@@ -291,9 +291,14 @@ pub fn spawn(journalctl: &Path, args: &[OsString]) -> std::io::Result<ChildGuard
     // The guard kills the child when we drop it; SIGTERM/SIGKILL of the whole exporter skips
     // destructors, so the kernel is asked to end the child with its parent too.
     // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    let parent = std::process::id() as libc::pid_t;
     unsafe {
-        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            // The exporter died between fork and prctl: do not outlive it.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::other("the exporter is gone"));
+            }
             Ok(())
         });
     }

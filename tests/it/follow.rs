@@ -460,3 +460,38 @@ fn idle_connections_are_closed() {
     // Scrapes still work.
     assert_eq!(e.get("/metrics").0, 200);
 }
+
+/// A rotated-away file renamed back onto the path is taken up where it was: never read again
+/// from its start, never read twice.
+#[test]
+fn a_file_renamed_back_is_not_read_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("back.log");
+    for n in 1..=3 {
+        append(&p, decode(0, n, 0).as_bytes());
+    }
+    let e = Exporter::start(&["--deleted-file-grace", "30s", p.to_str().unwrap()]);
+    e.scrape_until(10, |s| has(s, &lines_read(&p), 3.0));
+    let away = dir.path().join("back.log.x");
+    std::fs::rename(&p, &away).unwrap();
+    append(&p, decode(1, 1, 0).as_bytes());
+    e.scrape_until(10, |s| has(s, &lines_read(&p), 4.0));
+    // Back over the new file.
+    std::fs::rename(&away, &p).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    append(&p, decode(0, 9, 0).as_bytes());
+    let s = e.scrape_until(10, |s| has(s, &running("back", 0), 9.0));
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    let s2 = e.scrape();
+    for s in [&s, &s2] {
+        assert!(has(s, &lines_read(&p), 5.0), "{s}");
+        assert!(
+            has(
+                s,
+                &format!("sglang_decode_stats_lines_total{}", rank("back", 0)),
+                4.0
+            ),
+            "{s}"
+        );
+    }
+}
