@@ -208,8 +208,9 @@ impl Parser {
         // The SGLang prefix: the last timestamp bracket before the end of the label.
         let region = &line[..m_end];
         let (time, mut ranks) = self.prefix.read(pat, region);
-        if ranks.tp.is_none() {
-            // v0.1.17-v0.2.13 tag every message with `[gpu_id=N] ` or `[gpu=N] `.
+        if ranks.tp.is_none() && time.is_none() {
+            // v0.1.17-v0.2.13 tag every message with `[gpu_id=N] ` or `[gpu=N] ` (those versions
+            // print no timestamp prefix).
             ranks.tp = gpu_tag(region);
         }
         let r = ranks;
@@ -299,7 +300,7 @@ impl Parser {
 
 /// The N of a `[gpu_id=N]` / `[gpu=N]` message tag (v0.1.17-v0.2.13).
 fn gpu_tag(region: &str) -> Option<u32> {
-    let p = region.find("[gpu")?;
+    let p = memchr::memmem::find(region.as_bytes(), b"[gpu")?;
     let rest = &region[p + 4..];
     let rest = rest
         .strip_prefix("_id=")
