@@ -230,20 +230,7 @@ fn last_samples_equal_what_once_shows() {
         // The same idle policy on both sides: the default, and none.
         for idle in ["30s", "100000000"] {
             let path = sample(log);
-            let (code, om, err) = backfill(
-                &[
-                    "--timezone",
-                    "UTC",
-                    "--idle-after",
-                    idle,
-                    "-o",
-                    "-",
-                    path.to_str().unwrap(),
-                ],
-                "",
-            );
-            assert_eq!(code, Some(0), "{err}");
-            check_shape(&om);
+            let om = backfill_utc(&path, idle);
             let last: BTreeMap<String, f64> = series(&om)
                 .into_iter()
                 .map(|(k, v)| (k, v.last().unwrap().1))
@@ -256,6 +243,24 @@ fn last_samples_equal_what_once_shows() {
             }
         }
     }
+}
+
+/// Backfills `path` (UTC prefix times, `--idle-after idle`) to stdout; checks the exit status
+/// and the file's shape.
+fn backfill_utc(path: &std::path::Path, idle: &str) -> String {
+    let args = [
+        "--timezone",
+        "UTC",
+        "--idle-after",
+        idle,
+        "-o",
+        "-",
+        path.to_str().unwrap(),
+    ];
+    let (code, om, err) = backfill(&args, "");
+    assert_eq!(code, Some(0), "{err}");
+    check_shape(&om);
+    om
 }
 
 /// (timestamp, value) of DP0's series `name` in `(from, to)`.
@@ -275,23 +280,7 @@ fn dp0_between(
 #[test]
 fn idle_ranks_read_zero_after_idle_after() {
     let path = sample("pd-decode-session.log");
-    let run = |idle: &str| {
-        let (code, om, err) = backfill(
-            &[
-                "--timezone",
-                "UTC",
-                "--idle-after",
-                idle,
-                "-o",
-                "-",
-                path.to_str().unwrap(),
-            ],
-            "",
-        );
-        assert_eq!(code, Some(0), "{err}");
-        check_shape(&om);
-        series(&om)
-    };
+    let run = |idle: &str| series(&backfill_utc(&path, idle));
     let all = run("30s");
     // Around DP0's gap: the last busy sample, the idle one 30 s later, the next stats line.
     let around = |name: &str| dp0_between(&all, name, GAP.0 - 0.5, GAP.1 + 0.5);

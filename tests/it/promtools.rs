@@ -181,12 +181,7 @@ pub fn query(prom: &Proc, q: &str, time: Option<f64>) -> Vec<(BTreeMap<String, S
     if let Some(t) = time {
         url.push_str(&format!("&time={t}"));
     }
-    let (code, body) = get(&url);
-    assert_eq!(code, 200, "{url}: {body}");
-    let v: serde_json::Value = serde_json::from_str(&body).expect("JSON");
-    v["data"]["result"]
-        .as_array()
-        .expect("result")
+    api_results(&url)
         .iter()
         .map(|r| {
             let labels = serde_json::from_value(r["metric"].clone()).expect("labels");
@@ -194,6 +189,14 @@ pub fn query(prom: &Proc, q: &str, time: Option<f64>) -> Vec<(BTreeMap<String, S
             (labels, val)
         })
         .collect()
+}
+
+/// The `data.result` array of a Prometheus HTTP API answer (status 200 required).
+fn api_results(url: &str) -> Vec<serde_json::Value> {
+    let (code, body) = get(url);
+    assert_eq!(code, 200, "{url}: {body}");
+    let v: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    v["data"]["result"].as_array().expect("result").clone()
 }
 
 /// One series of a range query: labels and (time, value) points.
@@ -206,12 +209,7 @@ pub fn query_range(prom: &Proc, q: &str, start: f64, end: f64, step: f64) -> Vec
         prom.port,
         enc(q)
     );
-    let (code, body) = get(&url);
-    assert_eq!(code, 200, "{url}: {body}");
-    let v: serde_json::Value = serde_json::from_str(&body).expect("JSON");
-    v["data"]["result"]
-        .as_array()
-        .expect("result")
+    api_results(&url)
         .iter()
         .map(|r| {
             let labels = serde_json::from_value(r["metric"].clone()).expect("labels");
