@@ -258,7 +258,8 @@ impl Pusher {
             agent = agent.tls_config(tls.clone());
         }
         let agent = agent.build();
-        if let Ok(mut s) = state.lock() {
+        {
+            let mut s = crate::state::lock(&state);
             s.add_extra(FAILURES, "", 0.0);
             s.add_extra(PUSHES, "", 0.0);
         }
@@ -298,7 +299,7 @@ impl Pusher {
     }
 
     fn record(&self, result: &Result<u16, (u16, String)>) {
-        let Ok(mut s) = self.state.lock() else { return };
+        let mut s = crate::state::lock(&self.state);
         match result {
             Ok(code) => {
                 s.set_extra(LAST_STATUS, "", f64::from(*code));

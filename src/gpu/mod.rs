@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use crate::family::{Family, Kind, Labels};
 use crate::record::Ranks;
-use crate::state::{Shared, State};
+use crate::state::{lock, Shared, State};
 use correlate::{GpuRef, Inputs, Mapping, ServerView};
 use nvml::Reading;
 use procfs::ProcInfo;
@@ -348,13 +348,6 @@ fn views(s: &State) -> Vec<ServerView> {
             ranks: srv.ranks.keys().copied().collect::<Vec<Ranks>>(),
         })
         .collect()
-}
-
-fn lock(state: &Shared) -> std::sync::MutexGuard<'_, State> {
-    match state.lock() {
-        Ok(s) => s,
-        Err(p) => p.into_inner(),
-    }
 }
 
 /// Starts the sampler thread: a sample now, then one every `interval` until `stop`.

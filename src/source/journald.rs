@@ -498,9 +498,11 @@ pub fn supervise(
                 let r = run_child(cfg, unit, &start, true, ingest, &mut cursor, || {
                     started_once = true;
                     if restart {
-                        if let Ok(mut s) = state.lock() {
-                            s.add_extra("sglang_log_exporter_journalctl_restarts_total", unit, 1.0);
-                        }
+                        crate::state::lock(state).add_extra(
+                            "sglang_log_exporter_journalctl_restarts_total",
+                            unit,
+                            1.0,
+                        );
                     }
                 });
                 r.map(|run| {

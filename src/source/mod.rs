@@ -184,13 +184,11 @@ impl Ingest {
 
     /// Sets `sglang_log_exporter_source_up` for this source.
     pub fn set_up(&mut self, up: bool) {
-        if let Ok(mut s) = self.state.lock() {
-            s.set_extra(
-                "sglang_log_exporter_source_up",
-                &self.source,
-                f64::from(u8::from(up)),
-            );
-        }
+        lock(&self.state).set_extra(
+            "sglang_log_exporter_source_up",
+            &self.source,
+            f64::from(u8::from(up)),
+        );
     }
 }
 
