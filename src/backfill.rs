@@ -247,12 +247,6 @@ struct Ctx<'a> {
     idle_after: f64,
 }
 
-/// Whether a rank whose last stats line was at `last` reads idle at `ts` (as
-/// [`crate::export::metrics`] decides it for a scrape).
-fn is_idle(last: Option<f64>, ts: f64, idle_after: f64) -> bool {
-    last.is_none_or(|t| ts - t > idle_after)
-}
-
 /// The end of the input: every rank whose last stats line is more than `idle_after` before the
 /// latest time read gets its idle sample.
 fn idle_at_end(state: &State, om: &mut OpenMetrics, idle_after: f64) {
@@ -357,7 +351,7 @@ impl Ctx<'_> {
         };
         let labels = render_labels(&rank_labels(server, srv, ranks));
         let pat = self.state.patterns();
-        let idle = is_idle(rank.last_stats, ts, self.idle_after);
+        let idle = rank.is_idle(ts, self.idle_after);
         for (id, def) in pat.metrics.iter().enumerate() {
             let v = if srv.values[id].is_nan() {
                 rank.values[id]

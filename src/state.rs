@@ -78,6 +78,14 @@ pub struct RankState {
     pub retractions: u64,
 }
 
+impl RankState {
+    /// The idle policy: no stats line for more than `idle_after` seconds before `now` (or none
+    /// at all). Live scrapes, `--once` and backfill all judge by this.
+    pub fn is_idle(&self, now: f64, idle_after: f64) -> bool {
+        self.last_stats.is_none_or(|t| now - t > idle_after)
+    }
+}
+
 /// One SGLang server (one source name).
 #[derive(Debug, Clone)]
 pub struct ServerState {

@@ -92,10 +92,6 @@ pub fn families(state: &State, now: f64) -> Vec<Family> {
     out
 }
 
-fn is_idle(rank: &RankState, now: f64, idle_after: f64) -> bool {
-    rank.last_stats.is_none_or(|t| now - t > idle_after)
-}
-
 /// The value a scrape shows for metric `id` of a rank at `now`: the server-scope value (the
 /// capacity line) where there is one, else the rank's; 0 for an activity gauge of an idle rank;
 /// 0 for a counter of a rank that prints stats but never added to it (so the first retraction is
@@ -117,7 +113,7 @@ pub fn shown_value(
         return (def.kind == MetricKind::Counter && rank.last_stats.is_some()).then_some(0.0);
     }
     let idle_after = state.config().idle_after;
-    if def.activity && is_idle(rank, now, idle_after) {
+    if def.activity && rank.is_idle(now, idle_after) {
         return Some(0.0);
     }
     Some(v)
@@ -176,10 +172,7 @@ fn rank_families(state: &State, now: f64, idle_after: f64) -> Vec<Family> {
         for (ranks, rank) in &srv.ranks {
             let labels = || rank_labels(name, srv, ranks);
             if let Some(t) = rank.last_stats {
-                idle.push(
-                    labels(),
-                    f64::from(u8::from(is_idle(rank, now, idle_after))),
-                );
+                idle.push(labels(), f64::from(u8::from(rank.is_idle(now, idle_after))));
                 last.push(labels(), t);
             }
             // Counters exist from a rank's first stats line (at 0), so their first increase is
