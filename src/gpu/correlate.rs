@@ -132,7 +132,7 @@ pub struct Mapping {
 pub fn server_of<'a>(p: &ProcInfo, servers: &'a [ServerView]) -> Option<&'a ServerView> {
     match &p.unit {
         Some(u) => {
-            let stem = u.strip_suffix(".service").unwrap_or(u);
+            let stem = crate::source::server_name_of_unit(u);
             servers.iter().find(|s| s.name == *u || s.name == stem)
         }
         None if servers.len() == 1 => servers.first(),

@@ -80,9 +80,7 @@ impl Framer {
                         .realtime
                         .and_then(|s| s.parse::<f64>().ok())
                         .map(|us| us / 1e6);
-                    let unit = rec
-                        .unit
-                        .map(|u| u.strip_suffix(".service").unwrap_or(&u).to_string());
+                    let unit = rec.unit.map(|u| super::server_name_of_unit(&u).to_string());
                     let text = match msg {
                         serde_json::Value::String(s) => s.into_bytes(),
                         serde_json::Value::Array(a) => a

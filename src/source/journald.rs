@@ -132,7 +132,7 @@ pub fn unit_name(arg: &str) -> Result<String, String> {
 /// The `server` label of a unit: its name without `.service` (as the framer names journald
 /// records by `_SYSTEMD_UNIT`).
 pub fn server_of(unit: &str) -> String {
-    unit.strip_suffix(".service").unwrap_or(unit).to_string()
+    super::server_name_of_unit(unit).to_string()
 }
 
 /// The source name of a unit in the self metrics.

@@ -192,6 +192,12 @@ impl Ingest {
     }
 }
 
+/// The server name of a systemd unit: the unit without `.service` (`sglang-decode.service` →
+/// `sglang-decode`), for journald records, `--journal-unit` and the GPU correlation alike.
+pub fn server_name_of_unit(unit: &str) -> &str {
+    unit.strip_suffix(".service").unwrap_or(unit)
+}
+
 /// The default server name of a path: its file stem (`/var/log/sglang-decode.log` →
 /// `sglang-decode`).
 pub fn server_name_of(path: &std::path::Path) -> String {
