@@ -13,7 +13,7 @@ use sglang_log_exporter::parse::patterns::Patterns;
 use sglang_log_exporter::parse::prefix::TimeResolver;
 use sglang_log_exporter::parse::Parser;
 use sglang_log_exporter::source::framing::Framer;
-use sglang_log_exporter::source::Ingest;
+use sglang_log_exporter::source::{Ingest, Pipeline};
 use sglang_log_exporter::state::{State, StateConfig};
 
 #[global_allocator]
@@ -94,12 +94,11 @@ mod ingest {
         let pat = Arc::new(Patterns::embedded().expect("embedded patterns"));
         let state = State::shared(pat.clone(), StateConfig::default());
         let mut ing = Ingest::new(
-            Parser::new(pat),
+            Pipeline::new(Parser::new(pat), 1 << 20, None),
             state,
             "bench.log",
             "bench",
             TimeResolver::new(jiff::tz::TimeZone::UTC, None),
-            1 << 20,
         );
         // The first line creates the server and rank entries; measure the steady state.
         ing.line(line.as_bytes());

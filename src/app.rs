@@ -13,10 +13,10 @@ use crate::export::{http, metrics, push, webconfig};
 use crate::parse::patterns::{PatternError, Patterns};
 use crate::parse::prefix::TimeResolver;
 use crate::parse::Parser;
-use crate::source::file::{follow, TailConfig};
+use crate::source::file::{TailConfig, Tailer};
 use crate::source::journald::{self, JournalConfig};
-use crate::source::{now_unix, server_name_of, stdin, Ingest};
-use crate::state::{Shared, State, StateConfig};
+use crate::source::{now_unix, server_name_of, stdin, Ingest, Pipeline};
+use crate::state::{SelfMetric, Shared, State, StateConfig};
 
 /// A start-up error: printed as `error: …` and exit status 2.
 #[derive(Debug, thiserror::Error)]
@@ -60,6 +60,8 @@ pub struct Config {
     pub journal: JournalConfig,
     /// Pushgateway settings (`--push.url`).
     pub push: Option<push::PushConfig>,
+    /// `--input.json-message-key`.
+    pub json_message_key: Option<String>,
 }
 
 /// Reads the input arguments (`PATH`, `NAME=PATH`, `-`). With `finished` (the inputs are read
@@ -196,30 +198,36 @@ impl Config {
             },
             gpu: gpu_config(a)?,
             push: push::PushConfig::from_args(&a.push).map_err(ConfigError)?,
+            json_message_key: a.read.json_message_key.clone(),
         })
     }
 
     fn ingest(&self, state: &Shared, source: &str, server: &str) -> Ingest {
-        Ingest::new(
+        let pipeline = Pipeline::new(
             Parser::new(self.patterns.clone()),
+            self.tail.max_line,
+            self.json_message_key.as_deref(),
+        );
+        Ingest::new(
+            pipeline,
             state.clone(),
             source,
             server,
             TimeResolver::new(self.tz.clone(), self.date),
-            self.tail.max_line,
         )
     }
 }
 
-/// The exposition text of the state: "now" is the latest input time when `input_clock` (a
-/// finished input), else the wall clock.
+/// The exposition text of the state: "now" is the log clock when `input_clock` (a finished
+/// input), else the wall clock. Expired engines and retired servers are removed first.
 pub fn render(state: &Shared, input_clock: bool) -> String {
-    let s = crate::state::lock(state);
+    let mut s = crate::state::lock(state);
     let now = if input_clock {
-        s.latest_input().unwrap_or_else(now_unix)
+        s.log_clock().unwrap_or_else(now_unix)
     } else {
         now_unix()
     };
+    s.expire(now);
     let fams = metrics::families(&s, now);
     drop(s);
     metrics::encode_text(&fams)
@@ -233,7 +241,7 @@ pub fn run_once(cfg: &Config) -> ExitCode {
         match input {
             Input::File { server, path } => {
                 let mut ing = cfg.ingest(&state, &path.display().to_string(), server);
-                follow(path, &mut ing, &cfg.tail, &stop);
+                Tailer::new(path, cfg.tail.clone()).run(&mut ing, &stop);
             }
             Input::Stdin { server } => {
                 let mut ing = cfg.ingest(&state, "-", server);
@@ -300,10 +308,15 @@ pub fn run_live(cfg: Config, a: &RunArgs) -> Result<(), ConfigError> {
             Input::File { server, path } => {
                 let source = path.display().to_string();
                 spawn_source(format!("follow {source}"), move || {
-                    supervise(&source, &stop, || {
-                        let mut ing = cfg.ingest(&state, &source, &server);
-                        follow(&path, &mut ing, &cfg.tail, &stop);
-                    })
+                    let mut ing = cfg.ingest(&state, &source, &server);
+                    let mut tailer = Tailer::new(&path, cfg.tail.clone());
+                    supervise(
+                        &mut ing,
+                        &stop,
+                        &mut tailer,
+                        |t, ing| t.run(ing, &stop),
+                        Tailer::recover,
+                    );
                 })?;
             }
             Input::Stdin { server } => spawn_source("stdin".into(), move || {
@@ -317,10 +330,16 @@ pub fn run_live(cfg: Config, a: &RunArgs) -> Result<(), ConfigError> {
         let (cfg, state, stop) = (cfg.clone(), state.clone(), stop.clone());
         spawn_source(format!("journal {unit}"), move || {
             let source = journald::source_of(&unit);
-            supervise(&source, &stop, || {
-                let mut ing = cfg.ingest(&state, &source, &journald::server_of(&unit));
-                journald::supervise(&cfg.journal, &unit, &mut ing, &state, &stop);
-            })
+            let mut ing = cfg.ingest(&state, &source, &journald::server_of(&unit));
+            // The cursor outlives a restart: the new child goes on after the last entry read.
+            let mut cursor: Option<String> = None;
+            supervise(
+                &mut ing,
+                &stop,
+                &mut cursor,
+                |c, ing| journald::follow_unit(&cfg.journal, &unit, ing, &state, &stop, c),
+                |_| {},
+            );
         })?;
     }
     if let Some(g) = &cfg.gpu {
@@ -376,24 +395,34 @@ fn spawn_source(name: String, f: impl FnOnce() + Send + 'static) -> Result<(), C
         .map_err(|e| ConfigError(format!("cannot start the thread {name}: {e}")))
 }
 
-/// Runs a source until it returns normally (stop requested); a panic in it (a bug of ours) is
-/// logged and the source restarted after a pause, so one input's failure never stops the others
-/// or the server.
-fn supervise(source: &str, stop: &AtomicBool, mut run: impl FnMut()) {
+/// Runs a source's reader until it returns normally (stop requested). A panic in it (a bug of
+/// ours that the per-line guard did not catch) is counted in
+/// `sglang_log_exporter_source_panics_total`, the source reads down, and after a second the
+/// reader is recovered (`recover`: it goes on after the last line it handed out, so nothing is
+/// read twice) and run again: one input's failure never stops the others or the server.
+fn supervise<T>(
+    ing: &mut Ingest,
+    stop: &AtomicBool,
+    reader: &mut T,
+    mut run: impl FnMut(&mut T, &mut Ingest),
+    mut recover: impl FnMut(&mut T),
+) {
     loop {
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(&mut run)) {
-            Ok(()) => return,
-            Err(_) => {
-                tracing::error!(
-                    source,
-                    "the reader of this source failed (a bug); restarting it in 5 s"
-                );
-                std::thread::sleep(std::time::Duration::from_secs(5));
-                if stop.load(Ordering::Relaxed) {
-                    return;
-                }
-            }
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(reader, ing)));
+        if r.is_ok() {
+            return;
         }
+        crate::state::lock(ing.state()).add_self(SelfMetric::SourcePanics, ing.source(), 1.0);
+        ing.set_up(false);
+        tracing::error!(
+            source = ing.source(),
+            "the reader of this source failed (a bug); restarting it where it stopped in 1 s"
+        );
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        recover(reader);
     }
 }
 

@@ -21,40 +21,21 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::app::{load_patterns, parse_inputs, timezone, ConfigError, Input};
 use crate::cli::BackfillArgs;
-use crate::export::metrics::rank_labels;
 use crate::export::openmetrics::{render_labels, OpenMetrics};
-use crate::family::Kind;
+use crate::family::{Kind, Labels};
 use crate::parse::patterns::Class;
-use crate::parse::patterns::MetricKind;
 use crate::parse::prefix::TimeResolver;
 use crate::parse::Parser;
 use crate::record::Ranks;
-use crate::source::framing::{Framed, Framer};
 use crate::source::linebuf::{Event, LineBuf};
-use crate::source::now_unix;
-use crate::state::{State, StateConfig};
+use crate::source::{now_unix, plausible_time, Outcome, Pipeline};
+use crate::state::{ServerKey, SourceDelta, State, StateConfig};
+use crate::view;
 
 /// Samples newer than this (seconds) may overlap Prometheus' head block and are unsafe to
 /// backfill.
 const RECENT: f64 = 3.0 * 3600.0;
 
-/// Rank counters sampled besides the pattern file's metrics (as in [`crate::export::metrics`]).
-const RANK_COUNTERS: &[&str] = &[
-    "sglang_prefill_batches_total",
-    "sglang_decode_stats_lines_total",
-    "sglang_retractions_total",
-];
-
-/// `sglang_idle` and `sglang_last_stats_timestamp_seconds`, with the help texts of
-/// [`crate::export::metrics`].
-const IDLE: (&str, &str) = (
-    "sglang_idle",
-    "1 when the rank printed no stats line for --idle-after seconds (its activity gauges then read 0), else 0.",
-);
-const LAST_STATS: (&str, &str) = (
-    "sglang_last_stats_timestamp_seconds",
-    "Unix time in seconds of the rank's last prefill or decode stats line.",
-);
 /// Least gap between a stats sample and the idle sample after it (`--idle-after 0`): the output
 /// keeps milliseconds, and of two samples at one time only the last would be kept.
 const MIN_IDLE_GAP: f64 = 0.001;
@@ -68,19 +49,31 @@ pub struct Summary {
     pub samples: u64,
     /// Samples newer than 3 hours.
     pub recent: u64,
-    /// Stats lines skipped because they carry no usable time.
-    pub untimed: u64,
+    /// Stats lines skipped because their prefix has a time but no date, and no `--date` was
+    /// given.
+    pub dateless: u64,
+    /// Stats lines skipped because they carry no time at all (no SGLang prefix time, no
+    /// wrapper time: SGLang before v0.2.14, or a wrapper that dropped the prefix).
+    pub timeless: u64,
+    /// Stats lines skipped because their time is implausible (in the future, or before 2023).
+    pub implausible: u64,
+    /// Lines whose reading hit a bug (caught panics), skipped.
+    pub panics: u64,
 }
 
 /// Runs the subcommand; exit status 0, 1 when writing failed, 2 for a bad argument or input.
 pub fn run(a: &BackfillArgs) -> ExitCode {
     match backfill(a) {
         Ok(s) => {
-            if s.untimed > 0 {
-                eprintln!(
-                    "warning: {} stats lines had no usable time and were skipped (time-only prefixes need --date)",
-                    s.untimed
-                );
+            for (n, what) in [
+                (s.dateless, "have a time but no date in their prefix (SGLang v0.2.14-v0.3.3); give --date YYYY-MM-DD to place them"),
+                (s.timeless, "carry no time at all (no SGLang prefix time, no wrapper time); backfill cannot place them in time (--once shows their last values)"),
+                (s.implausible, "have an implausible time (more than a day ahead, or before 2023: a corrupt prefix)"),
+                (s.panics, "hit a bug of the exporter while being read (a panic)"),
+            ] {
+                if n > 0 {
+                    eprintln!("warning: {n} stats lines were skipped: they {what}");
+                }
             }
             if s.recent > 0 {
                 eprintln!(
@@ -136,26 +129,21 @@ pub fn backfill(a: &BackfillArgs) -> Result<Summary, BackfillError> {
         ..StateConfig::default()
     };
     let mut state = State::new(patterns.clone(), cfg);
-    let mut parser = Parser::new(patterns.clone());
+    let mut pipeline = Pipeline::new(
+        Parser::new(patterns.clone()),
+        a.read.max_line_bytes,
+        a.read.json_message_key.as_deref(),
+    );
     let mut om = OpenMetrics::new();
     let mut sum = Summary::default();
-    let total: u64 = inputs
+    let extra: Labels = a
+        .labels
         .iter()
-        .filter_map(|(_, p)| p.as_ref().and_then(|p| std::fs::metadata(p).ok()))
-        .map(|m| m.len())
-        .sum();
-    let bar = if std::io::stderr().is_terminal() {
-        let b = ProgressBar::new(total);
-        b.set_style(
-            ProgressStyle::with_template(
-                "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-        b
-    } else {
-        ProgressBar::hidden()
-    };
+        .map(|(k, v)| (&*k.clone().leak(), v.clone()))
+        .collect();
+    let catalog = view::rank_catalog(&patterns);
+    let bar = progress_bar(&inputs);
+    let now = now_unix();
     for (server, path) in &inputs {
         let mut times = TimeResolver::new(tz.clone(), a.read.date);
         let mut reader: Box<dyn Read> = match path {
@@ -170,15 +158,21 @@ pub fn backfill(a: &BackfillArgs) -> Result<Summary, BackfillError> {
             .map_or("-".to_string(), |p| p.display().to_string());
         let mut ctx = Ctx {
             state: &mut state,
-            parser: &mut parser,
-            framer: Framer::new(a.read.max_line_bytes),
+            pipeline: &mut pipeline,
             times: &mut times,
-            om: &mut om,
+            out: Out {
+                om: &mut om,
+                catalog: &catalog,
+                extra: &extra,
+                buf: Vec::new(),
+            },
             sum: &mut sum,
             server,
             source: &source,
             date_given: a.read.date.is_some(),
             idle_after,
+            now,
+            key: ServerKey::plain(server),
         };
         read_lines(
             &mut *reader,
@@ -189,17 +183,39 @@ pub fn backfill(a: &BackfillArgs) -> Result<Summary, BackfillError> {
         )?;
     }
     bar.finish_and_clear();
-    idle_at_end(&state, &mut om, idle_after);
-    let now = now_unix();
-    let mut out: Box<dyn Write> = if a.output.as_os_str() == "-" {
+    let mut out = Out {
+        om: &mut om,
+        catalog: &catalog,
+        extra: &extra,
+        buf: Vec::new(),
+    };
+    idle_at_end(&state, &mut out, idle_after);
+    let mut w: Box<dyn Write> = if a.output.as_os_str() == "-" {
         Box::new(std::io::BufWriter::new(std::io::stdout().lock()))
     } else {
         Box::new(std::io::BufWriter::new(std::fs::File::create(&a.output)?))
     };
     sum.recent = om.count_after(now - RECENT);
-    sum.samples = om.write(&mut out)?;
-    out.flush()?;
+    sum.samples = om.write(&mut w)?;
+    w.flush()?;
     Ok(sum)
+}
+
+fn progress_bar(inputs: &[(String, Option<std::path::PathBuf>)]) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let total: u64 = inputs
+        .iter()
+        .filter_map(|(_, p)| p.as_ref().and_then(|p| std::fs::metadata(p).ok()))
+        .map(|m| m.len())
+        .sum();
+    let b = ProgressBar::new(total);
+    b.set_style(
+        ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    b
 }
 
 fn read_lines(
@@ -213,7 +229,7 @@ fn read_lines(
     let mut r = bar.wrap_read(r);
     loop {
         match lb.fill(&mut r, |e| {
-            if let Event::Line(l) = e {
+            if let Event::Line(l, _) = e {
                 f(l)
             }
         }) {
@@ -225,183 +241,128 @@ fn read_lines(
             }
         }
     }
-    lb.flush_partial(|e| {
-        if let Event::Line(l) = e {
-            f(l)
-        }
-    });
     Ok(())
+}
+
+/// Where samples go: the OpenMetrics collection, with the per-rank catalog and the extra labels.
+struct Out<'a> {
+    om: &'a mut OpenMetrics,
+    catalog: &'a [(String, String, Kind)],
+    extra: &'a Labels,
+    buf: Vec<(usize, f64)>,
+}
+
+impl Out<'_> {
+    /// Writes every series of one rank as a scrape at `at` would show it
+    /// ([`view::rank_samples`]).
+    fn rank(&mut self, state: &State, key: &ServerKey, ranks: &Ranks, at: f64) {
+        let Some(srv) = state.servers().get(key) else {
+            return;
+        };
+        let Some(rank) = srv.ranks.get(ranks) else {
+            return;
+        };
+        let mut labels = self.extra.clone();
+        labels.extend(view::rank_labels(key, srv, ranks));
+        let labels = render_labels(&labels);
+        view::rank_samples(state, srv, rank, at, &mut self.buf);
+        for &(i, v) in &self.buf {
+            let (name, help, kind) = &self.catalog[i];
+            self.om.add_rendered(name, help, *kind, &labels, at, v);
+        }
+    }
 }
 
 struct Ctx<'a> {
     state: &'a mut State,
-    parser: &'a mut Parser,
-    framer: Framer,
+    pipeline: &'a mut Pipeline,
     times: &'a mut TimeResolver,
-    om: &'a mut OpenMetrics,
+    out: Out<'a>,
     sum: &'a mut Summary,
     server: &'a str,
     source: &'a str,
     date_given: bool,
     /// `--idle-after` in seconds.
     idle_after: f64,
+    /// The wall clock at the start: no sample may lie beyond it (plus a day).
+    now: f64,
+    /// The key of the line's server, reused from line to line.
+    key: ServerKey,
 }
 
 /// The end of the input: every rank whose last stats line is more than `idle_after` before the
-/// latest time read gets its idle sample.
-fn idle_at_end(state: &State, om: &mut OpenMetrics, idle_after: f64) {
-    let Some(end) = state.latest_input() else {
+/// log clock gets its idle sample.
+fn idle_at_end(state: &State, out: &mut Out<'_>, idle_after: f64) {
+    let Some(end) = state.log_clock() else {
         return;
     };
-    for (server, srv) in state.servers() {
+    for (key, srv) in state.servers() {
         for (ranks, rank) in &srv.ranks {
-            if let Some(last) = rank.last_stats {
-                if end - last > idle_after {
-                    idle_sample(state, om, server, ranks, last, idle_after);
-                }
+            if let Some(last) = rank.last_stats.filter(|&l| end - l > idle_after) {
+                out.rank(state, key, ranks, last + idle_after.max(MIN_IDLE_GAP));
             }
         }
     }
-}
-
-/// Writes what changes when a rank turns idle, at `last + idle_after`: its activity gauges 0,
-/// `sglang_idle` 1 (and its last stats time).
-fn idle_sample(
-    state: &State,
-    om: &mut OpenMetrics,
-    server: &str,
-    ranks: &Ranks,
-    last: f64,
-    idle_after: f64,
-) {
-    let Some(srv) = state.servers().get(server) else {
-        return;
-    };
-    let Some(rank) = srv.ranks.get(ranks) else {
-        return;
-    };
-    let at = last + idle_after.max(MIN_IDLE_GAP);
-    let labels = render_labels(&rank_labels(server, srv, ranks));
-    for (id, def) in state.patterns().metrics.iter().enumerate() {
-        if def.activity && !(srv.values[id].is_nan() && rank.values[id].is_nan()) {
-            om.add_rendered(&def.name, &def.help, Kind::Gauge, &labels, at, 0.0);
-        }
-    }
-    om.add_rendered(IDLE.0, IDLE.1, Kind::Gauge, &labels, at, 1.0);
-    om.add_rendered(LAST_STATS.0, LAST_STATS.1, Kind::Gauge, &labels, at, last);
 }
 
 impl Ctx<'_> {
     fn line(&mut self, raw: &[u8]) {
         self.sum.lines += 1;
-        let (text, unit, realtime) = match self.framer.frame(raw) {
-            Framed::Plain(l) => (String::from_utf8_lossy(l).into_owned(), None, None),
-            Framed::Message {
-                text,
-                unit,
+        let mut d = SourceDelta::default();
+        let (rec, realtime) = match self.pipeline.run(raw, &mut d) {
+            Outcome::Parsed {
+                rec,
                 realtime,
-            } => (String::from_utf8_lossy(&text).into_owned(), unit, realtime),
-            Framed::Pending | Framed::NullMessage => return,
+                unit,
+            } => {
+                self.key.server.clear();
+                self.key.server.push_str(unit.unwrap_or(self.server));
+                (rec, realtime)
+            }
+            Outcome::Skipped | Outcome::Unmatched(_) => return,
+            Outcome::Panicked => {
+                self.sum.panics += 1;
+                return;
+            }
         };
-        let Some(rec) = self.parser.parse(&text) else {
-            return;
-        };
+        self.key.engine.clear();
+        self.key.engine.push_str(rec.engine.unwrap_or(""));
         let stats = matches!(rec.class, Class::Prefill | Class::Decode | Class::Retract);
-        let ts = realtime.or_else(|| match rec.time {
-            // A time without a date would be placed on today: refuse it without --date.
-            Some(t) if t.date.is_none() && !self.date_given => None,
-            Some(t) => self.times.resolve(t),
-            None => None,
-        });
-        let server = unit.as_deref().unwrap_or(self.server);
-        if stats && ts.is_none() {
-            self.sum.untimed += 1;
+        let ts = match (realtime, rec.time) {
+            (Some(t), _) => Some(t),
+            // A time without a date would be placed on today: refused without --date.
+            (None, Some(t)) if t.date.is_none() && !self.date_given => {
+                self.sum.dateless += u64::from(stats);
+                return;
+            }
+            (None, Some(t)) => self.times.resolve(t),
+            (None, None) => {
+                self.sum.timeless += u64::from(stats);
+                return;
+            }
+        };
+        let Some(ts) = ts.filter(|t| plausible_time(*t, self.now)) else {
+            self.sum.implausible += u64::from(stats);
             return;
-        }
+        };
         let ranks = rec.ranks;
-        if let (Class::Prefill | Class::Decode, Some(ts)) = (rec.class, ts) {
+        if matches!(rec.class, Class::Prefill | Class::Decode) {
             // The rank's first stats line after a gap: it went idle in between.
             let last = self
                 .state
                 .servers()
-                .get(server)
+                .get(&self.key)
                 .and_then(|s| s.ranks.get(&ranks))
                 .and_then(|r| r.last_stats);
             if let Some(last) = last.filter(|&l| ts - l > self.idle_after) {
-                idle_sample(self.state, self.om, server, &ranks, last, self.idle_after);
+                let at = last + self.idle_after.max(MIN_IDLE_GAP);
+                self.out.rank(self.state, &self.key, &ranks, at);
             }
         }
-        self.state.apply(self.source, server, &rec, ts);
-        let (true, Some(ts)) = (stats, ts) else {
-            return;
-        };
-        self.sample(server, &ranks, ts);
-    }
-
-    /// Adds the current values of one rank at `ts`: what [`crate::export::metrics::families`]
-    /// shows for it (server-scope values on every rank; activity gauges 0 while idle, e.g. at a
-    /// retraction line long after the last stats line), computed for this rank only so a long log
-    /// costs time in proportion to its lines.
-    fn sample(&mut self, server: &str, ranks: &Ranks, ts: f64) {
-        let Some(srv) = self.state.servers().get(server) else {
-            return;
-        };
-        let Some(rank) = srv.ranks.get(ranks) else {
-            return;
-        };
-        let labels = render_labels(&rank_labels(server, srv, ranks));
-        let pat = self.state.patterns();
-        let idle = rank.is_idle(ts, self.idle_after);
-        for (id, def) in pat.metrics.iter().enumerate() {
-            let v = if srv.values[id].is_nan() {
-                rank.values[id]
-            } else {
-                srv.values[id]
-            };
-            if v.is_nan() {
-                continue;
-            }
-            let v = if def.activity && idle { 0.0 } else { v };
-            let kind = match def.kind {
-                MetricKind::Gauge => Kind::Gauge,
-                MetricKind::Counter => Kind::Counter,
-            };
-            self.om
-                .add_rendered(&def.name, &def.help, kind, &labels, ts, v);
-        }
-        if let Some(last) = rank.last_stats {
-            let om = &mut *self.om;
-            om.add_rendered(
-                IDLE.0,
-                IDLE.1,
-                Kind::Gauge,
-                &labels,
-                ts,
-                f64::from(u8::from(idle)),
-            );
-            om.add_rendered(LAST_STATS.0, LAST_STATS.1, Kind::Gauge, &labels, ts, last);
-        }
-        for (name, help, n) in [
-            (
-                RANK_COUNTERS[0],
-                "Prefill batches, one per Prefill batch line.",
-                rank.prefill_lines,
-            ),
-            (
-                RANK_COUNTERS[1],
-                "Decode batch stats lines (one every --decode-log-interval decode steps).",
-                rank.decode_lines,
-            ),
-            (
-                RANK_COUNTERS[2],
-                "Retraction events (KV cache pool full), one per retraction line.",
-                rank.retractions,
-            ),
-        ] {
-            if n > 0 {
-                self.om
-                    .add_rendered(name, help, Kind::Counter, &labels, ts, n as f64);
-            }
+        self.state
+            .apply(self.source, &self.key.server, &rec, Some(ts));
+        if stats {
+            self.out.rank(self.state, &self.key, &ranks, ts);
         }
     }
 }

@@ -10,12 +10,16 @@ use std::sync::Arc;
 use crate::parse::patterns::Patterns;
 use crate::parse::Parser;
 use crate::source::linebuf::{Event, LineBuf};
+use crate::source::{Outcome, Pipeline};
+use crate::state::SourceDelta;
 
 /// Most unknown field names listed in the report (the rest are counted).
 const MAX_LISTED: usize = 64;
 
-/// Runs the subcommand: a report per input on stdout; exit 2 for a bad pattern file or an
-/// unreadable input. A closed stdout (`| head`) ends the report quietly.
+/// Runs the subcommand: a report per input on stdout. Exit status 0 when every stats-like line
+/// matched and every field was known and readable; 1 when some were not (so `check` can gate a
+/// CI job on a new SGLang version's logs); 2 for a bad pattern file or an unreadable input. A
+/// closed stdout (`| head`) ends the report quietly.
 pub fn run(a: &crate::cli::CheckArgs) -> ExitCode {
     let fail = |msg: String| {
         eprintln!("error: {msg}");
@@ -25,19 +29,22 @@ pub fn run(a: &crate::cli::CheckArgs) -> ExitCode {
         Ok(p) => p,
         Err(e) => return fail(e.to_string()),
     };
+    let key = a.json_message_key.as_deref();
     let mut out = std::io::stdout().lock();
+    let mut gaps = false;
     for path in &a.paths {
         let name = path.display().to_string();
         let rep = if name == "-" {
-            check(&pat, &mut std::io::stdin().lock())
+            check(&pat, key, &mut std::io::stdin().lock())
         } else {
             match std::fs::File::open(path) {
-                Ok(mut f) => check(&pat, &mut f),
+                Ok(mut f) => check(&pat, key, &mut f),
                 Err(e) => return fail(format!("cannot read {name}: {e}")),
             }
         };
         match rep {
             Ok(r) => {
+                gaps |= r.has_gaps();
                 if out.write_all(r.render(&name).as_bytes()).is_err() {
                     return ExitCode::SUCCESS;
                 }
@@ -46,7 +53,11 @@ pub fn run(a: &crate::cli::CheckArgs) -> ExitCode {
         }
     }
     let _ = out.flush();
-    ExitCode::SUCCESS
+    if gaps {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 /// Counts of a coverage run.
@@ -63,39 +74,64 @@ pub struct Report {
     pub suspicious: Vec<String>,
     /// All stats-like unmatched lines.
     pub suspicious_total: u64,
+    /// Field values that could not be read (and stats-line pieces that were not `key: value`).
+    pub bad_values: u64,
+    /// The first few lines with unreadable values, verbatim.
+    pub bad_samples: Vec<String>,
     /// Lines over the length limit.
     pub oversized: u64,
     /// A last line without its newline (not parsed).
     pub incomplete: u64,
+    /// Lines whose reading hit a bug (caught panics).
+    pub panics: u64,
 }
 
-/// Reads `input` and counts what the patterns make of it.
-pub fn check<R: Read>(patterns: &Arc<Patterns>, input: &mut R) -> std::io::Result<Report> {
-    let mut parser = Parser::new(patterns.clone());
+/// Lines quoted per problem in the report.
+const SAMPLES: usize = 5;
+
+/// Reads `input` and counts what the patterns make of it (through the same [`Pipeline`] as
+/// every other input path: wrappers, colour codes, JSON envelopes).
+pub fn check<R: Read>(
+    patterns: &Arc<Patterns>,
+    message_key: Option<&str>,
+    input: &mut R,
+) -> std::io::Result<Report> {
+    let max_line = 1 << 20;
+    let mut pipeline = Pipeline::new(Parser::new(patterns.clone()), max_line, message_key);
     let mut rep = Report::default();
-    let mut lb = LineBuf::new(1 << 20);
+    let mut lb = LineBuf::new(max_line);
+    let mut d = SourceDelta::default();
     let mut on = |e: Event<'_>, rep: &mut Report| match e {
         Event::Oversized => rep.oversized += 1,
         Event::Incomplete => rep.incomplete += 1,
-        Event::Line(l) => {
+        Event::NulRun => {}
+        Event::Line(l, _) => {
             rep.lines += 1;
-            let text = String::from_utf8_lossy(l);
-            match parser.parse(&text) {
-                Some(r) => {
+            match pipeline.run(l, &mut d) {
+                Outcome::Parsed { rec, .. } => {
                     *rep.kinds
-                        .entry(patterns.lines[r.kind].name.clone())
+                        .entry(patterns.lines[rec.kind].name.clone())
                         .or_insert(0) += 1;
-                    for k in r.unknown_keys() {
+                    for k in rec.unknown_keys() {
                         *rep.unknown.entry(k.to_string()).or_insert(0) += 1;
                     }
+                    if rec.bad_values > 0 {
+                        rep.bad_values += u64::from(rec.bad_values);
+                        if rep.bad_samples.len() < SAMPLES {
+                            rep.bad_samples.push(rec.line.chars().take(300).collect());
+                        }
+                    }
                 }
-                None if text.contains(" batch") || text.contains("#running-req") => {
+                Outcome::Unmatched(text)
+                    if text.contains(" batch") || text.contains("#running-req") =>
+                {
                     rep.suspicious_total += 1;
-                    if rep.suspicious.len() < 5 {
+                    if rep.suspicious.len() < SAMPLES {
                         rep.suspicious.push(text.chars().take(300).collect());
                     }
                 }
-                None => {}
+                Outcome::Unmatched(_) | Outcome::Skipped => {}
+                Outcome::Panicked => rep.panics += 1,
             }
         }
     };
@@ -147,6 +183,29 @@ impl Report {
                 let _ = writeln!(s, "    {l}");
             }
         }
+        if self.bad_values > 0 {
+            let _ = writeln!(
+                s,
+                "  unreadable field values: {} (lines, first {}):",
+                self.bad_values,
+                self.bad_samples.len()
+            );
+            for l in &self.bad_samples {
+                let _ = writeln!(s, "    {l}");
+            }
+        }
+        if self.panics > 0 {
+            let _ = writeln!(s, "  lines that hit a bug of the exporter: {}", self.panics);
+        }
         s
+    }
+
+    /// Whether the patterns fall short on this input: stats-like lines unmatched, fields
+    /// unknown or unreadable, or a bug hit. (`check` then exits 1.)
+    pub fn has_gaps(&self) -> bool {
+        self.suspicious_total > 0
+            || !self.unknown.is_empty()
+            || self.bad_values > 0
+            || self.panics > 0
     }
 }

@@ -44,6 +44,9 @@ pub struct CheckArgs {
     /// Pattern file to use instead of the embedded one.
     #[arg(long)]
     pub patterns: Option<PathBuf>,
+    /// For JSON object lines, also look for the log line under this key (as in the main mode).
+    #[arg(long = "input.json-message-key", value_name = "KEY")]
+    pub json_message_key: Option<String>,
 }
 
 /// Options of the main mode.
@@ -192,6 +195,30 @@ pub struct BackfillArgs {
     /// How lines are read (patterns, times, idle policy, line limit), as in the main mode.
     #[command(flatten)]
     pub read: ReadArgs,
+    /// A label added to every series written, `NAME=VALUE` (repeatable), e.g. `job=sglang` and
+    /// `instance=host:8771`, so backfilled series join the live ones.
+    #[arg(long = "label", value_name = "NAME=VALUE", value_parser = parse_label)]
+    pub labels: Vec<(String, String)>,
+}
+
+/// Parses a `NAME=VALUE` label: a Prometheus label name, not reserved (`__…`).
+///
+/// # Errors
+/// A message naming the problem.
+pub fn parse_label(s: &str) -> Result<(String, String), String> {
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?} is not NAME=VALUE"))?;
+    let mut c = k.chars();
+    let ok = matches!(c.next(), Some(ch) if ch.is_ascii_alphabetic() || ch == '_')
+        && c.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+        && !k.starts_with("__");
+    if !ok {
+        return Err(format!(
+            "{k:?} is not a label name ([a-zA-Z_][a-zA-Z0-9_]*, not __…)"
+        ));
+    }
+    Ok((k.to_string(), v.to_string()))
 }
 
 /// How lines are read: shared by the main mode and `backfill`.
@@ -217,6 +244,12 @@ pub struct ReadArgs {
     /// Longest line kept, in bytes; longer lines are skipped and counted.
     #[arg(long = "max-line-bytes", default_value_t = 1 << 20)]
     pub max_line_bytes: usize,
+
+    /// For JSON object lines, also look for the log line under this key (dotted for nested
+    /// objects, e.g. `payload.text`), before the well-known keys (MESSAGE, log, message, msg,
+    /// line, textPayload, jsonPayload.message, jsonPayload.msg).
+    #[arg(long = "input.json-message-key", value_name = "KEY")]
+    pub json_message_key: Option<String>,
 }
 
 /// Parses `30s`, `1m30s`, `500ms`, `2h` or a plain number of seconds.

@@ -75,12 +75,21 @@ pub struct Record<'a> {
     pub ranks: Ranks,
     /// Metric values read from the fields, scaled to base units.
     pub values: &'a [(MetricId, f64)],
-    /// The line (without `\r`) the spans below point into.
+    /// Metrics whose field was on the line but its value could not be read (not a number as
+    /// SGLang prints it). The state withdraws their series rather than go on showing an older
+    /// value as current, and derives nothing from them.
+    pub bad_metrics: &'a [MetricId],
+    /// The line as parsed (without `\r`, colour codes and Ray's note).
     pub line: &'a str,
-    /// Byte spans in `line` of field keys not in the pattern file.
+    /// Field keys not in the pattern file, as one text of keys…
+    pub unknown_text: &'a str,
+    /// …and the byte span of each key in it.
     pub unknown: &'a [(usize, usize)],
-    /// Fields whose value was not a number.
+    /// Field values that could not be read, and pieces of the fields that were not `key: value`.
     pub bad_values: u32,
+    /// The SGLang engine that printed the line, where several write to one log: Ray's actor
+    /// prefix as `Name pid=N ip=A` (see [`crate::parse::actor`]); `None` for a line without one.
+    pub engine: Option<&'a str>,
     /// The request, for access lines.
     pub access: Option<Access<'a>>,
     /// The arguments, for a `server_args=` line.
@@ -98,6 +107,6 @@ impl<'a> Record<'a> {
 
     /// The field keys of this line that the pattern file does not know.
     pub fn unknown_keys(&self) -> impl Iterator<Item = &'a str> + '_ {
-        self.unknown.iter().map(|&(s, e)| &self.line[s..e])
+        self.unknown.iter().map(|&(s, e)| &self.unknown_text[s..e])
     }
 }

@@ -16,16 +16,7 @@ use base64::Engine as _;
 use crate::cli::PushArgs;
 use crate::export::metrics::TEXT_CONTENT_TYPE;
 use crate::source::now_unix;
-use crate::state::Shared;
-
-/// Unix time in seconds of the last successful push (self metric).
-pub const LAST_SUCCESS: &str = "sglang_log_exporter_push_last_success_timestamp_seconds";
-/// Failed push requests (self metric).
-pub const FAILURES: &str = "sglang_log_exporter_push_failures_total";
-/// Successful pushes (self metric).
-pub const PUSHES: &str = "sglang_log_exporter_pushes_total";
-/// HTTP status of the last push request, 0 when none came back (self metric).
-pub const LAST_STATUS: &str = "sglang_log_exporter_push_last_status";
+use crate::state::{SelfMetric, Shared};
 
 /// Attempts per push: the first plus retries after 0.5 s and 1 s (transport errors and 5xx only).
 const ATTEMPTS: u32 = 3;
@@ -260,8 +251,8 @@ impl Pusher {
         let agent = agent.build();
         {
             let mut s = crate::state::lock(&state);
-            s.add_extra(FAILURES, "", 0.0);
-            s.add_extra(PUSHES, "", 0.0);
+            s.add_self(SelfMetric::PushFailures, "", 0.0);
+            s.add_self(SelfMetric::Pushes, "", 0.0);
         }
         Pusher {
             cfg,
@@ -302,13 +293,13 @@ impl Pusher {
         let mut s = crate::state::lock(&self.state);
         match result {
             Ok(code) => {
-                s.set_extra(LAST_STATUS, "", f64::from(*code));
-                s.set_extra(LAST_SUCCESS, "", now_unix());
-                s.add_extra(PUSHES, "", 1.0);
+                s.set_self(SelfMetric::PushLastStatus, "", f64::from(*code));
+                s.set_self(SelfMetric::PushLastSuccess, "", now_unix());
+                s.add_self(SelfMetric::Pushes, "", 1.0);
             }
             Err((code, _)) => {
-                s.set_extra(LAST_STATUS, "", f64::from(*code));
-                s.add_extra(FAILURES, "", 1.0);
+                s.set_self(SelfMetric::PushLastStatus, "", f64::from(*code));
+                s.add_self(SelfMetric::PushFailures, "", 1.0);
             }
         }
     }

@@ -339,15 +339,20 @@ fn render(
 }
 
 fn views(s: &State) -> Vec<ServerView> {
-    s.servers()
-        .iter()
-        .map(|(name, srv)| ServerView {
-            name: name.clone(),
-            engine_type: srv.engine_type(name).as_str(),
+    // One view per server name: the engines of a multi-engine log share its GPUs' process.
+    let mut out: Vec<ServerView> = Vec::new();
+    for (key, srv) in s.servers() {
+        if out.last().is_some_and(|v| v.name == key.server) {
+            continue;
+        }
+        out.push(ServerView {
+            name: key.server.clone(),
+            engine_type: srv.engine_type(&key.server).as_str(),
             args: srv.args.clone(),
             ranks: srv.ranks.keys().copied().collect::<Vec<Ranks>>(),
-        })
-        .collect()
+        });
+    }
+    out
 }
 
 /// Starts the sampler thread: a sample now, then one every `interval` until `stop`.

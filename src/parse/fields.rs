@@ -2,57 +2,88 @@
 //!
 //! These are pure functions over `&str`, allocation-free: the splitter lends sub-slices.
 
-/// Splits `s` on any of `seps` where the separator is outside `[...]` brackets, so that
-/// `est uncap acc len: 4.90 [4.70, 5.10]` (v0.5.16+) stays one field. Empty pieces are skipped.
-pub fn split_fields<'a>(s: &'a str, seps: &'a [String]) -> impl Iterator<Item = &'a str> + 'a {
-    let bytes = s.as_bytes();
-    // When every separator starts with the same byte, only that byte and the brackets can
-    // change anything: jump between them with memchr instead of stepping byte by byte.
+/// Splits `s` into fields on any of `seps`. Brackets do not group: a bracketed value that
+/// contains a separator (`est uncap acc len: 4.90 [4.70, 5.10]`, v0.5.16+) is rejoined by
+/// [`Fields::extend_bracket`] only where the pattern file declares that field bracketed, so a
+/// stray `[` in a value (a broken colour code, a typo) can never swallow the fields after it.
+/// Empty pieces are skipped. Allocation-free: the pieces are sub-slices of `s`.
+#[derive(Debug, Clone)]
+pub struct Fields<'a> {
+    s: &'a str,
+    seps: &'a [String],
+    /// When every separator starts with the same byte, only that byte can start one: jump
+    /// between its occurrences with memchr instead of stepping byte by byte.
+    jump: Option<u8>,
+    pos: usize,
+}
+
+/// The fields of `s` split on `seps` (see [`Fields`]).
+pub fn split_fields<'a>(s: &'a str, seps: &'a [String]) -> Fields<'a> {
     let first = seps.first().and_then(|f| f.as_bytes().first().copied());
     let jump = first.filter(|&f| seps.iter().all(|s| s.as_bytes().first() == Some(&f)));
-    let mut pos = 0usize;
-    std::iter::from_fn(move || {
-        while pos < bytes.len() {
-            let start = pos;
-            let mut depth = 0i32;
-            let mut i = pos;
-            let end;
-            loop {
-                if i >= bytes.len() {
-                    end = i;
-                    pos = i;
-                    break;
+    Fields {
+        s,
+        seps,
+        jump,
+        pos: 0,
+    }
+}
+
+impl<'a> Fields<'a> {
+    /// The end of the piece starting at `start` and the start of the next one.
+    fn piece_end(&self, start: usize) -> (usize, usize) {
+        let b = self.s.as_bytes();
+        let mut i = start;
+        while i < b.len() {
+            if let Some(f) = self.jump {
+                match memchr::memchr(f, &b[i..]) {
+                    Some(p) => i += p,
+                    None => break,
                 }
-                match bytes[i] {
-                    b'[' => depth += 1,
-                    b']' => depth -= 1,
-                    _ => {}
-                }
-                if depth <= 0 {
-                    // Compare the first byte before the whole separator: this runs per byte.
-                    let c = bytes[i];
-                    if let Some(sep) = seps.iter().find(|sep| {
-                        let sb = sep.as_bytes();
-                        sb.first().is_none_or(|&f| f == c) && bytes[i..].starts_with(sb)
-                    }) {
-                        end = i;
-                        pos = i + sep.len();
-                        break;
-                    }
-                }
-                i = match jump {
-                    Some(f) => memchr::memchr3(b'[', b']', f, &bytes[i + 1..])
-                        .map_or(bytes.len(), |p| i + 1 + p),
-                    None => i + 1,
-                };
             }
-            let piece = &s[start..end];
+            let c = b[i];
+            if let Some(sep) = self.seps.iter().find(|sep| {
+                let sb = sep.as_bytes();
+                sb.first().is_none_or(|&f| f == c) && b[i..].starts_with(sb)
+            }) {
+                return (i, i + sep.len());
+            }
+            i += 1;
+        }
+        (b.len(), b.len())
+    }
+
+    /// Rejoins `piece` (the one just returned) with the following pieces up to the `]` that
+    /// closes its first unclosed `[`, for a field declared bracketed. Returns the longer piece,
+    /// or `None` (nothing consumed) when no `]` closes it.
+    pub fn extend_bracket(&mut self, piece: &'a str) -> Option<&'a str> {
+        let start = piece.as_ptr() as usize - self.s.as_ptr() as usize;
+        let open = start + memchr::memchr(b'[', piece.as_bytes())?;
+        let close = open + memchr::memchr(b']', &self.s.as_bytes()[open..])?;
+        if close < start + piece.len() {
+            return Some(piece);
+        }
+        let (end, next) = self.piece_end(close + 1);
+        self.pos = next;
+        Some(&self.s[start..end])
+    }
+}
+
+impl<'a> Iterator for Fields<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        while self.pos < self.s.len() {
+            let start = self.pos;
+            let (end, next) = self.piece_end(start);
+            self.pos = next;
+            let piece = &self.s[start..end];
             if !piece.trim().is_empty() {
                 return Some(piece);
             }
         }
         None
-    })
+    }
 }
 
 /// Splits a field into key and value at the earliest of the `kv` separators.
@@ -109,10 +140,15 @@ pub enum ValueError {
 /// * `A -> B` reads B (the retraction's `#new_token_ratio`);
 /// * a number followed by `%` is divided by 100 (0-1 ratio);
 /// * a unit after the number is ignored (`45.10 GB`, `0.50GB`, `69.16%.`, `4.90 [4.70, 5.10]`,
-///   `11.35 s`); `inf` is read as such.
+///   `11.35 s`).
+///
+/// Only ASCII digits are read, and only values a gauge can show truthfully: magnitudes above
+/// 2^53 (where a double no longer holds every integer, e.g. a 400-digit count) and `inf`/`nan`
+/// (Python prints `inf` for a rate over a zero time gap) are refused.
 ///
 /// # Errors
-/// [`ValueError::NotANumber`] for anything else: `nan`, exponents, hex, trailing garbage.
+/// [`ValueError::NotANumber`] for anything else: `nan`, `inf`, exponents, hex, trailing garbage,
+/// numbers beyond 2^53.
 pub fn parse_value(v: &str) -> Result<f64, ValueError> {
     let v = v.trim();
     let v = match rfind_arrow(v) {
@@ -134,19 +170,14 @@ pub fn parse_value(v: &str) -> Result<f64, ValueError> {
         i += 1;
     }
     if i == digits_start {
-        // Python prints `inf` for a rate over a zero time gap; `nan` has no value to show.
-        return match &v[digits_start..] {
-            "inf" => Ok(if b.first() == Some(&b'-') {
-                f64::NEG_INFINITY
-            } else {
-                f64::INFINITY
-            }),
-            _ => Err(ValueError::NotANumber),
-        };
+        return Err(ValueError::NotANumber);
     }
     // What may follow the number: nothing, a unit after a space (`45.10 GB`, `11.35 s`, a
     // bracketed range), `%`, or `GB` glued to it (`0.50GB`). Anything else (`1e309`, `0x10`,
     // `35abc`, a NUL) is not a number SGLang prints.
+    if !within_exact(&b[digits_start..i]) {
+        return Err(ValueError::NotANumber);
+    }
     let rest = &b[i..];
     let unit_ok = rest.is_empty()
         || rest[0].is_ascii_whitespace()
@@ -165,14 +196,38 @@ pub fn parse_value(v: &str) -> Result<f64, ValueError> {
             buf[digits.len()..digits.len() + 3].copy_from_slice(b"e-2");
             let s = std::str::from_utf8(&buf[..digits.len() + 3])
                 .map_err(|_| ValueError::NotANumber)?;
-            return s.parse().map_err(|_| ValueError::NotANumber);
+            return s
+                .parse()
+                .map_err(|_| ValueError::NotANumber)
+                .and_then(exact);
         }
     }
     let n: f64 = v[..i].parse().map_err(|_| ValueError::NotANumber)?;
-    if b.get(i) == Some(&b'%') {
-        Ok(n / 100.0)
+    exact(if b.get(i) == Some(&b'%') {
+        n / 100.0
     } else {
-        Ok(n)
+        n
+    })
+}
+
+/// Largest magnitude read: up to 2^53 a double holds every integer exactly.
+const MAX_EXACT: f64 = 9_007_199_254_740_992.0;
+
+/// Whether the integer part of `num` (digits, maybe a `.` and a fraction) is at most 2^53,
+/// judged on the text: a double cannot tell 2^53 + 1 from 2^53.
+fn within_exact(num: &[u8]) -> bool {
+    const MAX: &[u8] = b"9007199254740992";
+    let int = num.split(|&c| c == b'.').next().unwrap_or(num);
+    let int = &int[int.iter().take_while(|&&c| c == b'0').count()..];
+    int.len() < MAX.len() || (int.len() == MAX.len() && int <= MAX)
+}
+
+/// `v` if a gauge can show it as the log printed it (finite, at most 2^53 in magnitude).
+fn exact(v: f64) -> Result<f64, ValueError> {
+    if v.is_finite() && v.abs() <= MAX_EXACT {
+        Ok(v)
+    } else {
+        Err(ValueError::NotANumber)
     }
 }
 
@@ -213,21 +268,35 @@ mod tests {
     }
 
     #[test]
-    fn split_keeps_brackets_whole() {
+    fn brackets_group_only_when_asked() {
         let s = seps();
-        let v: Vec<_> = split_fields(
-            "accept len: 4.20, est uncap acc len: 4.90 [4.70, 5.10], #queue-req: 0, ",
-            &s,
-        )
-        .collect();
+        let line = "accept len: 4.20, est uncap acc len: 4.90 [4.70, 5.10], #queue-req: 0, ";
+        let v: Vec<_> = split_fields(line, &s).collect();
         assert_eq!(
             v,
             [
                 "accept len: 4.20",
-                "est uncap acc len: 4.90 [4.70, 5.10]",
+                "est uncap acc len: 4.90 [4.70",
+                "5.10]",
                 "#queue-req: 0"
             ]
         );
+        // The parser asks to rejoin the declared bracketed field.
+        let mut f = split_fields(line, &s);
+        assert_eq!(f.next(), Some("accept len: 4.20"));
+        let p = f.next().unwrap();
+        assert_eq!(
+            f.extend_bracket(p),
+            Some("est uncap acc len: 4.90 [4.70, 5.10]")
+        );
+        assert_eq!(f.collect::<Vec<_>>(), ["#queue-req: 0"]);
+        // A stray `[` never swallows the fields after it.
+        let v: Vec<_> = split_fields("#running-req: [8, #token: 30, #queue-req: 4", &s).collect();
+        assert_eq!(v, ["#running-req: [8", "#token: 30", "#queue-req: 4"]);
+        let mut f = split_fields("a: [8, b: 30", &s);
+        let p = f.next().unwrap();
+        assert_eq!(f.extend_bracket(p), None, "no closing bracket");
+        assert_eq!(f.next(), Some("b: 30"));
     }
 
     #[test]
@@ -242,13 +311,20 @@ mod tests {
         assert_eq!(parse_value("45.10 GB"), Ok(45.10));
         assert_eq!(parse_value("0.50GB"), Ok(0.50));
         assert_eq!(parse_value("4.90 [4.70, 5.10]"), Ok(4.90));
-        assert_eq!(parse_value("inf"), Ok(f64::INFINITY));
-        assert_eq!(parse_value("-inf"), Ok(f64::NEG_INFINITY));
         assert_eq!(parse_value("11.35 s"), Ok(11.35));
         assert_eq!(parse_value("27.60 GB."), Ok(27.60));
         // Not what SGLang prints: counted as value errors, never read by their leading digits.
+        // 2^53 is the last integer a double holds exactly.
+        assert_eq!(parse_value("9007199254740992"), Ok(9007199254740992.0));
+        let huge = "9".repeat(400);
         for bad in [
             "nan",
+            "inf",
+            "-inf",
+            "9007199254740993",
+            huge.as_str(),
+            "\u{0666}",
+            "1\u{0666}",
             "1e309",
             "0x10",
             "35abc",

@@ -2,10 +2,19 @@
 //!
 //! Pure functions over `&str` with no I/O. A [`Parser`] owns reusable scratch space, so a line
 //! that matches no pattern costs one multi-literal scan and no allocation.
+//!
+//! Steps, each in its own function: Ray's actor prefix ([`actor`]); a multi-literal prefilter
+//! that names the candidate line kinds; per candidate kind (file order) its regex, the SGLang
+//! prefix ([`prefix`]), then by class the access line, the `server_args` dump
+//! ([`server_args`]) or the `key: value` fields ([`fields`]). A kind whose required fields are
+//! missing hands the line to the next candidate.
 
+pub mod actor;
+pub mod clean;
 pub mod fields;
 pub mod patterns;
 pub mod prefix;
+pub mod server_args;
 
 use std::sync::Arc;
 
@@ -14,15 +23,14 @@ use regex::{CaptureLocations, Regex};
 use crate::record::{Access, LogTime, Ranks, Record, ServerArgs};
 use fields::{compound_key, compound_part, parse_value, split_fields, split_kv};
 use patterns::{Class, FieldTarget, MetricId, Patterns};
+pub use server_args::parse_server_args;
 
 /// Parses lines with one compiled [`Patterns`]. One per source thread (it holds scratch space).
 #[derive(Debug)]
 pub struct Parser {
     pat: Arc<Patterns>,
     locs: Vec<CaptureLocations>,
-    values: Vec<(MetricId, f64)>,
-    unknown_spans: Vec<(usize, usize)>,
-    key_buf: String,
+    scratch: Scratch,
     /// Scratch and group indices for the prefix regex, so that reading it allocates nothing.
     prefix: PrefixScratch,
     /// Groups `method`, `path`, `status` of each line kind's regex (for access lines).
@@ -36,34 +44,64 @@ pub struct Parser {
     field_memo: Vec<FieldMemo>,
 }
 
-/// The field keys of one line kind seen so far with [`Patterns::field`]'s answer, so the common
-/// keys cost a short comparison instead of two hash lookups. Bounded: keys past `MEMO_KEYS` are
-/// looked up every time. Lines print their keys in a fixed order, so the search starts after the
-/// previous hit.
+/// Buffers a [`Record`] borrows, reused from line to line.
+#[derive(Debug, Default)]
+struct Scratch {
+    values: Vec<(MetricId, f64)>,
+    bad_metrics: Vec<MetricId>,
+    unknown_text: String,
+    unknown_spans: Vec<(usize, usize)>,
+    /// A compound key expanded (`#token` + `full` → `#full token`).
+    key_buf: String,
+    /// The engine label of the line (Ray's actor prefix).
+    engine: String,
+}
+
+impl Scratch {
+    fn clear(&mut self) {
+        self.values.clear();
+        self.bad_metrics.clear();
+        self.unknown_text.clear();
+        self.unknown_spans.clear();
+    }
+}
+
+/// The field keys of one line kind seen so far with [`Patterns::field`]'s answer (and whether
+/// the key is one the kind requires), so the common keys cost a short comparison instead of two
+/// hash lookups. Bounded: keys past `MEMO_KEYS` are looked up every time. Lines print their keys
+/// in a fixed order, so the search starts after the previous hit.
 #[derive(Debug, Default)]
 struct FieldMemo {
-    keys: Vec<(Box<str>, Option<FieldTarget>)>,
+    keys: Vec<(Box<str>, Option<FieldTarget>, bool)>,
     next: usize,
 }
 
+/// Keys memoised per line kind: more than any SGLang line prints (about 20), few enough that a
+/// flood of made-up keys costs a bounded scan.
 const MEMO_KEYS: usize = 64;
 
 impl FieldMemo {
-    fn get(&mut self, pat: &Patterns, kind: &patterns::LineKind, key: &str) -> Option<FieldTarget> {
+    fn get(
+        &mut self,
+        pat: &Patterns,
+        kind: &patterns::LineKind,
+        key: &str,
+    ) -> (Option<FieldTarget>, bool) {
         let n = self.keys.len();
         for j in 0..n {
             let i = (self.next + j) % n;
             if &*self.keys[i].0 == key {
                 self.next = i + 1;
-                return self.keys[i].1;
+                return (self.keys[i].1, self.keys[i].2);
             }
         }
         let t = pat.field(kind, key);
+        let required = kind.requires.iter().any(|r| r == key);
         if n < MEMO_KEYS {
-            self.keys.push((key.into(), t));
+            self.keys.push((key.into(), t, required));
             self.next = n + 1;
         }
-        t
+        (t, required)
     }
 }
 
@@ -83,7 +121,11 @@ struct PrefixScratch {
 /// The prefix regex the cache is proven for: it ends with `\]` and nothing before that can
 /// match `]`, so its anchored match on any text that starts with an earlier match is that same
 /// match, with the same groups. Another (custom) prefix regex is simply not cached.
-const CACHEABLE_PREFIX: &str = r"\[(?:(?P<date>\d{4}-\d\d-\d\d) )?(?P<time>\d\d:\d\d:\d\d)(?:[.,](?P<frac>\d{1,9}))?(?P<tags>(?: [A-Z][A-Z_]*\d+)*)\]";
+const CACHEABLE_PREFIX: &str = r"\[(?:(?P<date>[0-9]{4}-[0-9][0-9]-[0-9][0-9]) )?(?P<time>[0-9][0-9]:[0-9][0-9]:[0-9][0-9])(?:[.,](?P<frac>[0-9]{1,9}))?(?P<tags>(?: [A-Z][A-Z_]*[0-9]+)*)\]";
+
+/// What the prefix of a line says: its time and ranks. `None` from a reader: a prefix was there
+/// but malformed (a non-ASCII digit, an impossible time), and the line is not read.
+type PrefixRead = Option<(Option<LogTime>, Ranks)>;
 
 /// The last few prefixes read (their text and what it gave). Consecutive lines mostly share one:
 /// the same second and rank. Buffers are reused, so it allocates only while warming up.
@@ -113,6 +155,23 @@ impl PrefixCache {
 
 fn group_index(re: &Regex, name: &str) -> Option<usize> {
     re.capture_names().position(|n| n == Some(name))
+}
+
+/// Which prefilter literals a line holds, found lazily: only those of the kinds tried are
+/// looked up. Every occurrence lies in a window from the first one found.
+struct Literals {
+    window_start: usize,
+    known: u64,
+    present: u64,
+}
+
+/// What reading a line as one kind found, besides the values in the scratch buffers.
+struct Found<'a> {
+    time: Option<LogTime>,
+    ranks: Ranks,
+    bad_values: u32,
+    access: Option<Access<'a>>,
+    server_args: Option<Box<ServerArgs>>,
 }
 
 impl Parser {
@@ -150,9 +209,10 @@ impl Parser {
             field_memo,
             pat,
             locs,
-            values: Vec::with_capacity(32),
-            unknown_spans: Vec::with_capacity(8),
-            key_buf: String::with_capacity(64),
+            scratch: Scratch {
+                values: Vec::with_capacity(32),
+                ..Scratch::default()
+            },
             prefix,
             access_groups,
         }
@@ -163,138 +223,223 @@ impl Parser {
         &self.pat
     }
 
-    /// Parses one line (without its `\n`; a trailing `\r` is ignored). Returns `None` for a line
-    /// that is none of the known kinds.
+    /// Parses one line (without its `\n`; a trailing `\r` is ignored; colour codes must have
+    /// been removed, see [`clean`]). Returns `None` for a line that is none of the known kinds.
     pub fn parse<'a>(&'a mut self, line: &'a str) -> Option<Record<'a>> {
         let line = line.strip_suffix('\r').unwrap_or(line);
-        let pat = &*self.pat;
-        // Cheap rejection: most lines contain none of the literals.
-        // Which literals occur is asked lazily, only for the kinds tried (overlapping literals
-        // count: `new fill batch. ` contains `batch`). Every occurrence lies in a window from the
-        // first one found: the substring tests look only there.
+        let (line, engine) = self.engine(line);
+        let mut lits = self.literals(line)?;
+        let mut from = 0;
+        let (k, found) = loop {
+            let k = self.next_kind(line, &mut lits, from)?;
+            match self.read_kind(k, line) {
+                Some(f) => break (k, f),
+                None => from = k + 1,
+            }
+        };
+        let s = &self.scratch;
+        Some(Record {
+            kind: k,
+            class: self.pat.lines[k].class,
+            time: found.time,
+            ranks: found.ranks,
+            values: &s.values,
+            bad_metrics: &s.bad_metrics,
+            line,
+            unknown_text: &s.unknown_text,
+            unknown: &s.unknown_spans,
+            bad_values: found.bad_values,
+            access: found.access,
+            server_args: found.server_args,
+            engine: engine.then_some(s.engine.as_str()),
+        })
+    }
+
+    /// Ray's actor prefix: notes the engine in the scratch and drops Ray's repeat note.
+    fn engine<'a>(&mut self, line: &'a str) -> (&'a str, bool) {
+        if !line.starts_with('(') {
+            return (line, false);
+        }
+        match actor::actor_prefix(line) {
+            Some((name, pid, ip)) => {
+                actor::engine_label(name, pid, ip, &mut self.scratch.engine);
+                (actor::strip_repeat_note(line), true)
+            }
+            None => (line, false),
+        }
+    }
+
+    /// Cheap rejection: most lines contain none of the literals.
+    fn literals(&self, line: &str) -> Option<Literals> {
         let (window_start, first) = match &self.packed {
             // Leftmost-first: no occurrence starts before this one.
             Some(p) => p.find(line).map(|m| (m.start(), m.pattern().as_usize()))?,
             // Standard: this one ends first, so none starts before its end minus the longest.
-            None => pat.prefilter.find(line).map(|m| {
-                let from = m.end().saturating_sub(pat.prefilter.max_pattern_len());
+            None => self.pat.prefilter.find(line).map(|m| {
+                let from = m.end().saturating_sub(self.pat.prefilter.max_pattern_len());
                 (from, m.pattern().as_usize())
             })?,
         };
-        let window = &line.as_bytes()[window_start..];
-        let mut known: u64 = 1 << first;
-        let mut present: u64 = known;
-        let finders = &self.finders;
-        // Line kinds in file order; the first whose literal is present and whose regex matches.
-        let k = (0..pat.lines.len()).find(|&k| {
-            let bit = 1u64 << pat.kind_literal[k];
-            if known & bit == 0 {
-                known |= bit;
-                if finders[pat.kind_literal[k]].find(window).is_some() {
-                    present |= bit;
+        Some(Literals {
+            window_start,
+            known: 1 << first,
+            present: 1 << first,
+        })
+    }
+
+    /// The first kind from `from` on (file order) whose literal the line holds and whose regex
+    /// matches it (its captures left in `self.locs`). Overlapping literals count: `new fill
+    /// batch. ` contains `batch`.
+    fn next_kind(&mut self, line: &str, lits: &mut Literals, from: usize) -> Option<usize> {
+        let pat = &*self.pat;
+        let window = &line.as_bytes()[lits.window_start..];
+        (from..pat.lines.len()).find(|&k| {
+            let lit = pat.kind_literal[k];
+            let bit = 1u64 << lit;
+            if lits.known & bit == 0 {
+                lits.known |= bit;
+                if self.finders[lit].find(window).is_some() {
+                    lits.present |= bit;
                 }
             }
-            present & bit != 0
+            lits.present & bit != 0
                 && pat.lines[k]
                     .regex
                     .captures_read(&mut self.locs[k], line)
                     .is_some()
-        })?;
-        let kind = &pat.lines[k];
-        let locs = &self.locs[k];
-        let (_, m_end) = locs.get(0)?;
-        let group = |gi: Option<usize>| gi.and_then(|g| locs.get(g));
+        })
+    }
 
+    /// Reads `line` as kind `k` (its regex matched): `None` when the line is not of that kind
+    /// after all (a malformed prefix, an absurd rank, required fields missing).
+    fn read_kind<'a>(&mut self, k: usize, line: &'a str) -> Option<Found<'a>> {
+        let pat = self.pat.clone();
+        let kind = &pat.lines[k];
+        let (m_start, m_end) = self.locs[k].get(0)?;
         // The SGLang prefix: the last timestamp bracket before the end of the label.
-        let region = &line[..m_end];
-        let (time, mut ranks) = self.prefix.read(pat, region);
-        if ranks.tp.is_none() && time.is_none() {
-            // v0.1.17-v0.2.13 tag every message with `[gpu_id=N] ` or `[gpu=N] ` (those versions
-            // print no timestamp prefix).
-            ranks.tp = gpu_tag(region);
+        let (time, mut ranks) = self.prefix.read(&pat, &line[..m_end])?;
+        if time.is_none() && ranks == Ranks::default() {
+            if prefix::broken_timestamp(&line[..m_start]) {
+                return None;
+            }
+            // v0.1.17-v0.2.13 tag every message with `[gpu_id=N] ` or `[gpu=N] ` (those
+            // versions print no timestamp prefix).
+            ranks.tp = gpu_tag(&line[..m_end]);
         }
         let r = ranks;
         if [r.dp, r.pp, r.attn_cp, r.moe_dp, r.tp, r.ep].contains(&Some(prefix::BAD_RANK)) {
             return None;
         }
-
-        self.values.clear();
-        self.unknown_spans.clear();
-        let mut bad_values = 0u32;
-        let mut access = None;
-        let mut server_args = None;
+        self.scratch.clear();
+        let mut found = Found {
+            time,
+            ranks,
+            bad_values: 0,
+            access: None,
+            server_args: None,
+        };
         match kind.class {
-            Class::Access => {
-                let [method, path, status] =
-                    self.access_groups[k].map(|g| group(g).map(|(s, e)| &line[s..e]));
-                access = Some(Access {
-                    method: method.unwrap_or(""),
-                    path: path.unwrap_or(""),
-                    status: status.and_then(|s| s.parse().ok()).unwrap_or(0),
-                });
+            Class::Access => found.access = Some(self.access(k, line)),
+            Class::ServerArgs => {
+                found.server_args = Some(Box::new(parse_server_args(&line[m_end..])))
             }
-            Class::ServerArgs => server_args = Some(Box::new(parse_server_args(&line[m_end..]))),
-            _ => {
-                for &(gi, target) in &kind.group_fields {
-                    if let Some((s, e)) = locs.get(gi) {
-                        push_value(&mut self.values, target, &line[s..e], &mut bad_values);
-                    }
+            _ => found.bad_values = self.fields(k, line, m_end)?,
+        }
+        Some(found)
+    }
+
+    /// The request of an access line.
+    fn access<'a>(&self, k: usize, line: &'a str) -> Access<'a> {
+        let locs = &self.locs[k];
+        let [method, path, status] =
+            self.access_groups[k].map(|g| g.and_then(|g| locs.get(g)).map(|(s, e)| &line[s..e]));
+        Access {
+            method: method.unwrap_or(""),
+            path: path.unwrap_or(""),
+            status: status.and_then(|s| s.parse().ok()).unwrap_or(0),
+        }
+    }
+
+    /// Reads the named-group and `key: value` fields of a line of kind `k` into the scratch
+    /// buffers. Returns the number of unreadable values and pieces, or `None` when the kind
+    /// requires fields the line does not carry.
+    fn fields(&mut self, k: usize, line: &str, m_end: usize) -> Option<u32> {
+        let Parser {
+            pat,
+            locs,
+            scratch,
+            field_memo,
+            ..
+        } = self;
+        let pat = &**pat;
+        let kind = &pat.lines[k];
+        let locs = &locs[k];
+        let mut bad = 0u32;
+        let mut required = kind.requires.is_empty();
+        for &(gi, target) in &kind.group_fields {
+            if let Some((s, e)) = locs.get(gi) {
+                push_value(scratch, target, &line[s..e], &mut bad);
+            }
+        }
+        let start = kind
+            .fields_group
+            .and_then(|g| locs.get(g))
+            .map_or(m_end, |(s, _)| s);
+        let mut body = &line[start..];
+        if let Some(stop) = &kind.stop {
+            if let Some(p) = body.find(stop.as_str()) {
+                body = &body[..p];
+            }
+        }
+        let body = body.trim_end_matches([' ', ',', '\t']);
+        let mut pieces = split_fields(body, &kind.separators);
+        let mut compound: Option<&str> = None;
+        while let Some(piece) = pieces.next() {
+            let Some((key, mut value)) = split_kv(piece, &kind.kv).or_else(|| {
+                // `swa=8192` after `#token: full=20480`
+                let part = piece.trim();
+                compound
+                    .filter(|_| compound_part(part).is_some())
+                    .map(|ck| (ck, part))
+            }) else {
+                // Not `key: value`: on a statistics line, where every piece is a field, counted
+                // (never silently dropped); startup lines may carry prose between fields.
+                if matches!(kind.class, Class::Prefill | Class::Decode | Class::Retract) {
+                    bad += 1;
                 }
-                let start = group(kind.fields_group).map_or(m_end, |(s, _)| s);
-                let mut body = &line[start..];
-                if let Some(stop) = &kind.stop {
-                    if let Some(p) = body.find(stop.as_str()) {
-                        body = &body[..p];
-                    }
+                continue;
+            };
+            if value.contains('[') && pat.bracketed.iter().any(|b| b == key) {
+                if let Some((_, v)) = pieces
+                    .extend_bracket(piece)
+                    .and_then(|p| split_kv(p, &kind.kv))
+                {
+                    value = v;
                 }
-                let body = body.trim_end_matches([' ', ',', '\t']);
-                let mut compound: Option<&str> = None;
-                for piece in split_fields(body, &kind.separators) {
-                    let (key, value) = match split_kv(piece, &kind.kv) {
-                        Some(kv) => kv,
-                        None => match (compound, compound_part(piece.trim())) {
-                            // `swa=8192` after `#token: full=20480`
-                            (Some(ck), Some(_)) => (ck, piece.trim()),
-                            _ => continue,
-                        },
-                    };
-                    let (key, value) = match compound_part(value) {
-                        Some((sub, num)) if kind.kv.iter().all(|k| k != "=") => {
-                            compound = Some(key);
-                            (compound_key(key, sub, &mut self.key_buf), num)
-                        }
-                        _ => {
-                            compound = None;
-                            (key, value)
-                        }
-                    };
-                    match self.field_memo[k].get(pat, kind, key) {
-                        Some(t) => push_value(&mut self.values, t, value, &mut bad_values),
-                        None => {
-                            let off = key.as_ptr() as usize;
-                            if off >= line.as_ptr() as usize
-                                && off + key.len() <= line.as_ptr() as usize + line.len()
-                            {
-                                let s = off - line.as_ptr() as usize;
-                                self.unknown_spans.push((s, s + key.len()));
-                            }
-                        }
-                    }
+            }
+            let (key, value) = match compound_part(value) {
+                Some((sub, num)) if kind.kv.iter().all(|k| k != "=") => {
+                    compound = Some(key);
+                    (compound_key(key, sub, &mut scratch.key_buf) as &str, num)
+                }
+                _ => {
+                    compound = None;
+                    (key, value)
+                }
+            };
+            let (target, is_required) = field_memo[k].get(pat, kind, key);
+            required |= is_required;
+            match target {
+                Some(t) => push_value(scratch, t, value, &mut bad),
+                None => {
+                    // Field by field: `key` may borrow the key buffer.
+                    let s = scratch.unknown_text.len();
+                    scratch.unknown_text.push_str(key);
+                    scratch.unknown_spans.push((s, scratch.unknown_text.len()));
                 }
             }
         }
-        Some(Record {
-            kind: k,
-            class: kind.class,
-            time,
-            ranks,
-            values: &self.values,
-            line,
-            unknown: &self.unknown_spans,
-            bad_values,
-            access,
-            server_args,
-        })
+        required.then_some(bad)
     }
 }
 
@@ -306,30 +451,34 @@ fn gpu_tag(region: &str) -> Option<u32> {
         .strip_prefix("_id=")
         .or_else(|| rest.strip_prefix('='))?;
     let end = rest.find(']')?;
-    rest[..end].parse().ok()
+    let n = &rest[..end];
+    n.bytes()
+        .all(|c| c.is_ascii_digit())
+        .then(|| n.parse().ok())?
 }
 
 impl PrefixScratch {
-    /// The time and ranks of the last prefix match in `region` (none: no time, no ranks).
-    fn read(&mut self, pat: &Patterns, region: &str) -> (Option<LogTime>, Ranks) {
+    /// The time and ranks of the last prefix match in `region` (none: no time, no ranks);
+    /// `None` for a malformed one.
+    fn read(&mut self, pat: &Patterns, region: &str) -> PrefixRead {
         if let Some((len, t, r)) = self.cache.as_ref().and_then(|c| c.get(region)) {
             if pat.prefix.find_at(region, len).is_none() {
-                return (t, r);
+                return Some((t, r));
             }
         }
         if self.read_at_start(pat, region) {
             let locs = &self.locs;
             let g = |i: Option<usize>| i.and_then(|i| locs.get(i)).map(|(s, e)| &region[s..e]);
             let [date, time, frac, tags] = self.groups.map(g);
-            let (t, r) = prefix::read_prefix_parts(pat, date, time, frac, tags);
+            let (t, r) = prefix::read_prefix_parts(pat, date, time, frac, tags)?;
             if let (Some(c), Some((_, end))) = (self.cache.as_mut(), self.locs.get(0)) {
                 c.put(&region[..end], t, r);
             }
-            return (t, r);
+            return Some((t, r));
         }
         match pat.prefix.captures_iter(region).last() {
             Some(c) => prefix::read_prefix(pat, &c),
-            None => (None, Ranks::default()),
+            None => Some((None, Ranks::default())),
         }
     }
 
@@ -347,102 +496,42 @@ impl PrefixScratch {
     }
 }
 
-fn push_value(values: &mut Vec<(MetricId, f64)>, t: FieldTarget, raw: &str, bad: &mut u32) {
+/// Adds one field's value to the scratch (scaled; summed where the field says so), or counts it
+/// and notes its metric as unreadable. A metric ends up either with a value or unreadable: a
+/// sum with an unreadable part is unreadable; otherwise a key given twice on one line keeps its
+/// last readable value.
+fn push_value(scratch: &mut Scratch, t: FieldTarget, raw: &str, bad: &mut u32) {
     let FieldTarget::Metric { id, scale, sum } = t else {
         return;
     };
+    let slot = scratch.values.iter().position(|(m, _)| *m == id);
+    let unreadable = scratch.bad_metrics.iter().position(|m| *m == id);
     match parse_value(raw) {
+        Ok(_) if sum && unreadable.is_some() => {}
         Ok(v) => {
             // Scaled values are byte counts from `X GB`: whole bytes.
             let v = if scale == 1.0 { v } else { (v * scale).round() };
-            match values.iter_mut().find(|(m, _)| *m == id) {
-                Some(slot) if sum => slot.1 += v,
-                Some(slot) => slot.1 = v,
-                None => values.push((id, v)),
+            if let Some(u) = unreadable {
+                scratch.bad_metrics.swap_remove(u);
+            }
+            match slot {
+                Some(i) if sum => scratch.values[i].1 += v,
+                Some(i) => scratch.values[i].1 = v,
+                None => scratch.values.push((id, v)),
             }
         }
-        Err(_) => *bad += 1,
-    }
-}
-
-/// Reads the few `ServerArgs(...)` fields we use from the repr SGLang prints
-/// (`key='text'`, `key=123`, `key=None`, `key=True`), ignoring the rest.
-pub fn parse_server_args(s: &str) -> ServerArgs {
-    let mut out = ServerArgs::default();
-    let mut model_path = None;
-    let mut served = None;
-    let b = s.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        // key
-        let ks = i;
-        while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
-            i += 1;
-        }
-        let key = &s[ks..i];
-        if i >= b.len() || b[i] != b'=' {
-            // not `key=`: skip to the next top-level `, `
-            i = skip_value(b, i);
-            continue;
-        }
-        i += 1;
-        let vs = i;
-        i = skip_value(b, i);
-        let raw = s[vs..i.min(b.len())].trim_end_matches([',', ' ', ')']);
-        let text = raw
-            .strip_prefix('\'')
-            .and_then(|r| r.strip_suffix('\''))
-            .or_else(|| raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')));
-        let num = || raw.parse::<u32>().ok();
-        match key {
-            "model_path" => model_path = text.map(str::to_string),
-            "served_model_name" => served = text.map(str::to_string),
-            "disaggregation_mode" => out.disaggregation_mode = text.map(str::to_string),
-            "tp_size" => out.tp_size = num(),
-            "dp_size" => out.dp_size = num(),
-            "pp_size" => out.pp_size = num(),
-            "base_gpu_id" => out.base_gpu_id = num(),
-            "gpu_id_step" => out.gpu_id_step = num(),
-            "enable_dp_attention" => out.enable_dp_attention = Some(raw == "True"),
-            _ => {}
-        }
-    }
-    out.model_name = served.or(model_path);
-    out
-}
-
-/// Index just past the value starting at `i` (and its `, ` separator), honouring quotes and
-/// brackets so that `a='x, y'` and `l=[1, 2]` stay whole.
-fn skip_value(b: &[u8], mut i: usize) -> usize {
-    let mut depth = 0i32;
-    let mut quote: Option<u8> = None;
-    while i < b.len() {
-        let c = b[i];
-        match quote {
-            Some(q) => {
-                if c == b'\\' {
-                    i += 1;
-                } else if c == q {
-                    quote = None;
+        Err(_) => {
+            *bad += 1;
+            if sum || slot.is_none() {
+                if let Some(i) = slot {
+                    scratch.values.swap_remove(i);
+                }
+                if unreadable.is_none() {
+                    scratch.bad_metrics.push(id);
                 }
             }
-            None => match c {
-                b'\'' | b'"' => quote = Some(c),
-                b'(' | b'[' | b'{' => depth += 1,
-                b')' | b']' | b'}' => depth -= 1,
-                b',' if depth <= 0 => {
-                    i += 1;
-                    while i < b.len() && b[i] == b' ' {
-                        i += 1;
-                    }
-                    return i;
-                }
-                _ => {}
-            },
         }
-        i += 1;
     }
-    i
 }
 
 #[cfg(test)]

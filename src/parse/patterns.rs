@@ -115,6 +115,9 @@ struct FieldSpecRaw {
     scale: Option<f64>,
     #[serde(default)]
     sum: bool,
+    /// The value may hold a bracketed list with separators inside (`4.90 [4.70, 5.10]`).
+    #[serde(default)]
+    bracketed: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -129,6 +132,8 @@ struct LineRaw {
     separators: Option<Vec<String>>,
     kv: Option<Vec<String>>,
     stop: Option<String>,
+    #[serde(default)]
+    requires: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -198,6 +203,10 @@ pub struct LineKind {
     /// Fields end where this text begins (the v0.1.17 capacity line runs into a
     /// `server_args: …` dump).
     pub stop: Option<String>,
+    /// Field keys of which the line must carry at least one to be of this kind (empty: none
+    /// required). A line that only shares the label (sglang-jax's `Prefill batch. #bid: N,
+    /// #cache_miss: N` companion line) is then not counted as one.
+    pub requires: Vec<String>,
     /// Per-line overrides of [`Patterns::field`], by key.
     overrides: HashMap<String, FieldTarget>,
 }
@@ -219,6 +228,8 @@ pub struct Patterns {
     pub kind_literal: Vec<usize>,
     /// The distinct literals, indexed as the prefilter's patterns.
     pub literals: Vec<String>,
+    /// Field keys whose value may be a bracketed list with separators inside.
+    pub bracketed: Vec<String>,
     fields_prefill: HashMap<String, FieldTarget>,
     fields_decode: HashMap<String, FieldTarget>,
     fields_other: HashMap<String, FieldTarget>,
@@ -282,157 +293,25 @@ impl Patterns {
     /// See [`Patterns::from_file`].
     pub fn from_yaml(text: &str) -> Result<Patterns, PatternError> {
         let raw: FileRaw = serde_norway::from_str(text)?;
-        let mut metrics = Vec::new();
-        let mut metric_ids = HashMap::new();
-        for (id, mut def) in raw.metrics.0 {
-            if metric_ids
-                .insert(id.clone(), metrics.len() as MetricId)
-                .is_some()
-            {
-                return Err(PatternError::Invalid(format!(
-                    "metric {id} is defined twice"
-                )));
-            }
-            if !valid_metric_name(&def.name) {
-                return Err(PatternError::Invalid(format!(
-                    "metric {id}: {:?} is not a valid Prometheus metric name",
-                    def.name
-                )));
-            }
-            def.id = id;
-            metrics.push(def);
-        }
-        let resolve = |key: &str, name: Option<&String>, spec: &FieldSpecRaw| {
-            if spec.ignore {
-                return Ok(Some(FieldTarget::Ignore));
-            }
-            match name {
-                None => Ok(None),
-                Some(n) => match metric_ids.get(n.as_str()) {
-                    Some(&id) => Ok(Some(FieldTarget::Metric {
-                        id,
-                        scale: spec.scale.unwrap_or(1.0),
-                        sum: spec.sum,
-                    })),
-                    None => Err(PatternError::Invalid(format!(
-                        "field {key:?} refers to undefined metric {n:?}"
-                    ))),
-                },
-            }
-        };
-        let mut fields_prefill = HashMap::new();
-        let mut fields_decode = HashMap::new();
-        let mut fields_other = HashMap::new();
-        for (key, spec) in &raw.fields {
-            let any = resolve(key, spec.metric.as_ref(), spec)?;
-            let p = resolve(key, spec.prefill.as_ref(), spec)?.or(any);
-            let d = resolve(key, spec.decode.as_ref(), spec)?.or(any);
-            if any.is_none() && p.is_none() && d.is_none() {
-                return Err(PatternError::Invalid(format!(
-                    "field {key:?} names no metric and is not ignored"
-                )));
-            }
-            if let Some(t) = p {
-                fields_prefill.insert(key.clone(), t);
-            }
-            if let Some(t) = d {
-                fields_decode.insert(key.clone(), t);
-            }
-            if let Some(t) = any {
-                fields_other.insert(key.clone(), t);
-            }
-        }
-        let mut rank_tags = Vec::new();
-        for (tag, rank) in &raw.rank_tags {
-            let r = match rank.as_str() {
-                "dp" => RankTag::Dp,
-                "pp" => RankTag::Pp,
-                "attn_cp" => RankTag::AttnCp,
-                "moe_dp" => RankTag::MoeDp,
-                "tp" => RankTag::Tp,
-                "ep" => RankTag::Ep,
-                other => {
-                    return Err(PatternError::Invalid(format!(
-                        "rank tag {tag}: unknown rank {other:?} (dp, pp, attn_cp, moe_dp, tp, ep)"
-                    )))
-                }
-            };
-            rank_tags.push((tag.clone(), r));
-        }
-        // Longest first, so `MOE_DP` is tried before `DP`.
-        rank_tags.sort_by_key(|(t, _)| std::cmp::Reverse(t.len()));
-
+        let (metrics, metric_ids) = compile_metrics(raw.metrics)?;
+        let fields = FieldMaps::compile(&raw.fields, &metric_ids)?;
+        let rank_tags = compile_rank_tags(&raw.rank_tags)?;
         let mut lines = Vec::new();
         let mut literals: Vec<String> = Vec::new();
         let mut kind_literal: Vec<usize> = Vec::new();
         for l in raw.lines {
-            let regex = Regex::new(&l.regex).map_err(|source| PatternError::Regex {
-                what: format!("line {}", l.name),
-                source,
-            })?;
-            if l.literal.is_empty() {
-                return Err(PatternError::Invalid(format!(
-                    "line {}: the literal must not be empty",
-                    l.name
-                )));
-            }
-            let mut overrides = HashMap::new();
-            if let Some(o) = raw.line_fields.get(&l.name) {
-                for (key, spec) in o {
-                    if let Some(t) = resolve(key, spec.metric.as_ref(), spec)? {
-                        overrides.insert(key.clone(), t);
-                    }
-                }
-            }
-            let mut kind = LineKind {
-                name: l.name,
-                class: l.class,
-                scope: l.scope,
-                separators: l.separators.unwrap_or_else(|| vec![", ".into()]),
-                kv: l.kv.unwrap_or_else(|| vec![": ".into()]),
-                group_fields: Vec::new(),
-                fields_group: None,
-                stop: l.stop,
-                overrides,
-                regex,
-            };
-            if kind.separators.iter().any(|s| s.is_empty()) || kind.kv.iter().any(|s| s.is_empty())
-            {
-                return Err(PatternError::Invalid(format!(
-                    "line {}: separators must not be empty",
-                    kind.name
-                )));
-            }
-            let names: Vec<(usize, String)> = kind
-                .regex
-                .capture_names()
-                .enumerate()
-                .filter_map(|(gi, n)| n.map(|n| (gi, n.to_string())))
-                .collect();
-            for (gi, n) in names {
-                match n.as_str() {
-                    "fields" => kind.fields_group = Some(gi),
-                    _ if SPECIAL_GROUPS.contains(&n.as_str()) => {}
-                    _ => match kind.target(&n, &fields_prefill, &fields_decode, &fields_other) {
-                        Some(t) => kind.group_fields.push((gi, t)),
-                        None => {
-                            return Err(PatternError::Invalid(format!(
-                                "line {}: group {n:?} is not a known field",
-                                kind.name
-                            )))
-                        }
-                    },
-                }
-            }
-            match literals.iter().position(|x| *x == l.literal) {
+            let literal = l.literal.clone();
+            let kind = compile_line(l, &raw.line_fields, &metric_ids, &fields)?;
+            match literals.iter().position(|x| *x == literal) {
                 Some(p) => kind_literal.push(p),
                 None => {
                     kind_literal.push(literals.len());
-                    literals.push(l.literal);
+                    literals.push(literal);
                 }
             }
             lines.push(kind);
         }
+        // The parser keeps one bit per literal in a u64 (which literals a line holds).
         if literals.len() > 64 {
             return Err(PatternError::Invalid(format!(
                 "{} distinct literals; at most 64 are supported",
@@ -443,10 +322,14 @@ impl Patterns {
             .match_kind(aho_corasick::MatchKind::Standard)
             .build(&literals)
             .map_err(|e| PatternError::Invalid(format!("literal prefilter: {e}")))?;
-        let prefix = Regex::new(&raw.prefix).map_err(|source| PatternError::Regex {
-            what: "prefix".into(),
-            source,
-        })?;
+        let prefix = compile_prefix(&raw.prefix)?;
+        let mut bracketed: Vec<String> = raw
+            .fields
+            .iter()
+            .filter(|(_, f)| f.bracketed)
+            .map(|(k, _)| k.clone())
+            .collect();
+        bracketed.sort();
         Ok(Patterns {
             prefix,
             rank_tags,
@@ -455,9 +338,10 @@ impl Patterns {
             prefilter,
             kind_literal,
             literals,
-            fields_prefill,
-            fields_decode,
-            fields_other,
+            bracketed,
+            fields_prefill: fields.prefill,
+            fields_decode: fields.decode,
+            fields_other: fields.other,
         })
     }
 
@@ -498,6 +382,286 @@ impl LineKind {
         }
         .copied()
     }
+}
+
+/// The `metrics:` section: definitions in file order and their ids by name.
+fn compile_metrics(
+    raw: indexmap_like::OrderedMap<MetricDef>,
+) -> Result<(Vec<MetricDef>, HashMap<String, MetricId>), PatternError> {
+    let mut metrics = Vec::new();
+    let mut ids = HashMap::new();
+    for (id, mut def) in raw.0 {
+        if ids.insert(id.clone(), metrics.len() as MetricId).is_some() {
+            return Err(PatternError::Invalid(format!(
+                "metric {id} is defined twice"
+            )));
+        }
+        if !valid_metric_name(&def.name) {
+            return Err(PatternError::Invalid(format!(
+                "metric {id}: {:?} is not a valid Prometheus metric name",
+                def.name
+            )));
+        }
+        def.id = id;
+        metrics.push(def);
+    }
+    if metrics.len() > MetricId::MAX as usize {
+        return Err(PatternError::Invalid("too many metrics".into()));
+    }
+    Ok((metrics, ids))
+}
+
+/// The target of a field spec naming metric `name` (`None`: the spec names none for this class).
+fn resolve(
+    key: &str,
+    name: Option<&String>,
+    spec: &FieldSpecRaw,
+    ids: &HashMap<String, MetricId>,
+) -> Result<Option<FieldTarget>, PatternError> {
+    if spec.ignore {
+        return Ok(Some(FieldTarget::Ignore));
+    }
+    let Some(n) = name else {
+        return Ok(None);
+    };
+    let id = ids.get(n.as_str()).ok_or_else(|| {
+        PatternError::Invalid(format!("field {key:?} refers to undefined metric {n:?}"))
+    })?;
+    let scale = spec.scale.unwrap_or(1.0);
+    if !(scale.is_finite() && scale > 0.0) {
+        return Err(PatternError::Invalid(format!(
+            "field {key:?}: scale must be a positive number"
+        )));
+    }
+    Ok(Some(FieldTarget::Metric {
+        id: *id,
+        scale,
+        sum: spec.sum,
+    }))
+}
+
+/// The `fields:` section, by line class.
+struct FieldMaps {
+    prefill: HashMap<String, FieldTarget>,
+    decode: HashMap<String, FieldTarget>,
+    other: HashMap<String, FieldTarget>,
+}
+
+impl FieldMaps {
+    fn compile(
+        raw: &HashMap<String, FieldSpecRaw>,
+        ids: &HashMap<String, MetricId>,
+    ) -> Result<FieldMaps, PatternError> {
+        let mut m = FieldMaps {
+            prefill: HashMap::new(),
+            decode: HashMap::new(),
+            other: HashMap::new(),
+        };
+        for (key, spec) in raw {
+            let any = resolve(key, spec.metric.as_ref(), spec, ids)?;
+            let p = resolve(key, spec.prefill.as_ref(), spec, ids)?.or(any);
+            let d = resolve(key, spec.decode.as_ref(), spec, ids)?.or(any);
+            if any.is_none() && p.is_none() && d.is_none() {
+                return Err(PatternError::Invalid(format!(
+                    "field {key:?} names no metric and is not ignored"
+                )));
+            }
+            for (map, t) in [(&mut m.prefill, p), (&mut m.decode, d), (&mut m.other, any)] {
+                if let Some(t) = t {
+                    map.insert(key.clone(), t);
+                }
+            }
+        }
+        Ok(m)
+    }
+}
+
+/// The `rank_tags:` section, longest tag first so `MOE_DP` is tried before `DP`.
+fn compile_rank_tags(
+    raw: &HashMap<String, String>,
+) -> Result<Vec<(String, RankTag)>, PatternError> {
+    let mut tags = Vec::new();
+    for (tag, rank) in raw {
+        let r = match rank.as_str() {
+            "dp" => RankTag::Dp,
+            "pp" => RankTag::Pp,
+            "attn_cp" => RankTag::AttnCp,
+            "moe_dp" => RankTag::MoeDp,
+            "tp" => RankTag::Tp,
+            "ep" => RankTag::Ep,
+            other => {
+                return Err(PatternError::Invalid(format!(
+                    "rank tag {tag}: unknown rank {other:?} (dp, pp, attn_cp, moe_dp, tp, ep)"
+                )))
+            }
+        };
+        if tag.is_empty() || !tag.bytes().all(|c| c.is_ascii_uppercase() || c == b'_') {
+            return Err(PatternError::Invalid(format!(
+                "rank tag {tag:?}: use upper-case letters and _ only"
+            )));
+        }
+        tags.push((tag.clone(), r));
+    }
+    tags.sort_by_key(|(t, _)| std::cmp::Reverse(t.len()));
+    Ok(tags)
+}
+
+/// Compiles a regex of the pattern file, refusing one that reads digits beyond ASCII (`\d` is
+/// Unicode in the regex crate: `٦` would match, then fail or mislead every reader after it).
+fn compile_regex(what: &str, re: &str) -> Result<Regex, PatternError> {
+    let regex = Regex::new(re).map_err(|source| PatternError::Regex {
+        what: what.to_string(),
+        source,
+    })?;
+    let hir = regex_syntax::Parser::new()
+        .parse(re)
+        .map_err(|e| PatternError::Invalid(format!("regex of {what}: {e}")))?;
+    if reads_unicode_digits(&hir) {
+        return Err(PatternError::Invalid(format!(
+            "regex of {what}: \\d matches every Unicode digit; write [0-9]"
+        )));
+    }
+    Ok(regex)
+}
+
+/// Whether a class in `hir` is a digit class wider than ASCII: it holds `0`-`9` and the
+/// Arabic-Indic digits but no letter (a negated class like `[^ "]` holds letters too).
+fn reads_unicode_digits(hir: &regex_syntax::hir::Hir) -> bool {
+    use regex_syntax::hir::{Class as C, HirKind};
+    match hir.kind() {
+        HirKind::Class(C::Unicode(c)) => {
+            let has = |ch: char| c.ranges().iter().any(|r| r.start() <= ch && ch <= r.end());
+            has('0') && has('9') && has('\u{0666}') && !has('a')
+        }
+        HirKind::Class(C::Bytes(_)) | HirKind::Empty | HirKind::Literal(_) | HirKind::Look(_) => {
+            false
+        }
+        HirKind::Repetition(r) => reads_unicode_digits(&r.sub),
+        HirKind::Capture(c) => reads_unicode_digits(&c.sub),
+        HirKind::Concat(v) | HirKind::Alternation(v) => v.iter().any(reads_unicode_digits),
+    }
+}
+
+/// The sub-expression of the capture group `name`, if `hir` has one.
+fn group<'h>(hir: &'h regex_syntax::hir::Hir, name: &str) -> Option<&'h regex_syntax::hir::Hir> {
+    use regex_syntax::hir::HirKind;
+    match hir.kind() {
+        HirKind::Capture(c) if c.name.as_deref() == Some(name) => Some(&c.sub),
+        HirKind::Capture(c) => group(&c.sub, name),
+        HirKind::Repetition(r) => group(&r.sub, name),
+        HirKind::Concat(v) | HirKind::Alternation(v) => v.iter().find_map(|h| group(h, name)),
+        _ => None,
+    }
+}
+
+/// The prefix regex, with the shapes its reader relies on: `time` is exactly 8 bytes
+/// (`HH:MM:SS`), `date` exactly 10 (`YYYY-MM-DD`), `frac` 1 to 9. A custom prefix that lets
+/// `time` be `9:05:00` is refused here rather than misread later. (The reader checks each byte
+/// too; this makes the mistake visible at start-up.)
+fn compile_prefix(re: &str) -> Result<Regex, PatternError> {
+    let prefix = compile_regex("prefix", re)?;
+    let hir = regex_syntax::Parser::new()
+        .parse(re)
+        .map_err(|e| PatternError::Invalid(format!("prefix: {e}")))?;
+    let Some(time) = group(&hir, "time") else {
+        return Err(PatternError::Invalid(
+            "prefix: the regex needs a group named time".into(),
+        ));
+    };
+    for (name, min, max) in [("time", 8, 8), ("date", 10, 10), ("frac", 1, 9)] {
+        let Some(g) = (if name == "time" {
+            Some(time)
+        } else {
+            group(&hir, name)
+        }) else {
+            continue;
+        };
+        let p = g.properties();
+        if p.minimum_len() != Some(min) || p.maximum_len().is_none_or(|m| m > max) {
+            return Err(PatternError::Invalid(format!(
+                "prefix: group {name} must match {min} to {max} ASCII characters (it allows {:?} to {:?} bytes)",
+                p.minimum_len(),
+                p.maximum_len()
+            )));
+        }
+    }
+    Ok(prefix)
+}
+
+/// Compiles one entry of `lines:`.
+fn compile_line(
+    l: LineRaw,
+    line_fields: &HashMap<String, HashMap<String, FieldSpecRaw>>,
+    ids: &HashMap<String, MetricId>,
+    fields: &FieldMaps,
+) -> Result<LineKind, PatternError> {
+    let regex = compile_regex(&format!("line {}", l.name), &l.regex)?;
+    if l.literal.is_empty() {
+        return Err(PatternError::Invalid(format!(
+            "line {}: the literal must not be empty",
+            l.name
+        )));
+    }
+    let mut overrides = HashMap::new();
+    if let Some(o) = line_fields.get(&l.name) {
+        for (key, spec) in o {
+            if let Some(t) = resolve(key, spec.metric.as_ref(), spec, ids)? {
+                overrides.insert(key.clone(), t);
+            }
+        }
+    }
+    let mut kind = LineKind {
+        name: l.name,
+        class: l.class,
+        scope: l.scope,
+        separators: l.separators.unwrap_or_else(|| vec![", ".into()]),
+        kv: l.kv.unwrap_or_else(|| vec![": ".into()]),
+        group_fields: Vec::new(),
+        fields_group: None,
+        stop: l.stop,
+        requires: l.requires,
+        overrides,
+        regex,
+    };
+    if kind.separators.iter().any(|s| s.is_empty()) || kind.kv.iter().any(|s| s.is_empty()) {
+        return Err(PatternError::Invalid(format!(
+            "line {}: separators must not be empty",
+            kind.name
+        )));
+    }
+    for r in &kind.requires {
+        if kind
+            .target(r, &fields.prefill, &fields.decode, &fields.other)
+            .is_none()
+        {
+            return Err(PatternError::Invalid(format!(
+                "line {}: required field {r:?} is not a known field of this line",
+                kind.name
+            )));
+        }
+    }
+    let names: Vec<(usize, String)> = kind
+        .regex
+        .capture_names()
+        .enumerate()
+        .filter_map(|(gi, n)| n.map(|n| (gi, n.to_string())))
+        .collect();
+    for (gi, n) in names {
+        match n.as_str() {
+            "fields" => kind.fields_group = Some(gi),
+            _ if SPECIAL_GROUPS.contains(&n.as_str()) => {}
+            _ => match kind.target(&n, &fields.prefill, &fields.decode, &fields.other) {
+                Some(t) => kind.group_fields.push((gi, t)),
+                None => {
+                    return Err(PatternError::Invalid(format!(
+                        "line {}: group {n:?} is not a known field",
+                        kind.name
+                    )))
+                }
+            },
+        }
+    }
+    Ok(kind)
 }
 
 /// Prometheus metric name rule: `[a-zA-Z_:][a-zA-Z0-9_:]*`.

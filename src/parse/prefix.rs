@@ -9,46 +9,96 @@ use regex::Captures;
 use crate::parse::patterns::{Patterns, RankTag};
 use crate::record::{LogTime, Ranks};
 
-/// Reads the prefix captures (groups `date`, `time`, `frac`, `tags`) into a time and ranks.
-pub fn read_prefix(p: &Patterns, caps: &Captures<'_>) -> (Option<LogTime>, Ranks) {
+/// Reads the prefix captures (groups `date`, `time`, `frac`, `tags`) into a time and ranks;
+/// `None` when they are malformed (see [`read_prefix_parts`]).
+pub fn read_prefix(p: &Patterns, caps: &Captures<'_>) -> Option<(Option<LogTime>, Ranks)> {
     let g = |n: &str| caps.name(n).map(|m| m.as_str());
     read_prefix_parts(p, g("date"), g("time"), g("frac"), g("tags"))
 }
 
 /// [`read_prefix`] from the text of each group (`None`: the group did not take part), so the
 /// parser can feed it from reusable capture locations without allocating.
+///
+/// Every byte is checked, whatever the prefix regex lets through: `time` must be `HH:MM:SS`
+/// and a real time of day, `date` `YYYY-MM-DD` and a real date, `frac` 1 to 9 ASCII digits.
+/// Anything else (a non-ASCII digit, `25:00:00`) returns `None`: the prefix is malformed and
+/// the line is not read, rather than read with a made-up time.
 pub fn read_prefix_parts(
     p: &Patterns,
     date: Option<&str>,
     time: Option<&str>,
     frac: Option<&str>,
     tags: Option<&str>,
-) -> (Option<LogTime>, Ranks) {
+) -> Option<(Option<LogTime>, Ranks)> {
     let mut ranks = Ranks::default();
     if let Some(tags) = tags {
         for tag in tags.split_ascii_whitespace() {
             set_rank_tag(p, tag, &mut ranks);
         }
     }
-    let time = time.and_then(|t| {
-        let b = t.as_bytes();
-        let num = |i: usize| ((b[i] - b'0') * 10 + (b[i + 1] - b'0')) as i8;
-        let nanos = frac.map_or(0, |s| {
-            let n: i32 = s.parse().unwrap_or(0);
-            n * 10i32.pow(9 - s.len() as u32)
-        });
-        let time = Time::new(num(0), num(3), num(6), nanos).ok()?;
-        let date = date.and_then(|s| {
-            Date::new(
-                s[0..4].parse().ok()?,
-                s[5..7].parse().ok()?,
-                s[8..10].parse().ok()?,
-            )
-            .ok()
-        });
-        Some(LogTime { date, time })
-    });
-    (time, ranks)
+    let Some(time) = time else {
+        return Some((None, ranks));
+    };
+    let t = digits(time, b"00:00:00")?;
+    let nanos = match frac {
+        None => 0,
+        Some(f) if (1..=9).contains(&f.len()) && f.bytes().all(|c| c.is_ascii_digit()) => {
+            f.parse::<i32>().ok()? * 10i32.pow(9 - f.len() as u32)
+        }
+        Some(_) => return None,
+    };
+    let time = Time::new(t[0] as i8, t[1] as i8, t[2] as i8, nanos).ok()?;
+    let date = match date {
+        None => None,
+        Some(d) => {
+            let d = digits(d, b"0000-00-00")?;
+            Some(Date::new(d[0] as i16, d[1] as i8, d[2] as i8).ok()?)
+        }
+    };
+    Some((Some(LogTime { date, time }), ranks))
+}
+
+/// The numbers of `s` laid out as `shape` (`0` a digit, anything else that byte exactly), or
+/// `None` when `s` is not of that shape.
+fn digits(s: &str, shape: &[u8]) -> Option<[u32; 3]> {
+    let b = s.as_bytes();
+    if b.len() != shape.len() {
+        return None;
+    }
+    let mut out = [0u32; 3];
+    let mut i = 0;
+    for (c, want) in b.iter().zip(shape) {
+        match want {
+            b'0' if c.is_ascii_digit() => out[i] = out[i] * 10 + u32::from(c - b'0'),
+            b'0' => return None,
+            sep if c == sep => i += 1,
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
+/// Whether `before` (the text before a line's label, where no valid prefix was found) holds a
+/// bracket that opens like SGLang's timestamp (`[2026-0٦-03 …`: four digits and `-`, or two
+/// digits and `:`, digits of any script) but is not a valid one. Such a line has a corrupt
+/// prefix; reading it as a prefix-less line would invent a rank without tags.
+pub fn broken_timestamp(before: &str) -> bool {
+    let mut rest = before;
+    while let Some(p) = rest.find('[') {
+        rest = &rest[p + 1..];
+        let mut chars = rest.chars();
+        let mut n = 0;
+        let sep = loop {
+            match chars.next() {
+                Some(c) if c.is_numeric() => n += 1,
+                other => break other,
+            }
+        };
+        if (n == 4 && sep == Some('-')) || (n == 2 && sep == Some(':')) {
+            return true;
+        }
+    }
+    false
 }
 
 /// A rank number too large for a rank (`TP4294967296`): such a line is garbage and is not
@@ -227,6 +277,41 @@ mod tests {
             );
         }
         assert!(last > now.as_second() as f64 - 2.0 * 86_400.0);
+    }
+
+    #[test]
+    fn malformed_prefixes_are_refused_not_misread() {
+        let p = Patterns::embedded().unwrap();
+        let ok = read_prefix_parts(
+            &p,
+            Some("2026-06-03"),
+            Some("10:00:21"),
+            Some("345"),
+            Some(" TP1"),
+        );
+        let (t, r) = ok.unwrap();
+        assert_eq!(t.unwrap().time, Time::new(10, 0, 21, 345_000_000).unwrap());
+        assert_eq!(r.tp, Some(1));
+        for (date, time, frac) in [
+            (Some("2026-0\u{0666}-03"), Some("10:00:00"), None),
+            (None, Some("1\u{0660}:00:00"), None),
+            (None, Some("9:05:00"), None),
+            (None, Some("25:00:00"), None),
+            (Some("2026-13-03"), Some("10:00:00"), None),
+            (None, Some("10:00:00"), Some("1234567890")),
+            (None, Some("10:00:00"), Some("\u{0661}")),
+        ] {
+            assert_eq!(
+                read_prefix_parts(&p, date, time, frac, None),
+                None,
+                "{date:?} {time:?} {frac:?}"
+            );
+        }
+        assert!(broken_timestamp("[2026-0\u{0666}-03 10:00:00 TP0] "));
+        assert!(broken_timestamp("x [1\u{0660}:00:00] "));
+        assert!(!broken_timestamp("python[1234]: "));
+        assert!(!broken_timestamp("[gpu_id=0] "));
+        assert!(!broken_timestamp("[2001:db8::1]:5 - "));
     }
 
     #[test]

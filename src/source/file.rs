@@ -1,11 +1,15 @@
 //! Following a file like `tail -F`.
 //!
-//! The file is read from its start (so gauges and startup facts are right at once), then
-//! followed. After each end of file a small decision ([`classify`]) says what happened to the
-//! path: the file grew, was truncated (copytruncate), was replaced (rename-and-create rotation:
-//! the old file is finished first), is gone (deleted: keep the old handle until a new file
-//! appears) or is unchanged. `notify` wakes the tailer on directory events; a stat poll is the
-//! backstop where inotify is not available or misses an event.
+//! A [`Tailer`] reads the file from its start (so gauges and startup facts are right at once),
+//! then follows it. After each end of file a small decision ([`classify`]) says what happened to
+//! the path: the file grew, was truncated (copytruncate), was replaced (rename-and-create
+//! rotation: the old file is finished first), is gone (deleted: keep the old handle for the
+//! grace period) or is unchanged. `notify` wakes the tailer on directory events; a stat poll is
+//! the backstop where inotify is not available or misses an event.
+//!
+//! The tailer knows nothing of parsing: it hands whole lines and what happened to a [`Sink`]
+//! (the ingest, or a test's recorder). It keeps its position outside any one run, so a reader
+//! restarted after a failure resumes after the last line it handed out ([`Tailer::recover`]).
 
 use std::fs::{File, Metadata};
 use std::io::{self, Read};
@@ -13,12 +17,29 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use notify::{RecursiveMode, Watcher};
 
-use super::linebuf::LineBuf;
-use super::{Ingest, Timing};
+use super::linebuf::{Event, LineBuf};
+
+/// What a tailer reports to.
+pub trait Sink {
+    /// A line, an over-long line, a cut line or a skipped NUL run.
+    fn event(&mut self, e: Event<'_>);
+    /// Bytes read.
+    fn bytes(&mut self, n: usize);
+    /// A read error (counted).
+    fn error(&mut self);
+    /// Whether the source is open and being read.
+    fn up(&mut self, up: bool);
+    /// A moment to hand batched counters on (after each burst of reading).
+    fn flush(&mut self);
+    /// The history is read (the file's content when it was first opened): from now on lines
+    /// are live. `mtime` is the file's modification time, the best time for history lines that
+    /// carry none.
+    fn history(&mut self, done: bool, mtime: Option<f64>);
+}
 
 /// What happened to the path since the file was opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,9 +83,11 @@ fn identity(m: &Metadata) -> (u64, u64, u64) {
     (m.dev(), m.ino(), m.len())
 }
 
+/// An open file and where we are in it.
 struct Open {
     file: File,
     id: (u64, u64),
+    /// Bytes read from the file (the line buffer holds those of a partial line).
     offset: u64,
     /// The last bytes before `offset`, as read. copytruncate followed by a quick write can leave
     /// the file longer than our offset: only a change in these bytes tells it was truncated.
@@ -72,6 +95,7 @@ struct Open {
     /// A regular file. A FIFO, a character device or a process substitution (`<(cmd)`) is read
     /// as a stream: no positioned reads, no truncation or rotation checks.
     regular: bool,
+    lb: LineBuf,
 }
 
 /// Most rotated-away files still read at once (rotations faster than the grace period).
@@ -81,6 +105,27 @@ const MAX_RETIRED: usize = 8;
 const TAIL_CHECK: u64 = 64;
 
 impl Open {
+    fn new(path: &Path, max_line: usize) -> io::Result<Open> {
+        let file = File::open(path)?;
+        let m = file.metadata()?;
+        if m.is_dir() {
+            return Err(io::Error::other("it is a directory, not a file"));
+        }
+        let (dev, ino, _) = identity(&m);
+        let mut o = Open {
+            file,
+            id: (dev, ino),
+            offset: 0,
+            tail: Vec::new(),
+            regular: m.file_type().is_file(),
+            lb: LineBuf::new(max_line),
+        };
+        if o.regular {
+            o.seek_to(0)?;
+        }
+        Ok(o)
+    }
+
     fn read_tail(&self) -> io::Result<Vec<u8>> {
         use std::os::unix::fs::FileExt;
         let n = self.offset.min(TAIL_CHECK);
@@ -94,154 +139,296 @@ impl Open {
     fn tail_intact(&self) -> bool {
         self.read_tail().is_ok_and(|t| t == self.tail)
     }
+
+    /// Goes to `pos` (forgetting any partial line), then past a hole there: a copytruncate
+    /// whose writer did not append leaves the file sparse up to the writer's offset, and the
+    /// hole is skipped with `SEEK_DATA` instead of being read (where the filesystem has no
+    /// holes, the line buffer skips the NULs).
+    fn seek_to(&mut self, pos: u64) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let mut at = pos;
+        // SAFETY: lseek on a descriptor we own; it reads no memory of ours.
+        let data =
+            unsafe { libc::lseek(self.file.as_raw_fd(), pos as libc::off_t, libc::SEEK_DATA) };
+        if data >= 0 {
+            at = data as u64;
+        } else if io::Error::last_os_error().raw_os_error() == Some(libc::ENXIO) {
+            // Only a hole (or nothing) after `pos`: wait at the end for data.
+            at = self.file.metadata()?.len().max(pos);
+        }
+        io::Seek::seek(&mut self.file, io::SeekFrom::Start(at))?;
+        self.offset = at;
+        self.lb.set_position(at);
+        self.tail = if at > 0 {
+            self.read_tail()?
+        } else {
+            Vec::new()
+        };
+        Ok(())
+    }
+
+    /// Reads to the end of the file, then remembers the bytes before the new offset.
+    fn drain(&mut self, sink: &mut dyn Sink) -> io::Result<()> {
+        let start = self.offset;
+        loop {
+            let n = self
+                .lb
+                .fill(&mut self.file as &mut dyn Read, |e| sink.event(e))?;
+            if n == 0 {
+                break;
+            }
+            self.offset += n as u64;
+            sink.bytes(n);
+        }
+        if self.regular && self.offset != start {
+            self.tail = self.read_tail()?;
+        }
+        Ok(())
+    }
+
+    /// Drops the partial last line (reported as cut).
+    fn flush_partial(&mut self, sink: &mut dyn Sink) {
+        self.lb.flush_partial(|e| sink.event(e));
+    }
 }
 
-/// Reads `path` to its end (`once`) or follows it until `stop` is set.
-///
-/// Errors never end the tailer: a missing file is waited for, an unreadable one or a directory
-/// is warned about once and retried, every error counted in the source's self metrics.
-pub fn follow(path: &Path, ingest: &mut Ingest, cfg: &TailConfig, stop: &AtomicBool) {
-    let (tx, rx) = channel::<()>();
-    // The watcher must live as long as the loop; without one the poll alone drives us.
-    let _watcher = if cfg.once { None } else { watch_dir(path, tx) };
-    let mut lb = LineBuf::new(cfg.max_line);
-    let mut open: Option<Open> = None;
-    let mut last_error: Option<String> = None;
-    let mut first_pass = true;
-    // Since when the path has had no file while we hold the deleted one open.
-    let mut gone_since: Option<std::time::Instant> = None;
-    // Files rotated away (renamed): the writer may go on writing to one until it reopens its
-    // log, so each is still read, with its own line buffer, for the grace period.
-    let mut retired: Vec<(Open, LineBuf, std::time::Instant)> = Vec::new();
-    ingest.set_timing(Timing::LogTime);
-    loop {
-        if open.is_none() {
-            match open_file(path) {
-                // A rotated-away file renamed back: go on where we were in it, not from its
-                // start (and never read it twice).
-                Ok(o) if retired.iter().any(|(r, _, _)| r.id == o.id) => {
-                    if let Some(i) = retired.iter().position(|(r, _, _)| r.id == o.id) {
-                        let (r, l, _) = retired.remove(i);
-                        lb = l;
-                        open = Some(r);
-                        ingest.set_up(true);
-                    }
-                }
-                Ok(o) => {
-                    if last_error.take().is_some() || !first_pass {
-                        tracing::info!(path = %path.display(), "reading the file");
-                    }
-                    ingest.set_up(true);
-                    open = Some(o);
-                }
-                Err(e) => {
-                    let msg = e.to_string();
-                    if last_error.as_deref() != Some(msg.as_str()) {
-                        ingest.count_error();
-                        tracing::warn!(path = %path.display(), "cannot read the file: {msg}; will retry");
-                        last_error = Some(msg);
-                    }
-                    // After the count, so a scrape that sees the source down sees why.
-                    ingest.set_up(false);
-                    if cfg.once {
-                        ingest.flush();
-                        return;
-                    }
-                }
+/// A file followed like `tail -F`; see the module docs.
+pub struct Tailer {
+    path: PathBuf,
+    cfg: TailConfig,
+    open: Option<Open>,
+    /// Files rotated away (renamed): the writer may go on writing to one until it reopens its
+    /// log, so each is still read for the grace period.
+    retired: Vec<(Open, Instant)>,
+    /// Since when the path has had no file while we hold the deleted one open.
+    gone_since: Option<Instant>,
+    last_error: Option<String>,
+    /// Still reading what the file held when first opened.
+    in_history: bool,
+}
+
+/// What one look at the file found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Caught up; wait for more.
+    Wait,
+    /// Something changed (rotation, truncation): look again at once.
+    Again,
+    /// `once`: the file is read to its end (or cannot be read).
+    Done,
+}
+
+impl Tailer {
+    /// A tailer of `path`.
+    pub fn new(path: &Path, cfg: TailConfig) -> Tailer {
+        Tailer {
+            path: path.to_path_buf(),
+            cfg,
+            open: None,
+            retired: Vec::new(),
+            gone_since: None,
+            last_error: None,
+            in_history: true,
+        }
+    }
+
+    /// After a failure in the middle of reading: goes back to just after the last line handed
+    /// out (the line being read when it failed is not read again), forgetting the partial line.
+    pub fn recover(&mut self) {
+        if let Some(o) = self.open.as_mut() {
+            let pos = o.lb.position();
+            if !o.regular || o.seek_to(pos).is_err() {
+                o.lb.reset();
             }
         }
-        if let Some(o) = open.as_mut() {
-            if o.regular && o.offset > 0 && !o.tail_intact() {
-                tracing::info!(path = %path.display(), "the file was truncated and rewritten; reading it from the start");
-                lb.flush_partial(|e| ingest.event(e));
-                if let Err(e) = rewind(o) {
-                    tracing::warn!(path = %path.display(), "seek failed: {e}; reopening");
-                    open = None;
-                    continue;
-                }
+    }
+
+    /// Follows the file until `stop` is set (returns at the end with `once`).
+    ///
+    /// Errors never end the tailer: a missing file is waited for, an unreadable one or a
+    /// directory is warned about once and retried, every error counted.
+    pub fn run(&mut self, sink: &mut dyn Sink, stop: &AtomicBool) {
+        if self.open.is_some() {
+            // Resumed after a failure (see `recover`).
+            sink.up(true);
+        }
+        let (tx, rx) = channel::<()>();
+        // The watcher must live as long as the loop; without one the poll alone drives us.
+        let _watcher = if self.cfg.once {
+            None
+        } else {
+            watch_dir(&self.path, tx)
+        };
+        loop {
+            match self.step(sink) {
+                Step::Done => return,
+                Step::Again => continue,
+                Step::Wait => {}
             }
-            if let Err(e) = drain(o, &mut lb, ingest) {
-                ingest.count_error();
-                tracing::warn!(path = %path.display(), "reading failed: {e}; reopening");
-                lb.reset();
-                open = None;
-                continue;
-            }
-            ingest.flush();
-            if cfg.once {
-                lb.flush_partial(|e| ingest.event(e));
-                ingest.flush();
+            self.read_retired(sink);
+            sink.flush();
+            if stop.load(Ordering::Relaxed) {
                 return;
             }
-            if first_pass {
-                // Caught up with history: from now on a line's time is when it arrives.
-                first_pass = false;
-                ingest.set_timing(Timing::Arrival);
-            }
-            let now = std::fs::metadata(path).map(|m| identity(&m));
-            let change = if o.regular {
-                classify(o.id, o.offset, now)
+            wait(&rx, self.cfg.poll);
+        }
+    }
+
+    /// One look: open the file if needed, read what is new, decide what happened to the path.
+    pub fn step(&mut self, sink: &mut dyn Sink) -> Step {
+        if self.open.is_none() && !self.reopen(sink) {
+            return if self.cfg.once {
+                Step::Done
             } else {
-                Change::Same
+                Step::Wait
             };
-            if change != Change::Gone {
-                gone_since = None;
+        }
+        let Some(o) = self.open.as_mut() else {
+            return Step::Wait;
+        };
+        if o.regular && o.offset > 0 && !o.tail_intact() {
+            tracing::info!(path = %self.path.display(), "the file was truncated and rewritten; reading it from the start");
+            return self.rewind(sink);
+        }
+        if let Err(e) = o.drain(sink) {
+            sink.error();
+            tracing::warn!(path = %self.path.display(), "reading failed: {e}; reopening");
+            self.open = None;
+            return Step::Again;
+        }
+        sink.flush();
+        if self.cfg.once {
+            o.flush_partial(sink);
+            sink.flush();
+            return Step::Done;
+        }
+        if self.in_history {
+            // Caught up with history: from now on a line's time is when it arrives.
+            self.in_history = false;
+            sink.history(true, None);
+        }
+        let now = std::fs::metadata(&self.path).map(|m| identity(&m));
+        let change = if o.regular {
+            classify(o.id, o.offset, now)
+        } else {
+            Change::Same
+        };
+        if change != Change::Gone {
+            self.gone_since = None;
+        }
+        match change {
+            Change::Same => Step::Wait,
+            Change::Gone => self.gone(sink),
+            Change::Truncated => {
+                tracing::info!(path = %self.path.display(), "the file was truncated; reading it from the start");
+                self.rewind(sink)
             }
-            match change {
-                Change::Same => {}
-                Change::Gone => {
-                    // Keep reading the deleted file for a while (the writer may still be
-                    // writing, a new file may appear), then let it go so its space is freed.
-                    let since = *gone_since.get_or_insert_with(std::time::Instant::now);
-                    if since.elapsed() >= cfg.deleted_grace {
-                        tracing::info!(path = %path.display(), "the file was deleted and no new one appeared; closed it, waiting for the path to reappear");
-                        lb.flush_partial(|e| ingest.event(e));
-                        ingest.flush();
-                        ingest.set_up(false);
-                        open = None;
-                        gone_since = None;
-                    }
+            Change::Replaced => self.rotated(sink),
+        }
+    }
+
+    /// Opens the file at the path; `false` when it cannot be (counted and warned once).
+    fn reopen(&mut self, sink: &mut dyn Sink) -> bool {
+        match Open::new(&self.path, self.cfg.max_line) {
+            // A rotated-away file renamed back: go on where we were in it, not from its
+            // start (and never read it twice).
+            Ok(o) if self.retired.iter().any(|(r, _)| r.id == o.id) => {
+                if let Some(i) = self.retired.iter().position(|(r, _)| r.id == o.id) {
+                    self.open = Some(self.retired.remove(i).0);
+                    sink.up(true);
                 }
-                Change::Truncated => {
-                    tracing::info!(path = %path.display(), "the file was truncated; reading it from the start");
-                    lb.flush_partial(|e| ingest.event(e));
-                    if let Err(e) = rewind(o) {
-                        tracing::warn!(path = %path.display(), "seek failed: {e}; reopening");
-                        open = None;
-                    }
-                    continue;
+                true
+            }
+            Ok(o) => {
+                if self.last_error.take().is_some() || !self.in_history {
+                    tracing::info!(path = %self.path.display(), "reading the file");
                 }
-                Change::Replaced => {
-                    // Finish what the old file holds, keep reading it for a while, and read the
-                    // new one from its start.
-                    let _ = drain(o, &mut lb, ingest);
-                    ingest.flush();
-                    tracing::info!(path = %path.display(), "the file was rotated; following the new one");
-                    if let Some(old) = open.take() {
-                        let old_lb = std::mem::replace(&mut lb, LineBuf::new(cfg.max_line));
-                        retired.push((old, old_lb, std::time::Instant::now()));
-                        if retired.len() > MAX_RETIRED {
-                            let (_, mut l, _) = retired.remove(0);
-                            l.flush_partial(|e| ingest.event(e));
-                        }
-                    }
-                    continue;
+                if self.in_history && !self.cfg.once {
+                    let mtime = o.file.metadata().ok().and_then(|m| m.modified().ok());
+                    let secs = mtime
+                        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                        .map(|d| d.as_secs_f64());
+                    sink.history(false, secs);
                 }
+                sink.up(true);
+                self.open = Some(o);
+                true
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                if self.last_error.as_deref() != Some(msg.as_str()) {
+                    sink.error();
+                    tracing::warn!(path = %self.path.display(), "cannot read the file: {msg}; will retry");
+                    self.last_error = Some(msg);
+                }
+                // After the count, so a scrape that sees the source down sees why.
+                sink.up(false);
+                sink.flush();
+                false
             }
         }
-        retired.retain_mut(|(o, l, since)| {
-            let keep = drain(o, l, ingest).is_ok() && since.elapsed() < cfg.deleted_grace;
+    }
+
+    /// The file is shorter than what we read, or was rewritten: read it again from its start.
+    fn rewind(&mut self, sink: &mut dyn Sink) -> Step {
+        let Some(o) = self.open.as_mut() else {
+            return Step::Again;
+        };
+        o.flush_partial(sink);
+        if let Err(e) = o.seek_to(0) {
+            tracing::warn!(path = %self.path.display(), "seek failed: {e}; reopening");
+            self.open = None;
+        }
+        Step::Again
+    }
+
+    /// Keep reading the deleted file for a while (the writer may still be writing, a new file
+    /// may appear), then let it go so its space is freed.
+    fn gone(&mut self, sink: &mut dyn Sink) -> Step {
+        let since = *self.gone_since.get_or_insert_with(Instant::now);
+        if since.elapsed() >= self.cfg.deleted_grace {
+            tracing::info!(path = %self.path.display(), "the file was deleted and no new one appeared; closed it, waiting for the path to reappear");
+            if let Some(mut o) = self.open.take() {
+                o.flush_partial(sink);
+            }
+            sink.flush();
+            sink.up(false);
+            self.gone_since = None;
+        }
+        Step::Wait
+    }
+
+    /// Another file is at the path: finish what the old one holds, keep reading it for the
+    /// grace period, and read the new one from its start.
+    fn rotated(&mut self, sink: &mut dyn Sink) -> Step {
+        if let Some(mut old) = self.open.take() {
+            let _ = old.drain(sink);
+            sink.flush();
+            tracing::info!(path = %self.path.display(), "the file was rotated; following the new one");
+            self.retired.push((old, Instant::now()));
+            if self.retired.len() > MAX_RETIRED {
+                let (mut o, _) = self.retired.remove(0);
+                o.flush_partial(sink);
+            }
+        }
+        Step::Again
+    }
+
+    /// Reads the rotated-away files still within their grace period; closes the others.
+    fn read_retired(&mut self, sink: &mut dyn Sink) {
+        let grace = self.cfg.deleted_grace;
+        self.retired.retain_mut(|(o, since)| {
+            let keep = o.drain(sink).is_ok() && since.elapsed() < grace;
             if !keep {
-                l.flush_partial(|e| ingest.event(e));
+                o.flush_partial(sink);
             }
             keep
         });
-        ingest.flush();
-        if stop.load(Ordering::Relaxed) {
-            ingest.flush();
-            return;
-        }
-        wait(&rx, cfg.poll);
+    }
+
+    /// Files held open: the followed one and the rotated-away ones in their grace period.
+    pub fn open_files(&self) -> usize {
+        usize::from(self.open.is_some()) + self.retired.len()
     }
 }
 
@@ -251,46 +438,6 @@ fn wait(rx: &Receiver<()>, poll: Duration) {
         Ok(()) => while rx.try_recv().is_ok() {},
         Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => {}
     }
-}
-
-fn open_file(path: &Path) -> io::Result<Open> {
-    let file = File::open(path)?;
-    let m = file.metadata()?;
-    if m.is_dir() {
-        return Err(io::Error::other("it is a directory, not a file"));
-    }
-    let (dev, ino, _) = identity(&m);
-    Ok(Open {
-        file,
-        id: (dev, ino),
-        offset: 0,
-        tail: Vec::new(),
-        regular: m.file_type().is_file(),
-    })
-}
-
-fn rewind(o: &mut Open) -> io::Result<()> {
-    io::Seek::seek(&mut o.file, io::SeekFrom::Start(0))?;
-    o.offset = 0;
-    o.tail.clear();
-    Ok(())
-}
-
-/// Reads to the end of the file, then remembers the bytes before the new offset.
-fn drain(o: &mut Open, lb: &mut LineBuf, ingest: &mut Ingest) -> io::Result<()> {
-    let start = o.offset;
-    loop {
-        let n = lb.fill(&mut o.file as &mut dyn Read, |e| ingest.event(e))?;
-        if n == 0 {
-            break;
-        }
-        o.offset += n as u64;
-        ingest.count_bytes(n);
-    }
-    if o.regular && o.offset != start {
-        o.tail = o.read_tail()?;
-    }
-    Ok(())
 }
 
 fn watch_dir(path: &Path, tx: std::sync::mpsc::Sender<()>) -> Option<notify::RecommendedWatcher> {
@@ -327,5 +474,83 @@ mod tests {
             classify((1, 2), 10, Err(io::Error::from(io::ErrorKind::NotFound))),
             Change::Gone
         );
+    }
+
+    /// Records what a tailer hands out.
+    #[derive(Default)]
+    struct Rec {
+        lines: Vec<String>,
+        nuls: usize,
+    }
+
+    impl Sink for Rec {
+        fn event(&mut self, e: Event<'_>) {
+            match e {
+                Event::Line(l, _) => self.lines.push(String::from_utf8_lossy(l).into_owned()),
+                Event::NulRun => self.nuls += 1,
+                _ => {}
+            }
+        }
+        fn bytes(&mut self, _: usize) {}
+        fn error(&mut self) {}
+        fn up(&mut self, _: bool) {}
+        fn flush(&mut self) {}
+        fn history(&mut self, _: bool, _: Option<f64>) {}
+    }
+
+    fn cfg() -> TailConfig {
+        TailConfig {
+            poll: Duration::from_millis(10),
+            max_line: 1024,
+            once: false,
+            deleted_grace: Duration::from_secs(60),
+        }
+    }
+
+    #[test]
+    fn a_sparse_hole_after_copytruncate_is_skipped_not_read() {
+        use std::io::{Seek, Write};
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.log");
+        // A writer without O_APPEND at offset 3 MiB after the truncation: a hole, then a line.
+        let mut w = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&p)
+            .unwrap();
+        w.write_all(b"first\n").unwrap();
+        let mut t = Tailer::new(&p, cfg());
+        let mut rec = Rec::default();
+        assert_eq!(t.step(&mut rec), Step::Wait);
+        w.set_len(0).unwrap();
+        w.seek(io::SeekFrom::Start(3 << 20)).unwrap();
+        w.write_all(b"after the hole\n").unwrap();
+        // Truncated (shorter? no: longer) — the tail check sees the rewrite.
+        while t.step(&mut rec) == Step::Again {}
+        assert_eq!(rec.lines, ["first", "after the hole"]);
+        assert!(t.open.as_ref().unwrap().offset >= 3 << 20);
+    }
+
+    #[test]
+    fn recover_resumes_after_the_last_line_handed_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.log");
+        std::fs::write(&p, "a\nb\nc\n").unwrap();
+        let mut t = Tailer::new(&p, cfg());
+        let mut rec = Rec::default();
+        t.step(&mut rec);
+        assert_eq!(rec.lines, ["a", "b", "c"]);
+        // A restart after a failure reads nothing twice.
+        t.recover();
+        t.step(&mut rec);
+        assert_eq!(rec.lines, ["a", "b", "c"]);
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&p)
+            .and_then(|mut f| io::Write::write_all(&mut f, b"d\n"))
+            .unwrap();
+        t.step(&mut rec);
+        assert_eq!(rec.lines, ["a", "b", "c", "d"]);
     }
 }

@@ -1,18 +1,42 @@
 //! Wrappers that frame a log line inside another record, undone before parsing:
 //!
-//! * `journalctl -o json` lines: the SGLang line is `MESSAGE` (a string, an array of bytes for
-//!   non-UTF-8 data, or `null` when over 4096 bytes without `--all`); `_SYSTEMD_UNIT` names the
-//!   server and `__REALTIME_TIMESTAMP` (µs) is the line's time.
-//! * Docker `json-file` lines: `{"log": "...\n", "stream": ..., "time": ...}`; a line over 16 KiB
-//!   arrives as several objects and only the last one's `log` ends with `\n`.
+//! * JSON object lines (`{…}`) whose log line sits under a well-known key, decoded with its JSON
+//!   escapes (see [`MESSAGE_KEYS`]): `journalctl -o json` (`MESSAGE`: a string, an array of bytes
+//!   for non-UTF-8 data, or `null` when over 4096 bytes without `--all`; `_SYSTEMD_UNIT` names
+//!   the server; `__REALTIME_TIMESTAMP` in µs is the line's time), Docker `json-file` (`log`; a
+//!   line over 16 KiB arrives as several objects and only the last one's `log` ends with `\n`),
+//!   Fluent Bit, Vector and Loki exports (`log`, `message`, `msg`, `line`), cloud log exports
+//!   (`textPayload`, `jsonPayload.message`), JSON-lines runners (`{"logger": …, "message": …}`),
+//!   and any key given with `--input.json-message-key`. A wrapper timestamp (`time`,
+//!   `timestamp`, `@timestamp`, `ts`: RFC 3339 or Unix seconds/ms/µs/ns) becomes the line's
+//!   time. A JSON object without a message under those keys (a runner's own record) is skipped
+//!   and counted.
 //! * Kubernetes CRI lines: `<RFC 3339 time> <stdout|stderr> <P|F> <text>`; `P` pieces continue
 //!   in the next record.
 //!
-//! Anything else passes through unchanged. Detection is per line, so a file may mix them.
+//! Anything else passes through unchanged. Detection is per line, so a file may mix them. A
+//! record reassembled from pieces past the line limit is skipped and counted, never parsed in
+//! part (a cut number would be read as a smaller one).
 
-use std::borrow::Cow;
+use serde_json::Value;
 
-use serde::Deserialize;
+/// The keys a JSON object line's log message is looked for under, in this order (a dotted key
+/// is nested: `jsonPayload.message` is `{"jsonPayload": {"message": …}}`). A key given with
+/// `--input.json-message-key` is tried first.
+pub const MESSAGE_KEYS: &[&str] = &[
+    "MESSAGE",
+    "log",
+    "message",
+    "msg",
+    "line",
+    "textPayload",
+    "jsonPayload.message",
+    "jsonPayload.msg",
+];
+
+/// The keys a JSON object line's own time is looked for under, in this order, after journald's
+/// `__REALTIME_TIMESTAMP`.
+pub const TIME_KEYS: &[&str] = &["time", "timestamp", "@timestamp", "ts"];
 
 /// A line after unwrapping.
 #[derive(Debug, PartialEq)]
@@ -21,10 +45,10 @@ pub enum Framed<'a> {
     Plain(&'a [u8]),
     /// The wrapped text with what the wrapper said about it.
     Message {
-        /// The SGLang line.
-        text: Cow<'a, [u8]>,
+        /// The log line.
+        text: &'a [u8],
         /// The systemd unit (journald), without `.service`.
-        unit: Option<String>,
+        unit: Option<&'a str>,
         /// The record's time, Unix seconds.
         realtime: Option<f64>,
     },
@@ -32,23 +56,10 @@ pub enum Framed<'a> {
     Pending,
     /// A journald entry whose `MESSAGE` is null (over 4096 bytes; run journalctl with `--all`).
     NullMessage,
-}
-
-#[derive(Deserialize)]
-struct JsonRecord {
-    /// `false` when the key is absent (a MESSAGE is never a boolean), `null` when null.
-    #[serde(rename = "MESSAGE", default = "absent")]
-    message: serde_json::Value,
-    #[serde(rename = "_SYSTEMD_UNIT")]
-    unit: Option<String>,
-    #[serde(rename = "__REALTIME_TIMESTAMP")]
-    realtime: Option<String>,
-    log: Option<String>,
-    time: Option<String>,
-}
-
-fn absent() -> serde_json::Value {
-    serde_json::Value::Bool(false)
+    /// A JSON object with no log message under a known key (a runner's own record).
+    NoMessage,
+    /// A record reassembled from pieces was longer than the line limit: skipped.
+    Oversized,
 }
 
 /// Undoes wrappers; holds partial container records (bounded by `max_line`).
@@ -56,51 +67,45 @@ fn absent() -> serde_json::Value {
 pub struct Framer {
     partial: Vec<u8>,
     partial_time: Option<f64>,
+    /// The pieces of the record being joined went past the line limit.
+    overflow: bool,
+    /// The message of the last record (decoded JSON string, bytes, or a joined record).
+    out: Vec<u8>,
+    unit: String,
     max_line: usize,
+    /// `--input.json-message-key`, split at dots.
+    user_key: Option<Vec<String>>,
 }
 
 impl Framer {
-    /// A framer whose reassembled records are at most `max_line` bytes (the rest is dropped).
+    /// A framer whose reassembled records are at most `max_line` bytes.
     pub fn new(max_line: usize) -> Framer {
         Framer {
             partial: Vec::new(),
             partial_time: None,
+            overflow: false,
+            out: Vec::new(),
+            unit: String::new(),
             max_line,
+            user_key: None,
         }
+    }
+
+    /// Also looks for the message under `key` (dotted for nested objects), before the
+    /// well-known keys.
+    pub fn with_message_key(mut self, key: Option<&str>) -> Framer {
+        self.user_key = key.map(|k| k.split('.').map(str::to_string).collect());
+        self
     }
 
     /// Unwraps one line.
     pub fn frame<'a>(&'a mut self, line: &'a [u8]) -> Framed<'a> {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if line.first() == Some(&b'{') {
-            if let Ok(rec) = serde_json::from_slice::<JsonRecord>(line) {
-                if rec.message != absent() {
-                    let msg = rec.message;
-                    let realtime = rec
-                        .realtime
-                        .and_then(|s| s.parse::<f64>().ok())
-                        .map(|us| us / 1e6);
-                    let unit = rec.unit.map(|u| super::server_name_of_unit(&u).to_string());
-                    let text = match msg {
-                        serde_json::Value::String(s) => s.into_bytes(),
-                        serde_json::Value::Array(a) => a
-                            .iter()
-                            .map(|b| b.as_u64().unwrap_or(b'?' as u64) as u8)
-                            .collect(),
-                        _ => return Framed::NullMessage,
-                    };
-                    return Framed::Message {
-                        text: Cow::Owned(text),
-                        unit,
-                        realtime,
-                    };
-                }
-                if let Some(log) = rec.log {
-                    let t = rec.time.as_deref().and_then(rfc3339);
-                    return self.piece(log.as_bytes(), t, !log.ends_with('\n'));
-                }
-            }
-            return Framed::Plain(line);
+            return match serde_json::from_slice::<serde_json::Map<String, Value>>(line) {
+                Ok(obj) => self.envelope(obj),
+                Err(_) => Framed::Plain(line),
+            };
         }
         if let Some((t, partial, text)) = cri(line) {
             let t = rfc3339(t);
@@ -109,24 +114,141 @@ impl Framer {
         Framed::Plain(line)
     }
 
-    fn piece<'a>(&'a mut self, text: &[u8], t: Option<f64>, partial: bool) -> Framed<'a> {
+    /// The message of a JSON object line.
+    fn envelope(&mut self, obj: serde_json::Map<String, Value>) -> Framed<'_> {
+        let user = self.user_key.as_deref();
+        let found = user
+            .and_then(|k| lookup(&obj, k.iter().map(String::as_str)).map(|v| (v, "")))
+            .or_else(|| {
+                MESSAGE_KEYS
+                    .iter()
+                    .find_map(|k| lookup(&obj, k.split('.')).map(|v| (v, *k)))
+            });
+        let Some((msg, key)) = found else {
+            return Framed::NoMessage;
+        };
+        let realtime = obj
+            .get("__REALTIME_TIMESTAMP")
+            .and_then(Value::as_str)
+            .and_then(|s| s.parse::<f64>().ok())
+            .map(|us| us / 1e6)
+            .or_else(|| {
+                TIME_KEYS
+                    .iter()
+                    .find_map(|k| obj.get(*k).and_then(time_value))
+            });
+        // The unit of a journald record; a field with several values is an array: its first
+        // value counts.
+        let unit = match obj.get("_SYSTEMD_UNIT") {
+            Some(Value::String(u)) => Some(u.as_str()),
+            Some(Value::Array(a)) => a.iter().find_map(Value::as_str),
+            _ => None,
+        };
+        self.unit.clear();
+        if let Some(u) = unit {
+            self.unit.push_str(super::server_name_of_unit(u));
+        }
+        // Docker json-file: `log` pieces of one line, the last ending with `\n`.
+        if key == "log" && obj.contains_key("stream") {
+            if let Value::String(log) = msg {
+                let partial = !log.ends_with('\n');
+                return self.piece(log.as_bytes(), realtime, partial);
+            }
+        }
+        self.out.clear();
+        if !message_bytes(msg, &mut self.out) {
+            return match msg {
+                Value::Null if key == "MESSAGE" => Framed::NullMessage,
+                _ => Framed::NoMessage,
+            };
+        }
+        if self.out.last() == Some(&b'\n') {
+            self.out.pop();
+        }
+        Framed::Message {
+            text: &self.out,
+            unit: unit.map(|_| self.unit.as_str()),
+            realtime,
+        }
+    }
+
+    fn piece(&mut self, text: &[u8], t: Option<f64>, partial: bool) -> Framed<'_> {
         let text = text.strip_suffix(b"\n").unwrap_or(text);
-        if self.partial.is_empty() {
+        if self.partial.is_empty() && !self.overflow {
             self.partial_time = t;
         }
-        let room = self.max_line.saturating_sub(self.partial.len());
-        self.partial
-            .extend_from_slice(&text[..text.len().min(room)]);
+        if self.partial.len() + text.len() > self.max_line {
+            self.overflow = true;
+            self.partial.clear();
+        } else if !self.overflow {
+            self.partial.extend_from_slice(text);
+        }
         if partial {
             return Framed::Pending;
         }
-        let text = std::mem::take(&mut self.partial);
+        if std::mem::take(&mut self.overflow) {
+            self.partial_time = None;
+            return Framed::Oversized;
+        }
+        std::mem::swap(&mut self.out, &mut self.partial);
+        self.partial.clear();
         Framed::Message {
-            text: Cow::Owned(text),
+            text: &self.out,
             unit: None,
             realtime: self.partial_time.take(),
         }
     }
+}
+
+/// The value at a (dotted) key path of a JSON object.
+fn lookup<'v, 'k>(
+    obj: &'v serde_json::Map<String, Value>,
+    mut path: impl Iterator<Item = &'k str>,
+) -> Option<&'v Value> {
+    let mut v = obj.get(path.next()?)?;
+    for k in path {
+        v = v.as_object()?.get(k)?;
+    }
+    Some(v)
+}
+
+/// Appends the bytes of a message value: a string, or journald's array of bytes; for a field
+/// with several values (an array of strings or byte arrays) its first value. `false` when the
+/// value is no message (null, a number, an object).
+fn message_bytes(v: &Value, out: &mut Vec<u8>) -> bool {
+    match v {
+        Value::String(s) => {
+            out.extend_from_slice(s.as_bytes());
+            true
+        }
+        Value::Array(a) if a.iter().all(Value::is_u64) => {
+            out.extend(a.iter().map(|b| b.as_u64().map_or(b'?', |n| n as u8)));
+            true
+        }
+        Value::Array(a) => a.first().is_some_and(|f| message_bytes(f, out)),
+        _ => false,
+    }
+}
+
+/// A wrapper's time: RFC 3339 text, or a Unix time in seconds, ms, µs or ns (by magnitude).
+fn time_value(v: &Value) -> Option<f64> {
+    let n = match v {
+        Value::String(s) => return rfc3339(s).or_else(|| s.parse::<f64>().ok().and_then(unix)),
+        Value::Number(n) => n.as_f64()?,
+        _ => return None,
+    };
+    unix(n)
+}
+
+/// Unix seconds of a number in seconds, ms, µs or ns.
+fn unix(n: f64) -> Option<f64> {
+    let s = match n {
+        n if n < 1e11 => n,
+        n if n < 1e14 => n / 1e3,
+        n if n < 1e17 => n / 1e6,
+        n => n / 1e9,
+    };
+    (s.is_finite() && s > 0.0).then_some(s)
 }
 
 /// Splits a CRI log record: `(time, is_partial, text)`.
@@ -162,21 +284,81 @@ fn rfc3339(s: &str) -> Option<f64> {
 mod tests {
     use super::*;
 
+    fn msg(f: &mut Framer, l: &[u8]) -> (String, Option<String>, Option<f64>) {
+        match f.frame(l) {
+            Framed::Message {
+                text,
+                unit,
+                realtime,
+            } => (
+                String::from_utf8_lossy(text).into_owned(),
+                unit.map(str::to_string),
+                realtime,
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
-    fn journald_json_string_bytes_and_null() {
+    fn journald_json_string_bytes_null_and_multi_valued() {
         let mut f = Framer::new(1 << 20);
         let l = br#"{"MESSAGE":"[2026-06-03 10:07:50 DP0 TP0] hi","_SYSTEMD_UNIT":"sglang-decode.service","__REALTIME_TIMESTAMP":"1780481270000000"}"#;
         assert_eq!(
-            f.frame(l),
-            Framed::Message {
-                text: Cow::Owned(b"[2026-06-03 10:07:50 DP0 TP0] hi".to_vec()),
-                unit: Some("sglang-decode".into()),
-                realtime: Some(1780481270.0)
-            }
+            msg(&mut f, l),
+            (
+                "[2026-06-03 10:07:50 DP0 TP0] hi".into(),
+                Some("sglang-decode".into()),
+                Some(1780481270.0)
+            )
         );
         let l = br#"{"MESSAGE":[104,255,105],"__REALTIME_TIMESTAMP":"1"}"#;
-        assert!(matches!(f.frame(l), Framed::Message { text, .. } if &*text == b"h\xffi"));
+        assert!(matches!(f.frame(l), Framed::Message { text, .. } if text == b"h\xffi"));
         assert_eq!(f.frame(br#"{"MESSAGE":null}"#), Framed::NullMessage);
+        // Several values of one field: the first counts.
+        let l = br#"{"MESSAGE":["a",[98]],"_SYSTEMD_UNIT":["u1.service","u2.service"]}"#;
+        assert_eq!(msg(&mut f, l), ("a".into(), Some("u1".into()), None));
+    }
+
+    #[test]
+    fn envelopes_of_runners_and_shippers() {
+        let mut f = Framer::new(1 << 20);
+        // A JSON-lines runner: escaped quotes decoded, no wrapper time.
+        let l = br#"{"logger": "sglang", "message": "[2025-12-16 19:45:11] INFO:     127.0.0.1:5 - \"POST /generate HTTP/1.1\" 200 OK"}"#;
+        assert_eq!(
+            msg(&mut f, l).0,
+            r#"[2025-12-16 19:45:11] INFO:     127.0.0.1:5 - "POST /generate HTTP/1.1" 200 OK"#
+        );
+        // Its own records carry no message.
+        assert_eq!(f.frame(br#"{"logger": "x", "step": 1}"#), Framed::NoMessage);
+        assert_eq!(f.frame(br#"{"message": {"nested": 1}}"#), Framed::NoMessage);
+        // A cloud export: textPayload, RFC 3339 timestamp.
+        let l = br#"{"textPayload":"Decode batch, #running-req: 1","timestamp":"2026-06-03T10:00:00.5Z"}"#;
+        assert_eq!(
+            msg(&mut f, l),
+            (
+                "Decode batch, #running-req: 1".into(),
+                None,
+                Some(1780480800.5)
+            )
+        );
+        // Nested jsonPayload.message; Vector's message with @timestamp; Loki's line with ns ts.
+        let l = br#"{"jsonPayload":{"message":"x1"},"severity":"INFO"}"#;
+        assert_eq!(msg(&mut f, l).0, "x1");
+        let l = br#"{"message":"x2","@timestamp":"2026-06-03T10:00:01Z"}"#;
+        assert_eq!(msg(&mut f, l).2, Some(1780480801.0));
+        let l = br#"{"line":"x3","ts":"1780480802000000000"}"#;
+        assert_eq!(msg(&mut f, l).2, Some(1780480802.0));
+        let l = br#"{"msg":"x4","ts":1780480803.25}"#;
+        assert_eq!(msg(&mut f, l).2, Some(1780480803.25));
+        // Fluent Bit: `log` without `stream` is a whole line.
+        let l = br#"{"log":"x5\n","date":1}"#;
+        assert_eq!(msg(&mut f, l).0, "x5");
+        // A user key, nested.
+        let mut u = Framer::new(1 << 20).with_message_key(Some("payload.text"));
+        let l = br#"{"payload":{"text":"x6"},"message":"not this"}"#;
+        assert_eq!(msg(&mut u, l).0, "x6");
+        // Not JSON after all.
+        assert_eq!(f.frame(b"{not json"), Framed::Plain(b"{not json"));
     }
 
     #[test]
@@ -186,23 +368,31 @@ mod tests {
             f.frame(br#"{"log":"abc","stream":"stderr","time":"2026-06-03T10:00:00.5Z"}"#),
             Framed::Pending
         );
-        match f.frame(br#"{"log":"def\n","stream":"stderr","time":"2026-06-03T10:00:01Z"}"#) {
-            Framed::Message { text, realtime, .. } => {
-                assert_eq!(&*text, b"abcdef");
-                assert_eq!(realtime, Some(1780480800.5));
-            }
-            other => panic!("{other:?}"),
-        }
+        let l = br#"{"log":"def\n","stream":"stderr","time":"2026-06-03T10:00:01Z"}"#;
+        assert_eq!(msg(&mut f, l), ("abcdef".into(), None, Some(1780480800.5)));
         assert_eq!(
             f.frame(b"2026-06-03T10:00:00.123456789Z stderr P [2026-06-03 10:00:00] Dec"),
             Framed::Pending
         );
-        match f.frame(b"2026-06-03T10:00:00.2Z stderr F ode batch") {
-            Framed::Message { text, .. } => {
-                assert_eq!(&*text, b"[2026-06-03 10:00:00] Decode batch")
-            }
-            other => panic!("{other:?}"),
-        }
+        let l = b"2026-06-03T10:00:00.2Z stderr F ode batch";
+        assert_eq!(msg(&mut f, l).0, "[2026-06-03 10:00:00] Decode batch");
         assert_eq!(f.frame(b"plain line"), Framed::Plain(b"plain line"));
+    }
+
+    #[test]
+    fn an_over_long_record_is_skipped_whole() {
+        let mut f = Framer::new(30);
+        let p = b"2026-06-03T10:00:00.1Z stdout P #queue-req: 123";
+        assert_eq!(f.frame(p), Framed::Pending);
+        assert_eq!(
+            f.frame(b"2026-06-03T10:00:00.1Z stdout P 45678901234567890"),
+            Framed::Pending
+        );
+        assert_eq!(
+            f.frame(b"2026-06-03T10:00:00.1Z stdout F 9"),
+            Framed::Oversized
+        );
+        // The next record starts afresh.
+        assert_eq!(msg(&mut f, b"2026-06-03T10:00:00.1Z stdout F ok").0, "ok");
     }
 }

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use super::linebuf::{Event, LineBuf};
 use super::Ingest;
-use crate::state::Shared;
+use crate::state::{lock, SelfMetric, Shared};
 
 /// First back-off after a child exits; doubled after each failed attempt.
 pub const BACKOFF_START: Duration = Duration::from_secs(1);
@@ -248,6 +248,14 @@ impl ChildGuard {
         self.child.id()
     }
 
+    /// Kills the child (SIGKILL: a stopped child cannot handle a gentler signal).
+    ///
+    /// # Errors
+    /// The OS error.
+    pub fn kill(&mut self) -> std::io::Result<()> {
+        self.child.kill()
+    }
+
     /// Waits for the child to exit, then (up to 1 s) for its stderr to be drained, so
     /// [`ChildGuard::stderr_tail`] holds its last words.
     ///
@@ -395,14 +403,94 @@ fn first_line(cfg: &JournalConfig, args: &[OsString]) -> Result<Option<Vec<u8>>,
 }
 
 /// How one child run ended.
-struct Run {
-    status: Option<ExitStatus>,
-    stderr: String,
+#[derive(Debug)]
+pub enum RunEnd {
+    /// The child exited by itself (its status and last words on stderr). For `--once` (no
+    /// `--follow`) a clean exit is the end of the journal; following, any exit is a restart.
+    Exited {
+        /// Exit status, if it could be read.
+        status: Option<ExitStatus>,
+        /// The child's last line on stderr.
+        stderr: String,
+    },
+    /// The child was stopped (SIGSTOP, a debugger) while we waited for output: killed, to be
+    /// restarted from the cursor.
+    Stalled,
+    /// A `--journal-file` was replaced (rotated) under the child: killed, to be restarted on
+    /// the new file from the cursor.
+    FileReplaced,
+    /// Reading its output failed.
+    ReadFailed(std::io::Error),
+}
+
+/// How often a following child's health is checked while it is quiet.
+const WATCH: Duration = Duration::from_secs(2);
+
+/// What a running child is checked for while it is quiet: stopped, or reading a replaced file.
+struct Watch {
+    pid: u32,
+    /// Identity (dev, inode) of each `--journal-file` when the child started.
+    files: Vec<(PathBuf, Option<(u64, u64)>)>,
+    stopped_checks: u32,
+}
+
+impl Watch {
+    fn new(cfg: &JournalConfig, pid: u32) -> Watch {
+        let files = cfg.files.iter().map(|f| (f.clone(), file_id(f))).collect();
+        Watch {
+            pid,
+            files,
+            stopped_checks: 0,
+        }
+    }
+
+    /// A reason to end the child now, if any.
+    fn check(&mut self) -> Option<RunEnd> {
+        if self.files.iter().any(|(f, id)| file_id(f) != *id) {
+            return Some(RunEnd::FileReplaced);
+        }
+        // Stopped twice in a row: not a passing ptrace stop.
+        if process_stopped(self.pid) {
+            self.stopped_checks += 1;
+        } else {
+            self.stopped_checks = 0;
+        }
+        (self.stopped_checks >= 2).then_some(RunEnd::Stalled)
+    }
+}
+
+fn file_id(p: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// Whether process `pid` is stopped (state `T` or `t` in `/proc/PID/stat`).
+fn process_stopped(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The state follows the command name, which is in parentheses and may hold spaces.
+    stat.rfind(')')
+        .and_then(|p| stat[p + 1..].split_whitespace().next())
+        .is_some_and(|st| st == "T" || st == "t")
+}
+
+/// Waits until `fd` has data or `timeout` passes; `false` on timeout.
+fn readable(fd: std::os::fd::RawFd, timeout: Duration) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, for the duration of the call.
+    let n = unsafe { libc::poll(&mut p, 1, timeout.as_millis() as libc::c_int) };
+    n != 0
 }
 
 /// Runs one child for `unit` from `start` and feeds its whole lines to `ingest`, remembering
 /// the cursor of the last one in `cursor`. A partial last line is dropped: its entry is read
-/// again after the cursor.
+/// again after the cursor. While following, a quiet child is checked every few seconds
+/// ([`Watch`]).
 fn run_child(
     cfg: &JournalConfig,
     unit: &str,
@@ -410,49 +498,56 @@ fn run_child(
     follow: bool,
     ingest: &mut Ingest,
     cursor: &mut Option<String>,
-    started: impl FnOnce(),
-) -> Result<Run, std::io::Error> {
+    entries: &mut u64,
+) -> Result<RunEnd, std::io::Error> {
+    use std::os::fd::AsRawFd;
     let mut child = spawn(&cfg.journalctl, &argv(cfg, unit, start, follow))?;
-    started();
     tracing::debug!(unit, pid = child.id(), ?start, "journalctl started");
     ingest.set_up(true);
+    let mut watch = Watch::new(cfg, child.id());
+    let mut end = None;
     if let Some(mut out) = child.take_stdout() {
         let mut lb = LineBuf::new(cfg.max_line);
-        loop {
+        while end.is_none() {
+            if follow && !readable(out.as_raw_fd(), WATCH) {
+                end = watch.check();
+                continue;
+            }
             let r = lb.fill(&mut out, |e| match e {
-                Event::Line(l) => {
+                Event::Line(l, _) => {
                     if l.starts_with(b"-- cursor: ") {
                         return;
                     }
                     if let Some(c) = cursor_of(l) {
                         *cursor = Some(c.to_string());
+                        *entries += 1;
                     }
                     ingest.line(l);
                 }
                 other => ingest.event(other),
             });
-            if let Ok(n) = r {
-                ingest.count_bytes(n);
-            }
-            ingest.flush();
             match r {
                 Ok(0) => break,
-                Ok(_) => {}
+                Ok(n) => ingest.count_bytes(n),
                 Err(e) => {
                     ingest.count_error();
-                    tracing::debug!(unit, "reading journalctl failed: {e}");
-                    break;
+                    end = Some(RunEnd::ReadFailed(e));
                 }
             }
+            ingest.flush();
         }
+    }
+    if end.is_some() {
+        // Dropping the guard kills it; wait here so its stderr is drained first.
+        let _ = child.kill();
     }
     let status = child.wait().ok();
     ingest.set_up(false);
     ingest.flush();
-    Ok(Run {
+    Ok(end.unwrap_or(RunEnd::Exited {
         status,
         stderr: child.stderr_tail(),
-    })
+    }))
 }
 
 /// `--once`: reads the current invocation of `unit` to the end of the journal.
@@ -463,64 +558,71 @@ pub fn read_once(cfg: &JournalConfig, unit: &str, ingest: &mut Ingest) -> Result
     let bin = cfg.journalctl.display().to_string();
     let start = current_invocation(cfg, unit)?;
     let mut cursor = None;
-    let run = run_child(cfg, unit, &start, false, ingest, &mut cursor, || {})
+    let mut entries = 0;
+    let end = run_child(cfg, unit, &start, false, ingest, &mut cursor, &mut entries)
         .map_err(|e| JournalError::Spawn(bin.clone(), e))?;
-    match run.status {
-        Some(s) if s.success() => Ok(()),
-        Some(_) if cursor.is_none() && run.stderr.trim().is_empty() => Err(JournalError::NoEntries),
-        Some(s) => Err(JournalError::Failed(bin, s, run.stderr)),
-        None => Ok(()),
+    match end {
+        RunEnd::Exited {
+            status: Some(s), ..
+        } if s.success() => Ok(()),
+        RunEnd::Exited {
+            status: Some(_),
+            stderr,
+        } if cursor.is_none() && stderr.trim().is_empty() => Err(JournalError::NoEntries),
+        RunEnd::Exited {
+            status: Some(s),
+            stderr,
+        } => Err(JournalError::Failed(bin, s, stderr)),
+        RunEnd::ReadFailed(e) => Err(JournalError::Spawn(bin, e)),
+        _ => Ok(()),
     }
 }
 
 /// Follows `unit` until `stop` is set (checked between children): restores the current
-/// invocation, then restarts the child after each exit (see the module docs).
-pub fn supervise(
+/// invocation (or goes on after `cursor`, kept by the caller across restarts of this
+/// function), then restarts the child after each exit, stall or file replacement (see the
+/// module docs). Every restart is counted; an unknown unit is warned about once.
+pub fn follow_unit(
     cfg: &JournalConfig,
     unit: &str,
     ingest: &mut Ingest,
     state: &Shared,
     stop: &AtomicBool,
+    cursor: &mut Option<String>,
 ) {
-    let mut cursor: Option<String> = None;
     let mut backoff = BACKOFF_START;
     let mut warned = false;
-    let mut started_once = false;
+    let mut started_once = cursor.is_some();
+    let mut entries = 0u64;
+    let mut no_entries_warned = false;
+    // The counter exists at 0 from the start: stuck at 0 means a unit without entries.
+    lock(state).add_self(SelfMetric::JournalEntries, unit, 0.0);
     while !stop.load(Ordering::Relaxed) {
-        let start = match &cursor {
+        let start = match cursor.as_ref() {
             Some(c) => Ok(Start::AfterCursor(c.clone())),
             None => current_invocation(cfg, unit),
         };
+        if matches!(start, Ok(Start::All)) && !no_entries_warned {
+            no_entries_warned = true;
+            tracing::warn!(unit, "the journal has no entries of this unit yet (is the name right? `journalctl -u UNIT` lists them); following it for its first entry");
+        }
+        if started_once {
+            lock(state).add_self(SelfMetric::JournalctlRestarts, unit, 1.0);
+        }
+        started_once = true;
         let began = Instant::now();
+        let before = entries;
         let outcome = match start {
-            Ok(start) => {
-                let restart = started_once;
-                let r = run_child(cfg, unit, &start, true, ingest, &mut cursor, || {
-                    started_once = true;
-                    if restart {
-                        crate::state::lock(state).add_extra(
-                            "sglang_log_exporter_journalctl_restarts_total",
-                            unit,
-                            1.0,
-                        );
-                    }
-                });
-                r.map(|run| {
-                    let how = run.status.map_or("ended".to_string(), |s| s.to_string());
-                    if run.stderr.is_empty() {
-                        format!("journalctl exited ({how})")
-                    } else {
-                        format!("journalctl exited ({how}): {}", run.stderr)
-                    }
-                })
-                .unwrap_or_else(|e| format!("cannot run {}: {e}", cfg.journalctl.display()))
-            }
+            Ok(start) => match run_child(cfg, unit, &start, true, ingest, cursor, &mut entries) {
+                Ok(end) => describe(&end, &cfg.journalctl),
+                Err(e) => format!("cannot run {}: {e}", cfg.journalctl.display()),
+            },
             Err(e) => e.to_string(),
         };
+        lock(state).add_self(SelfMetric::JournalEntries, unit, (entries - before) as f64);
         if stop.load(Ordering::Relaxed) {
             return;
         }
-        ingest.count_error();
         ingest.set_up(false);
         ingest.flush();
         if began.elapsed() >= HEALTHY_RUN {
@@ -535,6 +637,25 @@ pub fn supervise(
         }
         sleep_unless_stopped(backoff, stop);
         backoff = next_backoff(backoff);
+    }
+}
+
+/// Why a child ended, in words.
+fn describe(end: &RunEnd, bin: &Path) -> String {
+    match end {
+        RunEnd::Exited { status, stderr } => {
+            let how = status.map_or("ended".to_string(), |s| s.to_string());
+            if stderr.is_empty() {
+                format!("journalctl exited ({how})")
+            } else {
+                format!("journalctl exited ({how}): {stderr}")
+            }
+        }
+        RunEnd::Stalled => "journalctl was stopped (SIGSTOP?) and read nothing; killed it".into(),
+        RunEnd::FileReplaced => {
+            "a --journal-file was replaced (rotated); restarting journalctl on the new file".into()
+        }
+        RunEnd::ReadFailed(e) => format!("reading {} failed: {e}", bin.display()),
     }
 }
 

@@ -10,8 +10,12 @@ pub const READ_SIZE: usize = 64 * 1024;
 /// What the buffer hands out.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Event<'a> {
-    /// A whole line without its `\n`.
-    Line(&'a [u8]),
+    /// A whole line without its `\n`, and the stream position just past its `\n` (where
+    /// reading resumes after it; set before the line is handed out, so a reader restarted after
+    /// a failure on this line goes on with the next).
+    Line(&'a [u8], u64),
+    /// A run of NUL bytes where a line would start was skipped.
+    NulRun,
     /// A line longer than the limit was skipped (counted once per line).
     Oversized,
     /// The input ended (or was rotated or truncated) in the middle of a line: the bytes after the
@@ -28,6 +32,10 @@ pub struct LineBuf {
     end: usize,
     max_line: usize,
     skipping: bool,
+    /// Stream position of `buf[start]`.
+    pos: u64,
+    /// The last read ended inside a run of NULs (so its continuation is not a new run).
+    in_nul_run: bool,
 }
 
 impl LineBuf {
@@ -39,7 +47,21 @@ impl LineBuf {
             end: 0,
             max_line: max_line.max(1),
             skipping: false,
+            pos: 0,
+            in_nul_run: false,
         }
+    }
+
+    /// Sets the stream position of the next byte read (after a seek).
+    pub fn set_position(&mut self, pos: u64) {
+        self.reset();
+        self.pos = pos;
+    }
+
+    /// The stream position of the first byte not yet handed out as part of a line (the start of
+    /// the partial line held, if any).
+    pub fn position(&self) -> u64 {
+        self.pos
     }
 
     /// Reads once from `r` and hands every whole line now in the buffer to `f`. Returns the
@@ -77,14 +99,22 @@ impl LineBuf {
     }
 
     fn drain(&mut self, mut scan_from: usize, f: &mut impl FnMut(Event<'_>)) {
-        while let Some(p) = memchr::memchr(b'\n', &self.buf[scan_from..self.end]) {
+        loop {
+            if !self.skipping && self.buf.get(self.start) == Some(&0) && self.start < self.end {
+                self.skip_nuls(f);
+                scan_from = scan_from.max(self.start);
+            }
+            let Some(p) = memchr::memchr(b'\n', &self.buf[scan_from..self.end]) else {
+                break;
+            };
             let nl = scan_from + p;
+            let start = std::mem::replace(&mut self.start, nl + 1);
+            self.pos += (nl + 1 - start) as u64;
             if self.skipping {
                 self.skipping = false;
             } else {
-                f(Event::Line(&self.buf[self.start..nl]));
+                f(Event::Line(&self.buf[start..nl], self.pos));
             }
-            self.start = nl + 1;
             scan_from = self.start;
         }
         if self.end - self.start > self.max_line {
@@ -93,9 +123,24 @@ impl LineBuf {
                 f(Event::Oversized);
             }
             self.skipping = true;
+            self.pos += (self.end - self.start) as u64;
             self.start = 0;
             self.end = 0;
         }
+    }
+
+    /// Skips the NUL bytes at the start of the line held; reports the run once (a run that
+    /// continues into the next read is one run).
+    fn skip_nuls(&mut self, f: &mut impl FnMut(Event<'_>)) {
+        let held = &self.buf[self.start..self.end];
+        let n = held.iter().position(|&b| b != 0).unwrap_or(held.len());
+        if n > 0 && !self.in_nul_run {
+            f(Event::NulRun);
+        }
+        self.start += n;
+        self.pos += n as u64;
+        // Still NULs up to the end of what is held: the run may go on in the next read.
+        self.in_nul_run = self.start == self.end;
     }
 
     /// Drops the partial last line (no `\n` yet), if any, reporting it as
@@ -108,11 +153,13 @@ impl LineBuf {
         self.reset();
     }
 
-    /// Forgets any buffered bytes.
+    /// Forgets any buffered bytes (the position moves past them).
     pub fn reset(&mut self) {
+        self.pos += (self.end - self.start) as u64;
         self.start = 0;
         self.end = 0;
         self.skipping = false;
+        self.in_nul_run = false;
     }
 
     /// Bytes held for an incomplete line.
@@ -133,8 +180,9 @@ mod tests {
             let mut r: &[u8] = chunk;
             while lb
                 .fill(&mut r, |e| match e {
-                    Event::Line(l) => lines.push(String::from_utf8_lossy(l).into_owned()),
+                    Event::Line(l, _) => lines.push(String::from_utf8_lossy(l).into_owned()),
                     Event::Oversized => over += 1,
+                    Event::NulRun => lines.push("<NUL>".into()),
                     Event::Incomplete => unreachable!("fill never reports a partial line"),
                 })
                 .unwrap()
@@ -151,7 +199,7 @@ mod tests {
         let mut r: &[u8] = b"whole\n#running-req: 3";
         while lb.fill(&mut r, |e| got.push(format!("{e:?}"))).unwrap() > 0 {}
         lb.flush_partial(|e| got.push(format!("{e:?}")));
-        assert_eq!(got, ["Line([119, 104, 111, 108, 101])", "Incomplete"]);
+        assert_eq!(got, ["Line([119, 104, 111, 108, 101], 6)", "Incomplete"]);
         assert_eq!(lb.pending(), 0);
     }
 
@@ -171,5 +219,35 @@ mod tests {
         let (l, o) = collect(&[&input], 1000);
         assert_eq!(l, ["ok1", "ok2"]);
         assert_eq!(o, 1);
+    }
+
+    #[test]
+    fn nul_holes_are_skipped_not_glued() {
+        // A 300 kB hole (larger than the limit) before the first line after a copytruncate,
+        // split over reads, and a hole in the middle of the stream.
+        let mut hole = vec![0u8; 300_000];
+        hole.extend_from_slice(b"after\nmore\n");
+        let (l, o) = collect(&[&hole[..100_000], &hole[100_000..], b"\0\0\0x\n"], 1000);
+        assert_eq!(l, ["<NUL>", "after", "more", "<NUL>", "x"]);
+        assert_eq!(o, 0);
+    }
+
+    #[test]
+    fn positions_follow_the_lines() {
+        let mut lb = LineBuf::new(100);
+        lb.set_position(1000);
+        let mut got = Vec::new();
+        let mut r: &[u8] = b"ab\n\0\0cd\nef";
+        while lb
+            .fill(&mut r, |e| {
+                if let Event::Line(l, p) = e {
+                    got.push((String::from_utf8_lossy(l).into_owned(), p))
+                }
+            })
+            .unwrap()
+            > 0
+        {}
+        assert_eq!(got, [("ab".into(), 1003), ("cd".into(), 1008)]);
+        assert_eq!(lb.position(), 1008, "the partial `ef` is not consumed");
     }
 }

@@ -4,6 +4,7 @@
 //! A source yields whole lines (never a partial one) to an [`Ingest`]; the ingest unwraps
 //! wrappers, parses, stamps the line with a time and applies it to the shared state.
 
+pub mod fault;
 pub mod file;
 pub mod framing;
 pub mod journald;
@@ -14,7 +15,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::parse::prefix::TimeResolver;
 use crate::parse::Parser;
-use crate::state::{lock, Shared, SourceDelta};
+use crate::record::Record;
+use crate::state::{lock, SelfMetric, Shared, SourceDelta};
 use framing::{Framed, Framer};
 use linebuf::Event;
 
@@ -37,44 +39,180 @@ pub enum Timing {
     Arrival,
 }
 
+/// The steps every input path takes with a raw line before the state: unwrap a wrapper
+/// ([`framing`]), remove terminal control codes ([`crate::parse::clean`]), decode UTF-8
+/// (lossily, counted), parse. Live following, `--once`, `backfill` and `check` all use it, so
+/// an input reads the same whichever way it is read.
+#[derive(Debug)]
+pub struct Pipeline {
+    framer: Framer,
+    clean_buf: Vec<u8>,
+    lossy: String,
+    parser: Parser,
+}
+
+/// What [`Pipeline::run`] made of a line.
+#[derive(Debug)]
+pub enum Outcome<'a> {
+    /// A line of a known kind.
+    Parsed {
+        /// The record.
+        rec: Record<'a>,
+        /// The systemd unit of a journald record (the server), if any.
+        unit: Option<&'a str>,
+        /// The wrapper's time of the line (journald, container runtime, shipper), if any.
+        realtime: Option<f64>,
+    },
+    /// A line of no known kind (other output), as cleaned: counted in the delta already.
+    Unmatched(&'a str),
+    /// A record not to parse (a partial container record, a JSON object without message, an
+    /// over-long joined record): counted in the delta already.
+    Skipped,
+    /// Reading the line hit a bug of ours (a panic): caught, the line skipped.
+    Panicked,
+}
+
+impl Pipeline {
+    /// A pipeline parsing with `parser`; joined container records are at most `max_line` bytes;
+    /// JSON lines are also searched for a message under `message_key`.
+    pub fn new(parser: Parser, max_line: usize, message_key: Option<&str>) -> Pipeline {
+        Pipeline {
+            framer: Framer::new(max_line).with_message_key(message_key),
+            clean_buf: Vec::new(),
+            lossy: String::new(),
+            parser,
+        }
+    }
+
+    /// Runs one raw line (without `\n`) through the steps, counting what it meets in `d`
+    /// (unmatched, invalid UTF-8, control codes, JSON without message, oversized records).
+    /// A panic inside is caught and reported as [`Outcome::Panicked`].
+    pub fn run<'a>(&'a mut self, raw: &'a [u8], d: &mut SourceDelta) -> Outcome<'a> {
+        // Moving `self` out makes the closure FnOnce, so the outcome may borrow it.
+        let run = std::panic::AssertUnwindSafe(move || {
+            let this = self;
+            this.steps(raw, d)
+        });
+        std::panic::catch_unwind(run).unwrap_or(Outcome::Panicked)
+    }
+
+    fn steps<'a>(&'a mut self, raw: &'a [u8], d: &mut SourceDelta) -> Outcome<'a> {
+        fault::check(fault::Stage::Parse, raw);
+        let Pipeline {
+            framer,
+            clean_buf,
+            lossy,
+            parser,
+        } = self;
+        // Fast path: most lines are plain; only `{` and a digit can start a wrapper.
+        let first = raw.first().copied();
+        let (text, unit, realtime) =
+            if first != Some(b'{') && !first.is_some_and(|c| c.is_ascii_digit()) {
+                (raw, None, None)
+            } else {
+                match framer.frame(raw) {
+                    Framed::Plain(l) => (l, None, None),
+                    Framed::Message {
+                        text,
+                        unit,
+                        realtime,
+                    } => (text, unit, realtime),
+                    Framed::Pending => return Outcome::Skipped,
+                    Framed::NullMessage => {
+                        d.unmatched += 1;
+                        d.null_messages += 1;
+                        return Outcome::Skipped;
+                    }
+                    Framed::NoMessage => {
+                        d.json_without_message += 1;
+                        return Outcome::Skipped;
+                    }
+                    Framed::Oversized => {
+                        d.oversized += 1;
+                        return Outcome::Skipped;
+                    }
+                }
+            };
+        let (text, changed) = crate::parse::clean::clean(text, clean_buf);
+        d.control_codes += u64::from(changed);
+        let text = match std::str::from_utf8(text) {
+            Ok(s) => s,
+            Err(_) => {
+                d.invalid_utf8 += 1;
+                lossy.clear();
+                lossy.push_str(&String::from_utf8_lossy(text));
+                lossy.as_str()
+            }
+        };
+        match parser.parse(text) {
+            Some(rec) => Outcome::Parsed {
+                rec,
+                unit,
+                realtime,
+            },
+            None => {
+                d.unmatched += 1;
+                Outcome::Unmatched(text)
+            }
+        }
+    }
+}
+
+/// The earliest plausible line time: 2023-01-01 UTC (SGLang's first release is from 2024).
+pub const EARLIEST: f64 = 1_672_531_200.0;
+
+/// A time before 2023 or more than a day ahead is garbage (a bogus journal timestamp, a
+/// year-9999 prefix, a flipped digit, a clock reset to 1970): it would make every other rank
+/// look idle, or write samples decades away, so it is not used. Live following, `--once` and
+/// backfill share this rule.
+pub fn plausible_time(t: f64, now: f64) -> bool {
+    (EARLIEST..now + 86_400.0).contains(&t)
+}
+
 /// Parses lines of one source and applies them to the state.
 #[derive(Debug)]
 pub struct Ingest {
-    parser: Parser,
-    framer: Framer,
+    pipeline: Pipeline,
     state: Shared,
     source: String,
     server: String,
     times: TimeResolver,
     timing: Timing,
+    /// The time of history lines that carry none, while catching up with a live file: its
+    /// modification time (so a stale timeless log reads idle live, not busy forever).
+    fallback_time: Option<f64>,
     delta: SourceDelta,
+    /// Lines read so far (for messages: "line N").
+    line_no: u64,
     null_warned: bool,
+    panic_logged: bool,
 }
 
 impl Ingest {
     /// An ingest for source `source` whose lines belong to server `server` (unless a journald
     /// record names its unit).
     pub fn new(
-        parser: Parser,
+        pipeline: Pipeline,
         state: Shared,
         source: &str,
         server: &str,
         times: TimeResolver,
-        max_line: usize,
     ) -> Ingest {
         // The source is listed in the self metrics at once; a server appears with its first
         // record (a journald stream names its own servers, so `stdin` may never be one).
         lock(&state).add_source_counts(source, &SourceDelta::default());
         Ingest {
-            parser,
-            framer: Framer::new(max_line),
+            pipeline,
             state,
             source: source.to_string(),
             server: server.to_string(),
             times,
             timing: Timing::LogTime,
+            fallback_time: None,
             delta: SourceDelta::default(),
+            line_no: 0,
             null_warned: false,
+            panic_logged: false,
         }
     }
 
@@ -83,15 +221,25 @@ impl Ingest {
         self.timing = t;
     }
 
+    /// Sets the time given to history lines without one (see [`Ingest`]'s `fallback_time`).
+    pub fn set_fallback_time(&mut self, t: Option<f64>) {
+        self.fallback_time = t;
+    }
+
     /// The source name.
     pub fn source(&self) -> &str {
         &self.source
     }
 
+    /// The shared state.
+    pub fn state(&self) -> &Shared {
+        &self.state
+    }
+
     /// Handles one event of a [`linebuf::LineBuf`].
     pub fn event(&mut self, e: Event<'_>) {
         match e {
-            Event::Line(l) => self.line(l),
+            Event::Line(l, _) => self.line(l),
             Event::Oversized => {
                 self.delta.lines += 1;
                 self.delta.oversized += 1;
@@ -101,67 +249,64 @@ impl Ingest {
                 self.delta.incomplete += 1;
                 tracing::warn!(source = %self.source, "the input ended in the middle of a line (no newline); that part was not read");
             }
+            Event::NulRun => self.delta.nul_runs += 1,
         }
     }
 
     /// Handles one raw line (without `\n`), which may be wrapped.
     pub fn line(&mut self, raw: &[u8]) {
         self.delta.lines += 1;
-        // Fast path: most lines are plain; avoid the framer's borrow dance for them.
-        let first = raw.first().copied();
-        if first != Some(b'{') && !first.is_some_and(|c| c.is_ascii_digit()) {
-            self.message(raw, None, None);
-        } else {
-            // The framer's output borrows it; take it out for the call.
-            let mut framer = std::mem::replace(&mut self.framer, Framer::new(0));
-            match framer.frame(raw) {
-                Framed::Plain(l) => self.message(l, None, None),
-                Framed::Message {
-                    text,
-                    unit,
-                    realtime,
-                } => self.message(&text, unit.as_deref(), realtime),
-                Framed::Pending => {}
-                Framed::NullMessage => {
-                    self.delta.unmatched += 1;
-                    if !self.null_warned {
-                        self.null_warned = true;
-                        tracing::warn!(source = %self.source, "a journal entry's MESSAGE is null (over 4096 bytes): run journalctl with --all");
-                    }
-                }
+        self.line_no += 1;
+        // Outside the per-line guard: lets a test make the whole reader fail (see `fault`).
+        fault::check(fault::Stage::Reader, raw);
+        let now = now_unix();
+        let (source, server, line_no) = (&self.source, &self.server, self.line_no);
+        let outcome = self.pipeline.run(raw, &mut self.delta);
+        let applied = match outcome {
+            Outcome::Parsed {
+                rec,
+                unit,
+                realtime,
+            } => {
+                let ts =
+                    realtime
+                        .filter(|t| plausible_time(*t, now))
+                        .or_else(|| match self.timing {
+                            Timing::Arrival => Some(now),
+                            Timing::LogTime => rec
+                                .time
+                                .and_then(|t| self.times.resolve(t))
+                                .filter(|t| plausible_time(*t, now))
+                                .or(self.fallback_time),
+                        });
+                let server = unit.unwrap_or(server);
+                let state = &self.state;
+                let apply =
+                    std::panic::AssertUnwindSafe(|| lock(state).apply(source, server, &rec, ts));
+                std::panic::catch_unwind(apply).is_ok()
             }
-            self.framer = framer;
+            Outcome::Skipped | Outcome::Unmatched(_) => true,
+            Outcome::Panicked => false,
+        };
+        if !applied {
+            self.panicked(line_no);
+        }
+        if self.delta.null_messages > 0 && !self.null_warned {
+            self.null_warned = true;
+            tracing::warn!(source = %self.source, "a journal entry's MESSAGE is null (over 4096 bytes): run journalctl with --all");
         }
         if self.delta.lines >= FLUSH_EVERY {
             self.flush();
         }
     }
 
-    fn message(&mut self, bytes: &[u8], unit: Option<&str>, realtime: Option<f64>) {
-        let text = match std::str::from_utf8(bytes) {
-            Ok(s) => std::borrow::Cow::Borrowed(s),
-            Err(_) => {
-                self.delta.invalid_utf8 += 1;
-                String::from_utf8_lossy(bytes)
-            }
-        };
-        let Some(rec) = self.parser.parse(&text) else {
-            self.delta.unmatched += 1;
-            return;
-        };
-        // A time before 1970 or more than a day ahead is garbage (a bogus journal timestamp, a
-        // year-9999 prefix): it would make every other rank look idle, so it is not used.
-        let now = now_unix();
-        let plausible = |t: &f64| *t > 0.0 && *t < now + 86_400.0;
-        let ts = realtime.filter(plausible).or_else(|| match self.timing {
-            Timing::Arrival => Some(now),
-            Timing::LogTime => rec
-                .time
-                .and_then(|t| self.times.resolve(t))
-                .filter(plausible),
-        });
-        let server = unit.unwrap_or(&self.server);
-        lock(&self.state).apply(&self.source, server, &rec, ts);
+    /// Counts a line that hit a bug (caught panic); the first is logged with its position.
+    fn panicked(&mut self, line_no: u64) {
+        lock(&self.state).add_self(SelfMetric::SourcePanics, &self.source, 1.0);
+        if !self.panic_logged {
+            self.panic_logged = true;
+            tracing::error!(source = %self.source, line = line_no, "reading this line hit a bug of the exporter (a panic); the line was skipped and reading goes on (further ones are counted in sglang_log_exporter_source_panics_total)");
+        }
     }
 
     /// Counts bytes read from the source (every byte, also those of skipped oversized lines).
@@ -184,11 +329,39 @@ impl Ingest {
 
     /// Sets `sglang_log_exporter_source_up` for this source.
     pub fn set_up(&mut self, up: bool) {
-        lock(&self.state).set_extra(
-            "sglang_log_exporter_source_up",
-            &self.source,
-            f64::from(u8::from(up)),
-        );
+        lock(&self.state).set_self(SelfMetric::SourceUp, &self.source, f64::from(u8::from(up)));
+    }
+}
+
+impl file::Sink for Ingest {
+    fn event(&mut self, e: Event<'_>) {
+        Ingest::event(self, e);
+    }
+
+    fn bytes(&mut self, n: usize) {
+        self.count_bytes(n);
+    }
+
+    fn error(&mut self) {
+        self.count_error();
+    }
+
+    fn up(&mut self, up: bool) {
+        self.set_up(up);
+    }
+
+    fn flush(&mut self) {
+        Ingest::flush(self);
+    }
+
+    fn history(&mut self, done: bool, mtime: Option<f64>) {
+        if done {
+            self.set_timing(Timing::Arrival);
+            self.fallback_time = None;
+        } else {
+            self.set_timing(Timing::LogTime);
+            self.fallback_time = mtime;
+        }
     }
 }
 

@@ -9,14 +9,18 @@ use super::Ingest;
 /// Reads `input` to its end, feeding whole lines to `ingest` (a last line without `\n` is
 /// dropped and counted). A read error ends the input with a warning. The source reads up
 /// (`sglang_log_exporter_source_up` 1) while open and down after its end: a `journalctl -f`
-/// feeding the pipe has died.
+/// feeding the pipe has died. Counters are handed on after every read, so they move while a
+/// slow pipe (`journalctl -f`) trickles lines, not only at its end.
 pub fn read_to_end<R: Read>(input: &mut R, ingest: &mut Ingest, max_line: usize) {
     let mut lb = LineBuf::new(max_line);
     ingest.set_up(true);
     loop {
         match lb.fill(input, |e| ingest.event(e)) {
             Ok(0) => break,
-            Ok(n) => ingest.count_bytes(n),
+            Ok(n) => {
+                ingest.count_bytes(n);
+                ingest.flush();
+            }
             Err(e) => {
                 ingest.count_error();
                 tracing::warn!(source = %ingest.source(), "reading failed: {e}; treating it as the end of the input");

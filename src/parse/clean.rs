@@ -1,0 +1,169 @@
+//! Terminal control sequences and carriage-return fragments, removed before a line is parsed.
+//!
+//! uvicorn colours its access lines when it believes it writes to a terminal, Ray colours its
+//! actor prefixes, some deployments force colour on (`FORCE_COLOR`, `TERM=xterm` in a container),
+//! and tqdm progress bars redraw with `\r` and erase-line codes. None of that is part of what
+//! SGLang printed, so it is removed wherever it sits in the line:
+//!
+//! * ANSI escape sequences: CSI (`ESC [ … final`, colours and erase-line among them), OSC
+//!   (`ESC ] … BEL` or `ESC ] … ESC \`), DCS/SOS/PM/APC strings (ended by `ESC \`), the
+//!   two- and three-byte escapes (`ESC c`, `ESC ( B`), and a lone `ESC`;
+//! * of a line holding carriage-return-separated fragments, only the last non-empty fragment is
+//!   kept (what a terminal would show). A `\r` that ends the line (a CRLF line ending) is not a
+//!   fragment: it is dropped first.
+//!
+//! A line with neither ESC nor `\r` (nearly every line) costs one `memchr2` and is not copied.
+
+/// Cleans `line`, writing into `buf` only when something had to be removed.
+///
+/// Returns the cleaned bytes (`line` itself, or a slice of `buf`) and whether anything was
+/// removed besides a CRLF line ending.
+pub fn clean<'a>(line: &'a [u8], buf: &'a mut Vec<u8>) -> (&'a [u8], bool) {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    if memchr::memchr2(0x1b, b'\r', line).is_none() {
+        return (line, false);
+    }
+    buf.clear();
+    strip_escapes(line, buf);
+    let kept = last_fragment(buf);
+    (&buf[kept.0..kept.1], true)
+}
+
+/// Appends `line` without its escape sequences to `out`.
+fn strip_escapes(line: &[u8], out: &mut Vec<u8>) {
+    let mut i = 0;
+    while let Some(p) = memchr::memchr(0x1b, &line[i..]) {
+        out.extend_from_slice(&line[i..i + p]);
+        i = skip_escape(line, i + p);
+    }
+    out.extend_from_slice(&line[i..]);
+}
+
+/// The index just past the escape sequence that starts with the ESC at `esc`.
+fn skip_escape(b: &[u8], esc: usize) -> usize {
+    let Some(&kind) = b.get(esc + 1) else {
+        return esc + 1; // a lone ESC at the end
+    };
+    match kind {
+        // CSI: parameter bytes 0x30-0x3F, intermediate bytes 0x20-0x2F, one final byte
+        // 0x40-0x7E. A sequence cut short by a byte outside those ends before that byte, so a
+        // broken code never swallows the text after it.
+        b'[' => {
+            let mut i = esc + 2;
+            while i < b.len() && (0x20..=0x3f).contains(&b[i]) {
+                i += 1;
+            }
+            if i < b.len() && (0x40..=0x7e).contains(&b[i]) {
+                i + 1
+            } else {
+                i
+            }
+        }
+        // OSC (ended by BEL or ST) and DCS/SOS/PM/APC (ended by ST). Unterminated: the rest of
+        // the line is the string's (a terminal would not print it either).
+        b']' | b'P' | b'X' | b'^' | b'_' => {
+            let mut i = esc + 2;
+            while i < b.len() {
+                if kind == b']' && b[i] == 0x07 {
+                    return i + 1;
+                }
+                if b[i] == 0x1b && b.get(i + 1) == Some(&b'\\') {
+                    return i + 2;
+                }
+                i += 1;
+            }
+            i
+        }
+        // nF escapes (`ESC ( B`: intermediates 0x20-0x2F, then a final 0x30-0x7E).
+        0x20..=0x2f => {
+            let mut i = esc + 1;
+            while i < b.len() && (0x20..=0x2f).contains(&b[i]) {
+                i += 1;
+            }
+            if i < b.len() && (0x30..=0x7e).contains(&b[i]) {
+                i + 1
+            } else {
+                i
+            }
+        }
+        // Two-byte escapes (`ESC c`, `ESC 7`, `ESC M`, …).
+        0x30..=0x7e => esc + 2,
+        // ESC followed by a control or non-ASCII byte: drop the ESC alone.
+        _ => esc + 1,
+    }
+}
+
+/// The span of the last non-empty `\r`-separated fragment of `b` (all of `b` without `\r`).
+fn last_fragment(b: &[u8]) -> (usize, usize) {
+    let mut end = b.len();
+    loop {
+        let start = memchr::memrchr(b'\r', &b[..end]).map_or(0, |p| p + 1);
+        if start < end || start == 0 {
+            return (start, end);
+        }
+        end = start - 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(s: &[u8]) -> (String, bool) {
+        let mut buf = Vec::new();
+        let (out, changed) = clean(s, &mut buf);
+        (String::from_utf8_lossy(out).into_owned(), changed)
+    }
+
+    #[test]
+    fn plain_lines_and_crlf_pass_unchanged() {
+        assert_eq!(
+            c(b"Decode batch, #running-req: 5"),
+            ("Decode batch, #running-req: 5".into(), false)
+        );
+        assert_eq!(c(b"abc\r"), ("abc".into(), false));
+        assert_eq!(c(b""), ("".into(), false));
+    }
+
+    #[test]
+    fn sgr_colours_around_and_inside_fields() {
+        // uvicorn's coloured access line: level, request line and status each wrapped.
+        let line = b"\x1b[32mINFO\x1b[0m:     127.0.0.1:5 - \"\x1b[1mPOST /generate HTTP/1.1\x1b[0m\" \x1b[32m200 OK\x1b[0m";
+        assert_eq!(
+            c(line).0,
+            "INFO:     127.0.0.1:5 - \"POST /generate HTTP/1.1\" 200 OK"
+        );
+        assert_eq!(c(b"#queue-req: 3\x1b[0m").0, "#queue-req: 3");
+        assert_eq!(c(b"rate: 2.\x1b[0m76%").0, "rate: 2.76%");
+        assert_eq!(
+            c(b"\x1b[36m(SGLangEngine pid=1)\x1b[0m x").0,
+            "(SGLangEngine pid=1) x"
+        );
+        // 256-colour and truecolour parameters.
+        assert_eq!(c(b"\x1b[38;5;208ma\x1b[38;2;1;2;3mb\x1b[m").0, "ab");
+    }
+
+    #[test]
+    fn osc_charset_lone_and_broken_escapes() {
+        assert_eq!(c(b"\x1b]0;title\x07text").0, "text");
+        assert_eq!(c(b"\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\").0, "link");
+        assert_eq!(c(b"\x1b(Bplain\x1bc").0, "plain");
+        assert_eq!(c(b"end\x1b").0, "end");
+        // A CSI cut short by a non-CSI byte ends there: the text after it stays.
+        assert_eq!(c("\x1b[1\u{e9}t\u{e9}".as_bytes()).0, "\u{e9}t\u{e9}");
+        assert_eq!(c(b"\x1b\x01x").0, "\x01x");
+    }
+
+    #[test]
+    fn carriage_return_fragments_keep_the_last() {
+        assert_eq!(
+            c(b" 10%|#  \r 50%|##   \r[2026-06-03 10:00:00] Decode batch").0,
+            "[2026-06-03 10:00:00] Decode batch"
+        );
+        // Erase-line codes with the redraw, and a CRLF ending after fragments.
+        assert_eq!(c(b"\x1b[2K 50%\r\x1b[2Kdone\r").0, "done");
+        // Trailing empty fragments are not the line.
+        assert_eq!(c(b"last\r\r\r").0, "last");
+        assert_eq!(c(b"\r\r").0, "");
+    }
+}

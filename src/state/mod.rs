@@ -1,0 +1,696 @@
+//! The current value of every series, keyed by server (and engine) and rank.
+//!
+//! Sources apply parsed [`Record`]s; exporters read it through [`crate::view`]. It bounds its
+//! own size: a flood of distinct servers, engines, ranks, HTTP paths or unknown field names
+//! cannot grow memory without limit (what is refused is counted in
+//! `sglang_log_exporter_series_dropped_total`).
+
+pub mod clock;
+pub mod http;
+pub mod selfmetric;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use crate::parse::patterns::{Class, MetricId, MetricKind, Patterns, Scope};
+use crate::record::{Ranks, Record, ServerArgs};
+pub use clock::LogClock;
+pub use http::{normalise_method, normalise_path};
+pub use selfmetric::SelfMetric;
+
+/// Limits and policy of the state.
+#[derive(Debug, Clone)]
+pub struct StateConfig {
+    /// Seconds without a stats line after which a rank's activity gauges read 0.
+    pub idle_after: f64,
+    /// Seconds without a line after which an engine of a multi-engine log (Ray actors) and its
+    /// series are removed: a restarted actor (new pid) must not leave stale series forever.
+    pub engine_expiry: f64,
+    /// Seconds after its source went away (a discovered file deleted) that a server's series
+    /// are removed.
+    pub retired_expiry: f64,
+    /// Most servers (server name and engine pairs) tracked.
+    pub max_servers: usize,
+    /// Most engines tracked per server name.
+    pub max_engines: usize,
+    /// Most ranks tracked per server.
+    pub max_ranks: usize,
+    /// Most ranks tracked in all: with the per-rank series this bounds the exposition and the
+    /// memory whatever the mix of servers and ranks (see the README's "Bounds").
+    pub max_ranks_total: usize,
+    /// Most (method, path, status) series per server.
+    pub max_http_series: usize,
+    /// Most distinct unknown field names counted by name (the rest count as `other`).
+    pub max_unknown_fields: usize,
+    /// Most sources tracked in the self metrics.
+    pub max_sources: usize,
+}
+
+impl Default for StateConfig {
+    fn default() -> Self {
+        StateConfig {
+            idle_after: 30.0,
+            engine_expiry: 3600.0,
+            retired_expiry: 300.0,
+            max_servers: 256,
+            max_engines: 64,
+            max_ranks: 1024,
+            max_ranks_total: 2048,
+            max_http_series: 256,
+            max_unknown_fields: 64,
+            max_sources: 256,
+        }
+    }
+}
+
+/// Where a server runs: SGLang's `engine_type` label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineType {
+    /// No PD disaggregation.
+    Unified,
+    /// PD prefill server.
+    Prefill,
+    /// PD decode server.
+    Decode,
+}
+
+impl EngineType {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EngineType::Unified => "unified",
+            EngineType::Prefill => "prefill",
+            EngineType::Decode => "decode",
+        }
+    }
+}
+
+/// One scheduler rank of a server.
+#[derive(Debug, Clone)]
+pub struct RankState {
+    /// Values by [`MetricId`]; NaN where never set (or withdrawn: the last value on the line
+    /// was unreadable).
+    pub values: Vec<f64>,
+    /// Unix seconds of the last prefill or decode line that carried a time.
+    pub last_stats: Option<f64>,
+    /// Prefill lines seen.
+    pub prefill_lines: u64,
+    /// Decode lines seen.
+    pub decode_lines: u64,
+    /// Retraction lines seen.
+    pub retractions: u64,
+}
+
+impl RankState {
+    fn new(n: usize) -> RankState {
+        RankState {
+            values: vec![f64::NAN; n],
+            last_stats: None,
+            prefill_lines: 0,
+            decode_lines: 0,
+            retractions: 0,
+        }
+    }
+
+    /// Whether the rank printed any stats line.
+    pub fn has_stats(&self) -> bool {
+        self.prefill_lines + self.decode_lines > 0
+    }
+
+    /// The idle policy: no stats line for more than `idle_after` seconds before `now`. A rank
+    /// whose stats lines carry no time at all (logs before v0.2.14, wrappers that drop the
+    /// prefix, read as history) cannot be judged and is not idle: its last values stand.
+    /// Live scrapes, `--once` and backfill all judge by this.
+    pub fn is_idle(&self, now: f64, idle_after: f64) -> bool {
+        match self.last_stats {
+            Some(t) => now - t > idle_after,
+            None => !self.has_stats(),
+        }
+    }
+}
+
+/// What identifies one SGLang server in the state: the source's server name and, where several
+/// engines write to one log (Ray actors), the engine.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ServerKey {
+    /// The `server` label: the file stem, unit or `NAME=`.
+    pub server: String,
+    /// The `engine` label: Ray's actor identity (`SGLangEngine pid=N ip=A`); empty for a log of
+    /// one engine.
+    pub engine: String,
+}
+
+impl ServerKey {
+    /// A key for a server of one engine.
+    pub fn plain(server: &str) -> ServerKey {
+        ServerKey {
+            server: server.to_string(),
+            engine: String::new(),
+        }
+    }
+}
+
+/// One SGLang server (one source name, one engine).
+#[derive(Debug, Clone)]
+pub struct ServerState {
+    /// From `server_args`.
+    pub args: Option<ServerArgs>,
+    /// Inferred from PD-only fields when `server_args` was not seen.
+    pub engine_hint: Option<EngineType>,
+    /// Values of server-scope metrics by [`MetricId`]; NaN where never set.
+    pub values: Vec<f64>,
+    /// Ranks, in label order.
+    pub ranks: BTreeMap<Ranks, RankState>,
+    /// HTTP requests by (method, normalised path, status).
+    pub http: BTreeMap<(&'static str, &'static str, u16), u64>,
+    /// Time of the last line (Unix seconds), for the expiry of engines.
+    pub last_seen: Option<f64>,
+    /// When its source went away (a discovered file deleted); its series are removed
+    /// `retired_expiry` later.
+    pub retired_at: Option<f64>,
+    /// Labels its source gives every series of the server (Kubernetes `namespace`, `pod`,
+    /// `container`).
+    pub source_labels: Vec<(&'static str, String)>,
+}
+
+impl ServerState {
+    fn new(n: usize) -> ServerState {
+        ServerState {
+            args: None,
+            engine_hint: None,
+            values: vec![f64::NAN; n],
+            ranks: BTreeMap::new(),
+            http: BTreeMap::new(),
+            last_seen: None,
+            retired_at: None,
+            source_labels: Vec::new(),
+        }
+    }
+
+    /// `engine_type`: `server_args`' `disaggregation_mode`, else the server's name containing
+    /// `prefill`/`decode`, else PD-only fields seen, else `unified`.
+    pub fn engine_type(&self, name: &str) -> EngineType {
+        match self
+            .args
+            .as_ref()
+            .and_then(|a| a.disaggregation_mode.as_deref())
+        {
+            Some("prefill") => return EngineType::Prefill,
+            Some("decode") => return EngineType::Decode,
+            Some(_) => return EngineType::Unified,
+            None => {}
+        }
+        if name.contains("prefill") {
+            EngineType::Prefill
+        } else if name.contains("decode") {
+            EngineType::Decode
+        } else {
+            self.engine_hint.unwrap_or(EngineType::Unified)
+        }
+    }
+
+    /// `model_name`, or empty when no `server_args` line was seen.
+    pub fn model_name(&self) -> &str {
+        self.args
+            .as_ref()
+            .and_then(|a| a.model_name.as_deref())
+            .unwrap_or("")
+    }
+}
+
+/// Per-source line counters (self metrics).
+#[derive(Debug, Clone, Default)]
+pub struct SourceStats {
+    /// Lines read.
+    pub lines: u64,
+    /// Lines by matched line kind index.
+    pub matched: BTreeMap<usize, u64>,
+    /// Lines that matched no kind.
+    pub unmatched: u64,
+    /// Lines over the length limit (skipped).
+    pub oversized: u64,
+    /// Inputs that ended, or were rotated or truncated, in the middle of a line (not parsed).
+    pub incomplete: u64,
+    /// Lines that were not valid UTF-8 (read lossily).
+    pub invalid_utf8: u64,
+    /// Bytes read.
+    pub bytes: u64,
+    /// Read errors (open, read, permission, a directory instead of a file).
+    pub errors: u64,
+    /// Field values that were not numbers, and stats-line pieces that were not `key: value`.
+    pub bad_values: u64,
+    /// Lines that held terminal control codes or `\r` fragments (removed before parsing).
+    pub control_codes: u64,
+    /// JSON object lines that carried no log message under a known key (skipped).
+    pub json_without_message: u64,
+    /// Runs of NUL bytes skipped (a copytruncate hole).
+    pub nul_runs: u64,
+}
+
+/// Counts a source gathers locally and hands to the state in batches (not per line).
+#[derive(Debug, Clone, Default)]
+pub struct SourceDelta {
+    /// Lines read.
+    pub lines: u64,
+    /// Lines that matched no kind.
+    pub unmatched: u64,
+    /// Oversized lines.
+    pub oversized: u64,
+    /// Incomplete last lines.
+    pub incomplete: u64,
+    /// Invalid UTF-8 lines.
+    pub invalid_utf8: u64,
+    /// Bytes read.
+    pub bytes: u64,
+    /// Read errors.
+    pub errors: u64,
+    /// Lines with control codes removed.
+    pub control_codes: u64,
+    /// JSON lines without a message.
+    pub json_without_message: u64,
+    /// NUL runs skipped.
+    pub nul_runs: u64,
+    /// journald entries whose MESSAGE was null (also counted as unmatched).
+    pub null_messages: u64,
+}
+
+/// The state shared by sources and exporters.
+pub type Shared = Arc<Mutex<State>>;
+
+/// Locks the shared state. A thread that panicked while holding the lock leaves the state
+/// consistent enough to keep serving (every update is a few field writes), so poisoning is
+/// ignored rather than silently dropping every later update.
+pub fn lock(state: &Shared) -> std::sync::MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// All series.
+#[derive(Debug)]
+pub struct State {
+    pub(crate) pat: Arc<Patterns>,
+    pub(crate) cfg: StateConfig,
+    pub(crate) servers: BTreeMap<ServerKey, ServerState>,
+    pub(crate) sources: BTreeMap<String, SourceStats>,
+    pub(crate) unknown_fields: BTreeMap<String, u64>,
+    /// The log clock of finished inputs (see [`LogClock`]).
+    pub(crate) clock: LogClock,
+    pub(crate) dropped_series: u64,
+    /// Ranks in all servers (bounded by `max_ranks_total`).
+    ranks_total: usize,
+    /// Self metrics set by other parts (journalctl restarts, push results…), by label value.
+    pub(crate) self_metrics: BTreeMap<(SelfMetric, String), f64>,
+    /// Families produced by collectors that run on their own timer (the GPU sampler), by
+    /// collector name; rendered after the state's own.
+    pub(crate) collected: BTreeMap<&'static str, Vec<crate::family::Family>>,
+    /// Bumped by every change, so an encoded exposition can be reused until the next one.
+    generation: u64,
+    derived: Derived,
+}
+
+/// Metric ids the state derives values for (absent in a custom pattern file: nothing derived).
+#[derive(Debug, Clone, Copy, Default)]
+struct Derived {
+    used: Option<MetricId>,
+    usage: Option<MetricId>,
+    full_used: Option<MetricId>,
+    swa_used: Option<MetricId>,
+    pool_usages: [Option<MetricId>; 4],
+    hit_rate: Option<MetricId>,
+    new_tokens: Option<MetricId>,
+    cached_tokens: Option<MetricId>,
+    pd_prefill: [Option<MetricId>; 2],
+    pd_decode: [Option<MetricId>; 3],
+}
+
+impl State {
+    /// An empty state for these patterns.
+    pub fn new(pat: Arc<Patterns>, cfg: StateConfig) -> State {
+        let id = |n: &str| pat.metric_by_id(n);
+        let derived = Derived {
+            used: id("num_used_tokens"),
+            usage: id("token_usage"),
+            full_used: id("full_used_tokens"),
+            swa_used: id("swa_used_tokens"),
+            pool_usages: [
+                id("full_token_usage"),
+                id("swa_token_usage"),
+                id("mamba_usage"),
+                id("gpu_token_usage"),
+            ],
+            hit_rate: id("cache_hit_rate"),
+            new_tokens: id("prefill_new_tokens_total"),
+            cached_tokens: id("prefill_cached_tokens_total"),
+            pd_prefill: [
+                id("num_prefill_bootstrap_queue_reqs"),
+                id("num_prefill_inflight_queue_reqs"),
+            ],
+            pd_decode: [
+                id("num_decode_prealloc_queue_reqs"),
+                id("num_decode_transfer_queue_reqs"),
+                id("decode_preallocated_usage"),
+            ],
+        };
+        State {
+            pat,
+            cfg,
+            servers: BTreeMap::new(),
+            sources: BTreeMap::new(),
+            unknown_fields: BTreeMap::new(),
+            clock: LogClock::default(),
+            dropped_series: 0,
+            ranks_total: 0,
+            self_metrics: BTreeMap::new(),
+            collected: BTreeMap::new(),
+            generation: 0,
+            derived,
+        }
+    }
+
+    /// Wraps a new state for sharing between threads.
+    pub fn shared(pat: Arc<Patterns>, cfg: StateConfig) -> Shared {
+        Arc::new(Mutex::new(State::new(pat, cfg)))
+    }
+
+    /// The patterns the state's metric ids refer to.
+    pub fn patterns(&self) -> &Arc<Patterns> {
+        &self.pat
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &StateConfig {
+        &self.cfg
+    }
+
+    /// The log clock: the latest plausible time of the lines that carry rank state, in Unix
+    /// seconds ("now" for a finished input).
+    pub fn log_clock(&self) -> Option<f64> {
+        self.clock.now()
+    }
+
+    /// Servers by key.
+    pub fn servers(&self) -> &BTreeMap<ServerKey, ServerState> {
+        &self.servers
+    }
+
+    /// A counter that changes with every update: equal values mean an equal state.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Adds `by` to a self-metric counter, labelled `label` (empty for a metric without label).
+    pub fn add_self(&mut self, m: SelfMetric, label: &str, by: f64) {
+        self.generation += 1;
+        *self
+            .self_metrics
+            .entry((m, label.to_string()))
+            .or_insert(0.0) += by;
+    }
+
+    /// Sets a self-metric gauge.
+    pub fn set_self(&mut self, m: SelfMetric, label: &str, v: f64) {
+        self.generation += 1;
+        self.self_metrics.insert((m, label.to_string()), v);
+    }
+
+    /// Replaces the families of collector `name` (e.g. `gpu`), shown on every scrape until the
+    /// next call. Collectors run on their own timer, never on the scrape path.
+    pub fn set_collected(&mut self, name: &'static str, families: Vec<crate::family::Family>) {
+        self.generation += 1;
+        self.collected.insert(name, families);
+    }
+
+    /// Sets the labels a source gives every series of its server (Kubernetes pod labels).
+    pub fn set_source_labels(&mut self, server: &str, labels: Vec<(&'static str, String)>) {
+        self.generation += 1;
+        if let Some(s) = self.server_mut(&ServerKey::plain(server)) {
+            s.source_labels = labels;
+            s.retired_at = None;
+        }
+    }
+
+    /// Marks the servers named `server` (every engine) as gone with their source at `at`: their
+    /// series are removed `retired_expiry` seconds later.
+    pub fn retire_server(&mut self, server: &str, at: f64) {
+        self.generation += 1;
+        for (k, s) in self.servers.iter_mut() {
+            if k.server == server {
+                s.retired_at = Some(at);
+            }
+        }
+    }
+
+    /// Removes engines silent for `engine_expiry` and servers retired for `retired_expiry`
+    /// before `now`. Returns how many servers were removed.
+    pub fn expire(&mut self, now: f64) -> usize {
+        let (engine_expiry, retired_expiry) = (self.cfg.engine_expiry, self.cfg.retired_expiry);
+        let before = self.servers.len();
+        let mut ranks_removed = 0;
+        self.servers.retain(|k, s| {
+            let stale_engine =
+                !k.engine.is_empty() && s.last_seen.is_some_and(|t| now - t > engine_expiry);
+            let retired = s.retired_at.is_some_and(|t| now - t > retired_expiry);
+            let keep = !(stale_engine || retired);
+            if !keep {
+                ranks_removed += s.ranks.len();
+            }
+            keep
+        });
+        self.ranks_total -= ranks_removed;
+        let removed = before - self.servers.len();
+        if removed > 0 {
+            self.generation += 1;
+        }
+        removed
+    }
+
+    fn server_mut(&mut self, key: &ServerKey) -> Option<&mut ServerState> {
+        if !self.servers.contains_key(key) {
+            let engines = || {
+                self.servers
+                    .keys()
+                    .filter(|k| k.server == key.server && !k.engine.is_empty())
+                    .count()
+            };
+            if self.servers.len() >= self.cfg.max_servers
+                || (!key.engine.is_empty() && engines() >= self.cfg.max_engines)
+            {
+                self.dropped_series += 1;
+                return None;
+            }
+            let n = self.pat.metrics.len();
+            self.servers.insert(key.clone(), ServerState::new(n));
+        }
+        self.servers.get_mut(key)
+    }
+
+    /// Applies a batch of source counters.
+    pub fn add_source_counts(&mut self, source: &str, d: &SourceDelta) {
+        self.generation += 1;
+        let Some(s) = self.source_mut(source) else {
+            return;
+        };
+        s.lines += d.lines;
+        s.unmatched += d.unmatched;
+        s.oversized += d.oversized;
+        s.incomplete += d.incomplete;
+        s.invalid_utf8 += d.invalid_utf8;
+        s.bytes += d.bytes;
+        s.errors += d.errors;
+        s.control_codes += d.control_codes;
+        s.json_without_message += d.json_without_message;
+        s.nul_runs += d.nul_runs;
+    }
+
+    fn source_mut(&mut self, source: &str) -> Option<&mut SourceStats> {
+        if !self.sources.contains_key(source) {
+            if self.sources.len() >= self.cfg.max_sources {
+                self.dropped_series += 1;
+                return None;
+            }
+            self.sources
+                .insert(source.to_string(), SourceStats::default());
+        }
+        self.sources.get_mut(source)
+    }
+
+    /// Applies one parsed line from `source` to server `server` (and the line's engine, if it
+    /// names one). `ts` is the line's time in Unix seconds (journald's or a wrapper's timestamp,
+    /// the prefix time, or the arrival time); `None` for a line without a usable time.
+    pub fn apply(&mut self, source: &str, server: &str, rec: &Record<'_>, ts: Option<f64>) {
+        self.generation += 1;
+        if let Some(s) = self.source_mut(source) {
+            *s.matched.entry(rec.kind).or_insert(0) += 1;
+            s.bad_values += u64::from(rec.bad_values);
+        }
+        for key in rec.unknown_keys() {
+            self.count_unknown(key);
+        }
+        let carries_rank_state = !matches!(rec.class, Class::Access | Class::ServerArgs);
+        if let (true, Some(t)) = (carries_rank_state, ts) {
+            self.clock.observe(t);
+        }
+        let key = ServerKey {
+            server: server.to_string(),
+            engine: rec.engine.unwrap_or("").to_string(),
+        };
+        let (max_ranks, max_total) = (self.cfg.max_ranks, self.cfg.max_ranks_total);
+        let room = self.ranks_total < max_total;
+        let max_http = self.cfg.max_http_series;
+        let pat = self.pat.clone();
+        let d = self.derived;
+        let Some(srv) = self.server_mut(&key) else {
+            return;
+        };
+        if let Some(t) = ts {
+            srv.last_seen = Some(srv.last_seen.map_or(t, |l| l.max(t)));
+        }
+        let dropped = match rec.class {
+            Class::ServerArgs => {
+                if let Some(a) = &rec.server_args {
+                    srv.args = Some((**a).clone());
+                }
+                false
+            }
+            Class::Access => rec.access.is_some_and(|a| {
+                let key = (normalise_method(a.method), normalise_path(a.path), a.status);
+                if srv.http.len() < max_http || srv.http.contains_key(&key) {
+                    *srv.http.entry(key).or_insert(0) += 1;
+                    false
+                } else {
+                    true
+                }
+            }),
+            class => {
+                let new_rank = !srv.ranks.contains_key(&rec.ranks);
+                if new_rank && (srv.ranks.len() >= max_ranks || !room) {
+                    true
+                } else {
+                    apply_rank_line(&pat, &d, srv, class, rec, ts);
+                    self.ranks_total += usize::from(new_rank);
+                    false
+                }
+            }
+        };
+        self.dropped_series += u64::from(dropped);
+    }
+
+    fn count_unknown(&mut self, key: &str) {
+        let key = if key.len() > 64 { "other" } else { key };
+        if let Some(c) = self.unknown_fields.get_mut(key) {
+            *c += 1;
+        } else if self.unknown_fields.len() < self.cfg.max_unknown_fields {
+            self.unknown_fields.insert(key.to_string(), 1);
+        } else {
+            *self.unknown_fields.entry("other".to_string()).or_insert(0) += 1;
+        }
+    }
+}
+
+/// Applies a stats, retraction or startup line to its rank (created if new).
+fn apply_rank_line(
+    pat: &Patterns,
+    d: &Derived,
+    srv: &mut ServerState,
+    class: Class,
+    rec: &Record<'_>,
+    ts: Option<f64>,
+) {
+    let n = pat.metrics.len();
+    let line_scope = pat.lines[rec.kind].scope;
+    let rank = srv
+        .ranks
+        .entry(rec.ranks)
+        .or_insert_with(|| RankState::new(n));
+    let slot_of = |id: MetricId| {
+        pat.metrics[id as usize].scope == Scope::Server || line_scope == Scope::Server
+    };
+    for &(id, v) in rec.values {
+        let slot = if slot_of(id) {
+            &mut srv.values[id as usize]
+        } else {
+            &mut rank.values[id as usize]
+        };
+        match pat.metrics[id as usize].kind {
+            MetricKind::Gauge => *slot = v,
+            MetricKind::Counter if v.is_finite() && v >= 0.0 => {
+                *slot = if slot.is_nan() { v } else { *slot + v }
+            }
+            MetricKind::Counter => {}
+        }
+    }
+    // An unreadable value withdraws the gauge's series until the next readable value: an
+    // older value would be shown as current. Counters keep their sum.
+    for &id in rec.bad_metrics {
+        if pat.metrics[id as usize].kind == MetricKind::Gauge {
+            if slot_of(id) {
+                srv.values[id as usize] = f64::NAN;
+            } else {
+                rank.values[id as usize] = f64::NAN;
+            }
+        }
+    }
+    match class {
+        Class::Prefill | Class::Decode => {
+            if class == Class::Prefill {
+                rank.prefill_lines += 1;
+            } else {
+                rank.decode_lines += 1;
+            }
+            rank.last_stats = ts.or(rank.last_stats);
+            derive(d, class, rec, &mut rank.values);
+            let (ids, hint) = if class == Class::Prefill {
+                (&d.pd_prefill[..], EngineType::Prefill)
+            } else {
+                (&d.pd_decode[..], EngineType::Decode)
+            };
+            if ids.iter().flatten().any(|&m| rec.get(m).is_some()) {
+                srv.engine_hint = Some(hint);
+            }
+        }
+        Class::Retract => rank.retractions += 1,
+        _ => {}
+    }
+}
+
+/// Fills what SGLang's own gauges derive and the line leaves out: `#token`/`token usage` of
+/// hybrid models (largest pool, as `sglang:num_used_tokens`/`sglang:token_usage` do since
+/// v0.5.10) and the per-batch cache hit rate of lines after v0.4.3.post2 (which print none).
+///
+/// Nothing is derived from a line where an input of the derivation was unreadable: the derived
+/// gauge keeps its value rather than be re-derived from the inputs that remain (the largest of
+/// the other pools is not the largest pool).
+fn derive(d: &Derived, class: Class, rec: &Record<'_>, values: &mut [f64]) {
+    let got = |m: Option<MetricId>| m.and_then(|m| rec.get(m));
+    let unreadable =
+        |ms: &[Option<MetricId>]| ms.iter().flatten().any(|m| rec.bad_metrics.contains(m));
+    if let Some(used) = d.used {
+        if got(Some(used)).is_none() && !unreadable(&[d.full_used, d.swa_used, Some(used)]) {
+            let pools = [got(d.full_used), got(d.swa_used)];
+            if let Some(max) = pools.iter().flatten().copied().reduce(f64::max) {
+                values[used as usize] = max;
+            }
+        }
+    }
+    if let Some(usage) = d.usage {
+        if got(Some(usage)).is_none() && !unreadable(&d.pool_usages) && !unreadable(&[Some(usage)])
+        {
+            if let Some(max) = d
+                .pool_usages
+                .iter()
+                .filter_map(|&m| got(m))
+                .reduce(f64::max)
+            {
+                values[usage as usize] = max;
+            }
+        }
+    }
+    if class == Class::Prefill && !unreadable(&[d.new_tokens, d.cached_tokens, d.hit_rate]) {
+        if let (Some(hit), Some(new), Some(cached)) =
+            (d.hit_rate, got(d.new_tokens), got(d.cached_tokens))
+        {
+            if got(Some(hit)).is_none() && new + cached > 0.0 {
+                values[hit as usize] = cached / (new + cached);
+            }
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! The exporter's own metrics that parts other than the line counters set (journalctl
+//! supervision, push results, source health): one typed list, so a name is written once.
+
+use crate::family::Kind;
+
+/// A self metric set through [`super::State::add_self`] / [`super::State::set_self`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SelfMetric {
+    /// `sglang_log_exporter_source_up{source}`.
+    SourceUp,
+    /// `sglang_log_exporter_source_panics_total{source}`.
+    SourcePanics,
+    /// `sglang_log_exporter_journalctl_restarts_total{unit}`.
+    JournalctlRestarts,
+    /// `sglang_log_exporter_journal_entries_total{unit}`.
+    JournalEntries,
+    /// `sglang_log_exporter_push_last_success_timestamp_seconds`.
+    PushLastSuccess,
+    /// `sglang_log_exporter_pushes_total`.
+    Pushes,
+    /// `sglang_log_exporter_push_failures_total`.
+    PushFailures,
+    /// `sglang_log_exporter_push_last_status`.
+    PushLastStatus,
+}
+
+impl SelfMetric {
+    /// Every self metric, in exposition order.
+    pub const ALL: [SelfMetric; 8] = [
+        SelfMetric::SourceUp,
+        SelfMetric::SourcePanics,
+        SelfMetric::JournalctlRestarts,
+        SelfMetric::JournalEntries,
+        SelfMetric::PushLastSuccess,
+        SelfMetric::Pushes,
+        SelfMetric::PushFailures,
+        SelfMetric::PushLastStatus,
+    ];
+
+    /// Name, HELP, type and label name (empty: no label).
+    pub fn def(self) -> (&'static str, &'static str, Kind, &'static str) {
+        use SelfMetric as S;
+        match self {
+            S::SourceUp => (
+                "sglang_log_exporter_source_up",
+                "1 while a source is open and being read, 0 while it is missing, failing or restarting.",
+                Kind::Gauge,
+                "source",
+            ),
+            S::SourcePanics => (
+                "sglang_log_exporter_source_panics_total",
+                "Times reading a source hit a bug of the exporter (a panic); the line was skipped or the reader restarted where it stopped.",
+                Kind::Counter,
+                "source",
+            ),
+            S::JournalctlRestarts => (
+                "sglang_log_exporter_journalctl_restarts_total",
+                "Times a journalctl child was restarted after it exited, died or stalled.",
+                Kind::Counter,
+                "unit",
+            ),
+            S::JournalEntries => (
+                "sglang_log_exporter_journal_entries_total",
+                "Journal entries read for each --journal-unit (stuck at 0: no entries, check the unit name).",
+                Kind::Counter,
+                "unit",
+            ),
+            S::PushLastSuccess => (
+                "sglang_log_exporter_push_last_success_timestamp_seconds",
+                "Unix time in seconds of the last successful push to the Pushgateway.",
+                Kind::Gauge,
+                "",
+            ),
+            S::Pushes => (
+                "sglang_log_exporter_pushes_total",
+                "Successful pushes to the Pushgateway.",
+                Kind::Counter,
+                "",
+            ),
+            S::PushFailures => (
+                "sglang_log_exporter_push_failures_total",
+                "Push requests to the Pushgateway that failed (no answer, timeout or an error status).",
+                Kind::Counter,
+                "",
+            ),
+            S::PushLastStatus => (
+                "sglang_log_exporter_push_last_status",
+                "HTTP status of the last push request to the Pushgateway; 0 when none came back.",
+                Kind::Gauge,
+                "",
+            ),
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! What a scrape shows: the value of every per-rank series at a given "now", with its labels.
+//!
+//! One home for that truth: the `/metrics` exposition ([`crate::export::metrics`]), the
+//! Pushgateway push (which sends that exposition) and `backfill` (which writes these samples at
+//! each line's time) all read the state through here, so they cannot drift apart.
+
+use crate::family::{Family, Kind, Labels};
+use crate::parse::patterns::{MetricKind, Patterns};
+use crate::record::Ranks;
+use crate::state::{RankState, ServerKey, ServerState, State};
+
+/// The per-rank families besides the pattern file's metrics, in exposition order after them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RankFamily {
+    /// `sglang_idle`.
+    Idle,
+    /// `sglang_last_stats_timestamp_seconds`.
+    LastStats,
+    /// `sglang_prefill_batches_total`.
+    PrefillBatches,
+    /// `sglang_decode_stats_lines_total`.
+    DecodeLines,
+    /// `sglang_retractions_total`.
+    Retractions,
+    /// `sglang_kv_pool_used_estimate_bytes`.
+    KvUsedEstimate,
+}
+
+impl RankFamily {
+    /// Every rank family, in exposition order.
+    pub const ALL: [RankFamily; 6] = [
+        RankFamily::Idle,
+        RankFamily::LastStats,
+        RankFamily::PrefillBatches,
+        RankFamily::DecodeLines,
+        RankFamily::Retractions,
+        RankFamily::KvUsedEstimate,
+    ];
+
+    /// Name, HELP and type.
+    pub fn def(self) -> (&'static str, &'static str, Kind) {
+        match self {
+            RankFamily::Idle => (
+                "sglang_idle",
+                "1 when the rank printed no stats line for --idle-after seconds (its activity gauges then read 0), else 0.",
+                Kind::Gauge,
+            ),
+            RankFamily::LastStats => (
+                "sglang_last_stats_timestamp_seconds",
+                "Unix time in seconds of the rank's last prefill or decode stats line.",
+                Kind::Gauge,
+            ),
+            RankFamily::PrefillBatches => (
+                "sglang_prefill_batches_total",
+                "Prefill batches, one per Prefill batch line.",
+                Kind::Counter,
+            ),
+            RankFamily::DecodeLines => (
+                "sglang_decode_stats_lines_total",
+                "Decode batch stats lines (one every --decode-log-interval decode steps).",
+                Kind::Counter,
+            ),
+            RankFamily::Retractions => (
+                "sglang_retractions_total",
+                "Retraction events (KV cache pool full), one per retraction line.",
+                Kind::Counter,
+            ),
+            RankFamily::KvUsedEstimate => (
+                "sglang_kv_pool_used_estimate_bytes",
+                "Estimated KV-cache bytes in use on the rank: token usage (0-1) times the KV pool size in bytes.",
+                Kind::Gauge,
+            ),
+        }
+    }
+}
+
+/// The families of per-rank series, in exposition order: the pattern file's metrics (index =
+/// [`crate::parse::patterns::MetricId`]), then [`RankFamily::ALL`].
+pub fn rank_catalog(pat: &Patterns) -> Vec<(String, String, Kind)> {
+    let mut out: Vec<(String, String, Kind)> = pat
+        .metrics
+        .iter()
+        .map(|d| {
+            let kind = match d.kind {
+                MetricKind::Gauge => Kind::Gauge,
+                MetricKind::Counter => Kind::Counter,
+            };
+            (d.name.clone(), d.help.clone(), kind)
+        })
+        .collect();
+    for f in RankFamily::ALL {
+        let (n, h, k) = f.def();
+        out.push((n.to_string(), h.to_string(), k));
+    }
+    out
+}
+
+/// The value a scrape shows for metric `id` of a rank at `now`: the server-scope value (the
+/// capacity line) where there is one, else the rank's; 0 for an activity gauge of an idle rank;
+/// 0 for a counter of a rank that prints stats but never added to it (so the first retraction is
+/// an increase from 0 that `increase()` and alerts can see); `None` where never set or withdrawn.
+pub fn value(
+    state: &State,
+    srv: &ServerState,
+    rank: &RankState,
+    id: usize,
+    now: f64,
+) -> Option<f64> {
+    let v = if srv.values[id].is_nan() {
+        rank.values[id]
+    } else {
+        srv.values[id]
+    };
+    let def = &state.patterns().metrics[id];
+    if v.is_nan() {
+        return (def.kind == MetricKind::Counter && rank.has_stats()).then_some(0.0);
+    }
+    if def.activity && rank.is_idle(now, state.config().idle_after) {
+        return Some(0.0);
+    }
+    Some(v)
+}
+
+/// Every series of one rank at `now`, as (index in [`rank_catalog`], value), in catalog order.
+pub fn rank_samples(
+    state: &State,
+    srv: &ServerState,
+    rank: &RankState,
+    now: f64,
+    out: &mut Vec<(usize, f64)>,
+) {
+    out.clear();
+    let pat = state.patterns();
+    let n = pat.metrics.len();
+    for id in 0..n {
+        if let Some(v) = value(state, srv, rank, id, now) {
+            out.push((id, v));
+        }
+    }
+    let stats = rank.has_stats();
+    for (i, f) in RankFamily::ALL.iter().enumerate() {
+        let v = match f {
+            RankFamily::Idle => rank
+                .last_stats
+                .map(|_| f64::from(u8::from(rank.is_idle(now, state.config().idle_after)))),
+            RankFamily::LastStats => rank.last_stats,
+            // Counters exist from a rank's first stats line (at 0), so their first increase is
+            // seen by `rate()`/`increase()`.
+            RankFamily::PrefillBatches => {
+                (stats || rank.prefill_lines > 0).then_some(rank.prefill_lines as f64)
+            }
+            RankFamily::DecodeLines => {
+                (stats || rank.decode_lines > 0).then_some(rank.decode_lines as f64)
+            }
+            RankFamily::Retractions => {
+                (stats || rank.retractions > 0).then_some(rank.retractions as f64)
+            }
+            RankFamily::KvUsedEstimate => kv_used_estimate(state, srv, rank, now),
+        };
+        if let Some(v) = v {
+            out.push((n + i, v));
+        }
+    }
+}
+
+/// Token usage × KV pool bytes: the KV-cache bytes in use, estimated (token usage is a share of
+/// SGLang's pool, not of the GPU). 0 while the rank is idle, as token usage is.
+fn kv_used_estimate(state: &State, srv: &ServerState, rank: &RankState, now: f64) -> Option<f64> {
+    let pat = state.patterns();
+    let usage = pat.metric_by_id("token_usage")? as usize;
+    let pool = pat.metric_by_id("kv_pool_size_bytes")? as usize;
+    let u = value(state, srv, rank, usage, now)?;
+    let p = value(state, srv, rank, pool, now)?;
+    Some((u * p).round())
+}
+
+/// The labels of a server's series: `server`, then `engine` where several engines share a log,
+/// then the source's own labels (Kubernetes `namespace`, `pod`, `container`).
+pub fn server_labels(key: &ServerKey, srv: &ServerState) -> Labels {
+    let mut l: Labels = vec![("server", key.server.clone())];
+    if !key.engine.is_empty() {
+        l.push(("engine", key.engine.clone()));
+    }
+    l.extend(srv.source_labels.iter().cloned());
+    l.push(("model_name", srv.model_name().to_string()));
+    l.push((
+        "engine_type",
+        srv.engine_type(&key.server).as_str().to_string(),
+    ));
+    l
+}
+
+/// The label set of SGLang's scheduler metrics plus ours ([`server_labels`]); ranks a line
+/// does not name are empty strings (`moe_ep_rank` is the `EPn` tag). `attn_cp_rank` and
+/// `moe_dp_rank` (v0.5.9+) are added only where the prefix names them.
+pub fn rank_labels(key: &ServerKey, srv: &ServerState, r: &Ranks) -> Labels {
+    let s = |v: Option<u32>| v.map(|n| n.to_string()).unwrap_or_default();
+    let mut l = server_labels(key, srv);
+    l.extend([
+        ("dp_rank", s(r.dp)),
+        ("pp_rank", s(r.pp)),
+        ("tp_rank", s(r.tp)),
+        ("moe_ep_rank", s(r.ep)),
+    ]);
+    if r.attn_cp.is_some() {
+        l.push(("attn_cp_rank", s(r.attn_cp)));
+    }
+    if r.moe_dp.is_some() {
+        l.push(("moe_dp_rank", s(r.moe_dp)));
+    }
+    l
+}
+
+/// The per-rank families of the whole state at `now` (empty ones included).
+pub fn rank_families(state: &State, now: f64) -> Vec<Family> {
+    let mut fams: Vec<Family> = rank_catalog(state.patterns())
+        .into_iter()
+        .map(|(n, h, k)| Family::new(n, h, k))
+        .collect();
+    let mut buf = Vec::new();
+    for (key, srv) in state.servers() {
+        if srv.ranks.is_empty() {
+            // Server-scope facts (the capacity line) of a server with no rank line yet.
+            for (id, v) in srv.values.iter().enumerate() {
+                if !v.is_nan() {
+                    fams[id].push(rank_labels(key, srv, &Ranks::default()), *v);
+                }
+            }
+            continue;
+        }
+        for (ranks, rank) in &srv.ranks {
+            rank_samples(state, srv, rank, now, &mut buf);
+            let labels = rank_labels(key, srv, ranks);
+            for &(i, v) in &buf {
+                fams[i].push(labels.clone(), v);
+            }
+        }
+    }
+    fams
+}
