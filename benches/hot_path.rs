@@ -77,7 +77,7 @@ mod parse {
                 use sglang_log_exporter::source::framing::Framed;
                 match f.frame(black_box(JOURNAL.as_bytes())) {
                     Framed::Message { text, .. } => {
-                        let s = std::str::from_utf8(&text).unwrap_or("");
+                        let s = std::str::from_utf8(text).unwrap_or("");
                         black_box(p.parse(s).is_some())
                     }
                     _ => false,

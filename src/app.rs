@@ -3,20 +3,21 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use jiff::tz::TimeZone;
 
 use crate::cli::{split_input, RunArgs};
-use crate::export::{http, metrics, push, webconfig};
+use crate::export::cache::Exposition;
+use crate::export::{http, metrics, push, signals, webconfig};
 use crate::parse::patterns::{PatternError, Patterns};
 use crate::parse::prefix::TimeResolver;
 use crate::parse::Parser;
 use crate::source::file::{TailConfig, Tailer};
 use crate::source::journald::{self, JournalConfig};
 use crate::source::{now_unix, server_name_of, stdin, Ingest, Pipeline};
-use crate::state::{SelfMetric, Shared, State, StateConfig};
+use crate::state::{persist, SelfMetric, Shared, State, StateConfig};
+use crate::stop::Stop;
 
 /// A start-up error: printed as `error: …` and exit status 2.
 #[derive(Debug, thiserror::Error)]
@@ -62,6 +63,52 @@ pub struct Config {
     pub push: Option<push::PushConfig>,
     /// `--input.json-message-key`.
     pub json_message_key: Option<String>,
+    /// The metrics endpoint.
+    pub http: HttpConfig,
+    /// `--state.dir`.
+    pub state_dir: Option<PathBuf>,
+}
+
+/// The metrics endpoint's settings, validated.
+#[derive(Clone)]
+pub struct HttpConfig {
+    /// `--web.listen-address` resolved; `None` when empty (no server).
+    pub listen: Option<String>,
+    /// `--web.telemetry-path`.
+    pub telemetry_path: String,
+    /// `--web.config.file`, loaded.
+    pub web: Option<webconfig::Reloader>,
+    /// Connections served at once: `--web.max-connections`, at most half the open-file limit
+    /// (the rest is kept for followed files and journalctl pipes).
+    pub max_connections: usize,
+}
+
+impl HttpConfig {
+    fn from_args(a: &RunArgs) -> Result<HttpConfig, ConfigError> {
+        let listen = if a.listen_address.is_empty() {
+            None
+        } else {
+            Some(http::parse_listen(&a.listen_address).map_err(ConfigError)?)
+        };
+        if !a.telemetry_path.starts_with('/') {
+            return Err(ConfigError("--web.telemetry-path must start with /".into()));
+        }
+        let web = match &a.web_config_file {
+            Some(p) => Some(webconfig::Reloader::new(p).map_err(ConfigError)?),
+            None => None,
+        };
+        if a.max_connections == 0 {
+            return Err(ConfigError(
+                "--web.max-connections must be at least 1".into(),
+            ));
+        }
+        Ok(HttpConfig {
+            listen,
+            telemetry_path: a.telemetry_path.clone(),
+            web,
+            max_connections: a.max_connections,
+        })
+    }
 }
 
 /// Reads the input arguments (`PATH`, `NAME=PATH`, `-`). With `finished` (the inputs are read
@@ -199,6 +246,8 @@ impl Config {
             gpu: gpu_config(a)?,
             push: push::PushConfig::from_args(&a.push).map_err(ConfigError)?,
             json_message_key: a.read.json_message_key.clone(),
+            http: HttpConfig::from_args(a)?,
+            state_dir: state_dir(a.state_dir.as_deref())?,
         })
     }
 
@@ -236,7 +285,7 @@ pub fn render(state: &Shared, input_clock: bool) -> String {
 /// `--once`: read every input to its end, print the exposition, exit 0.
 pub fn run_once(cfg: &Config) -> ExitCode {
     let state = State::shared(cfg.patterns.clone(), cfg.state.clone());
-    let stop = AtomicBool::new(false);
+    let stop = Stop::new();
     for input in &cfg.inputs {
         match input {
             Input::File { server, path } => {
@@ -282,26 +331,92 @@ pub fn run_once(cfg: &Config) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// The main mode: follow inputs and serve `/metrics` until SIGTERM or SIGINT.
+/// The main mode: follow inputs and serve `/metrics` until SIGTERM or SIGINT (SIGHUP is not an
+/// exit: see [`signals`]). On every way out the pusher is stopped, so the Pushgateway group is
+/// deleted unless `--push.keep-on-exit`.
 ///
 /// # Errors
-/// A [`ConfigError`] when the listen address is bad or cannot be bound.
-pub fn run_live(cfg: Config, a: &RunArgs) -> Result<(), ConfigError> {
+/// A [`ConfigError`] when a thread cannot start or the listen address cannot be bound.
+pub fn run_live(cfg: Config) -> Result<(), ConfigError> {
+    raise_fd_limit();
+    let mut cfg = cfg;
+    cfg.http.max_connections = cfg
+        .http
+        .max_connections
+        .min((fd_limit() / 2).max(16) as usize);
     let state = State::shared(cfg.patterns.clone(), cfg.state.clone());
-    let stop: Arc<AtomicBool> = Arc::new(AtomicBool::new(false));
+    if let Some(dir) = &cfg.state_dir {
+        let file = persist::path(dir);
+        if let Err(e) = persist::restore(&mut crate::state::lock(&state), &file) {
+            tracing::warn!("the state file was not used: {e}");
+        }
+    }
+    let stop = Arc::new(Stop::new());
     let cfg = Arc::new(cfg);
-    let listen = if a.listen_address.is_empty() {
-        None
-    } else {
-        Some(http::parse_listen(&a.listen_address).map_err(ConfigError)?)
-    };
-    let web = match &a.web_config_file {
-        Some(p) => Some(webconfig::Reloader::new(p).map_err(ConfigError)?),
+    let saver = cfg
+        .state_dir
+        .as_ref()
+        .map(|dir| spawn_saver(persist::path(dir), state.clone(), stop.clone()))
+        .transpose()?;
+    spawn_sources(&cfg, &state, &stop)?;
+    if let Some(g) = &cfg.gpu {
+        crate::gpu::spawn(g.clone(), state.clone(), stop.clone())
+            .map_err(|e| ConfigError(format!("cannot start the GPU sampler: {e}")))?;
+    }
+    let exposition = Arc::new(Exposition::new(state.clone()));
+    let pusher = match &cfg.push {
+        Some(p) => {
+            let x = exposition.clone();
+            let render: push::Render =
+                Arc::new(move || String::from_utf8_lossy(&x.text()).into_owned());
+            Some(
+                push::spawn(p.clone(), state.clone(), render)
+                    .map_err(|e| ConfigError(format!("cannot start the pusher: {e}")))?,
+            )
+        }
         None => None,
     };
-    if !a.telemetry_path.starts_with('/') {
-        return Err(ConfigError("--web.telemetry-path must start with /".into()));
+    let served = serve(&cfg, exposition);
+    stop.set();
+    if let Some(p) = pusher {
+        p.stop();
     }
+    if let Some(s) = saver {
+        // It writes the file once more as it ends.
+        let _ = s.join();
+    }
+    tracing::info!("shut down");
+    served
+}
+
+/// Serves `/metrics` (or just waits, without a listen address) until a shutdown signal.
+fn serve(cfg: &Config, exposition: Arc<Exposition>) -> Result<(), ConfigError> {
+    // Two async workers: connections are few and cheap; encoding runs on the blocking pool.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| ConfigError(format!("cannot start the runtime: {e}")))?;
+    let web = cfg.http.web.clone();
+    rt.block_on(async move {
+        let shutdown = signals::shutdown(web.clone());
+        let Some(addr) = &cfg.http.listen else {
+            shutdown.await;
+            return Ok(());
+        };
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| ConfigError(format!("cannot listen on {addr}: {e}")))?;
+        tracing::info!(address = %addr, path = %cfg.http.telemetry_path, "serving metrics");
+        let app = http::router(&cfg.http.telemetry_path, exposition);
+        webconfig::serve(listener, app, web, cfg.http.max_connections, shutdown)
+            .await
+            .map_err(|e| ConfigError(format!("HTTP server failed: {e}")))
+    })
+}
+
+/// Starts a reader thread for every input and `--journal-unit`.
+fn spawn_sources(cfg: &Arc<Config>, state: &Shared, stop: &Arc<Stop>) -> Result<(), ConfigError> {
     for input in cfg.inputs.clone() {
         let (cfg, state, stop) = (cfg.clone(), state.clone(), stop.clone());
         match input {
@@ -342,48 +457,109 @@ pub fn run_live(cfg: Config, a: &RunArgs) -> Result<(), ConfigError> {
             );
         })?;
     }
-    if let Some(g) = &cfg.gpu {
-        crate::gpu::spawn(g.clone(), state.clone(), stop.clone())
-            .map_err(|e| ConfigError(format!("cannot start the GPU sampler: {e}")))?;
-    }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| ConfigError(format!("cannot start the runtime: {e}")))?;
-    let render_state = state.clone();
-    let render_fn: http::Render = Arc::new(move || render(&render_state, false));
-    let pusher = match &cfg.push {
-        Some(p) => Some(
-            push::spawn(p.clone(), state.clone(), render_fn.clone())
-                .map_err(|e| ConfigError(format!("cannot start the pusher: {e}")))?,
-        ),
-        None => None,
-    };
-    let telemetry = a.telemetry_path.clone();
-    rt.block_on(async move {
-        let shutdown = shutdown_signal();
-        match listen {
-            Some(addr) => {
-                let listener = tokio::net::TcpListener::bind(&addr)
-                    .await
-                    .map_err(|e| ConfigError(format!("cannot listen on {addr}: {e}")))?;
-                tracing::info!(address = %addr, path = %telemetry, "serving metrics");
-                let app = http::router(&telemetry, render_fn);
-                webconfig::serve(listener, app, web, shutdown)
-                    .await
-                    .map_err(|e| ConfigError(format!("HTTP server failed: {e}")))?;
-            }
-            None => shutdown.await,
-        }
-        Ok::<(), ConfigError>(())
-    })?;
-    stop.store(true, Ordering::Relaxed);
-    if let Some(p) = pusher {
-        p.stop();
-    }
-    tracing::info!("shut down");
     Ok(())
+}
+
+/// How often the state file is written while the state changes.
+const SAVE_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Starts the thread that writes the state file when the state changed (at most every
+/// [`SAVE_EVERY`]) and once more when `stop` is set.
+fn spawn_saver(
+    file: PathBuf,
+    state: Shared,
+    stop: Arc<Stop>,
+) -> Result<std::thread::JoinHandle<()>, ConfigError> {
+    std::thread::Builder::new()
+        .name("state file".into())
+        .spawn(move || {
+            let mut saved = None;
+            let mut warned = false;
+            loop {
+                let done = !stop.wait(SAVE_EVERY);
+                let (generation, text) = {
+                    let s = crate::state::lock(&state);
+                    if saved == Some(s.generation()) {
+                        (s.generation(), None)
+                    } else {
+                        (s.generation(), Some(persist::snapshot(&s, &s.journal_cursors_map())))
+                    }
+                };
+                if let Some(text) = text {
+                    match persist::write_atomic(&file, &text) {
+                        Ok(()) => {
+                            saved = Some(generation);
+                            warned = false;
+                        }
+                        Err(e) if !warned => {
+                            warned = true;
+                            tracing::warn!(file = %file.display(), "cannot write the state file: {e}");
+                        }
+                        Err(_) => {}
+                    }
+                }
+                if done {
+                    return;
+                }
+            }
+        })
+        .map_err(|e| ConfigError(format!("cannot start the state file thread: {e}")))
+}
+
+/// Checks `--state.dir`: an existing, writable directory.
+fn state_dir(dir: Option<&std::path::Path>) -> Result<Option<PathBuf>, ConfigError> {
+    let Some(dir) = dir else {
+        return Ok(None);
+    };
+    let m = std::fs::metadata(dir)
+        .map_err(|e| ConfigError(format!("--state.dir {}: {e}", dir.display())))?;
+    if !m.is_dir() {
+        return Err(ConfigError(format!(
+            "--state.dir {}: not a directory",
+            dir.display()
+        )));
+    }
+    let probe = dir.join(".write-test");
+    std::fs::write(&probe, b"")
+        .and_then(|_| std::fs::remove_file(&probe))
+        .map_err(|e| ConfigError(format!("--state.dir {}: cannot write: {e}", dir.display())))?;
+    Ok(Some(dir.to_path_buf()))
+}
+
+/// Raises the soft limit on open files to the hard limit, as Go exporters do: the default soft
+/// limit (1,024) lets idle connections starve scrapes and the reopening of rotated files.
+fn raise_fd_limit() {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit write and read the struct we pass, nothing else.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) == 0 && l.rlim_cur < l.rlim_max {
+            let want = libc::rlimit {
+                rlim_cur: l.rlim_max,
+                rlim_max: l.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &want) != 0 {
+                tracing::debug!("cannot raise the open-file limit");
+            }
+        }
+    }
+}
+
+/// The soft limit on open files now.
+pub fn fd_limit() -> u64 {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: as in `raise_fd_limit`.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) } == 0;
+    if ok {
+        l.rlim_cur
+    } else {
+        1024
+    }
 }
 
 /// Starts a source's reader thread.
@@ -402,7 +578,7 @@ fn spawn_source(name: String, f: impl FnOnce() + Send + 'static) -> Result<(), C
 /// read twice) and run again: one input's failure never stops the others or the server.
 fn supervise<T>(
     ing: &mut Ingest,
-    stop: &AtomicBool,
+    stop: &Stop,
     reader: &mut T,
     mut run: impl FnMut(&mut T, &mut Ingest),
     mut recover: impl FnMut(&mut T),
@@ -418,37 +594,11 @@ fn supervise<T>(
             source = ing.source(),
             "the reader of this source failed (a bug); restarting it where it stopped in 1 s"
         );
-        std::thread::sleep(std::time::Duration::from_secs(1));
-        if stop.load(Ordering::Relaxed) {
+        if !stop.wait(std::time::Duration::from_secs(1)) {
             return;
         }
         recover(reader);
     }
-}
-
-/// Completes on SIGTERM or SIGINT.
-pub async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = ctrl_c => {},
-            _ = term.recv() => {},
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
-    }
-    tracing::info!("shutting down");
 }
 
 /// The GPU sampler's settings from `--gpus` and `--gpu.*`; `None` with `--gpu.disable`.

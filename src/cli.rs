@@ -68,6 +68,11 @@ pub struct RunArgs {
     #[arg(long = "web.telemetry-path", default_value = "/metrics")]
     pub telemetry_path: String,
 
+    /// Most HTTP connections served at once; more are closed at once. At most half the
+    /// open-file limit is used (the exporter raises its soft limit to the hard one at start).
+    #[arg(long = "web.max-connections", default_value_t = 512)]
+    pub max_connections: usize,
+
     /// How lines are read (patterns, times, idle policy, line limit).
     #[command(flatten)]
     pub read: ReadArgs,
@@ -76,6 +81,12 @@ pub struct RunArgs {
     /// it is closed, which frees its disk space.
     #[arg(long = "deleted-file-grace", default_value = "60s", value_parser = parse_duration)]
     pub deleted_grace: std::time::Duration,
+
+    /// Directory for the state file (`state.json`: each server's startup facts and the journald
+    /// cursors, kept across restarts; systemd's `StateDirectory=` gives
+    /// `/var/lib/sglang-log-exporter`). Without it nothing is kept.
+    #[arg(long = "state.dir", value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
 
     /// Backstop poll interval for followed files (file events wake the follower sooner).
     #[arg(long = "poll-interval", default_value = "250ms", value_parser = parse_duration)]

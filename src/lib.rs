@@ -37,4 +37,5 @@ pub mod parse;
 pub mod record;
 pub mod source;
 pub mod state;
+pub mod stop;
 pub mod view;

@@ -35,7 +35,7 @@ fn main() -> ExitCode {
                     "no inputs: give log files, - for stdin or --journal-unit (see --help)",
                 );
             }
-            match app::run_live(cfg, &cli.run) {
+            match app::run_live(cfg) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => fail(&e.to_string()),
             }

@@ -54,6 +54,11 @@ pub struct ServerArgs {
     pub dp_size: Option<u32>,
     /// `pp_size`.
     pub pp_size: Option<u32>,
+    /// `nnodes`: hosts the server's ranks run on.
+    pub nnodes: Option<u32>,
+    /// `node_rank`: which of them printed this (each host's rank offset is
+    /// `node_rank * ranks / nnodes`).
+    pub node_rank: Option<u32>,
     /// `base_gpu_id`.
     pub base_gpu_id: Option<u32>,
     /// `gpu_id_step`.

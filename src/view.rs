@@ -190,23 +190,28 @@ pub fn server_labels(key: &ServerKey, srv: &ServerState) -> Labels {
     l
 }
 
-/// The label set of SGLang's scheduler metrics plus ours ([`server_labels`]); ranks a line
-/// does not name are empty strings (`moe_ep_rank` is the `EPn` tag). `attn_cp_rank` and
-/// `moe_dp_rank` (v0.5.9+) are added only where the prefix names them.
+/// The label set of SGLang's scheduler metrics plus ours ([`server_labels`]), valued as
+/// upstream values them (v0.5.23 `metrics_collector.py`): `tp_rank`, `pp_rank` and
+/// `moe_ep_rank` (the `EPn` tag) are always set, `"0"` where the prefix names none (a single
+/// rank prints no tag); `dp_rank` is set only where the prefix names a DP rank (upstream adds it
+/// only under a data-parallel controller). `attn_cp_rank` and `moe_dp_rank` (v0.5.9+, ours) are
+/// added only where the prefix names them.
 pub fn rank_labels(key: &ServerKey, srv: &ServerState, r: &Ranks) -> Labels {
-    let s = |v: Option<u32>| v.map(|n| n.to_string()).unwrap_or_default();
+    let s = |v: Option<u32>| v.unwrap_or(0).to_string();
     let mut l = server_labels(key, srv);
+    if let Some(dp) = r.dp {
+        l.push(("dp_rank", dp.to_string()));
+    }
     l.extend([
-        ("dp_rank", s(r.dp)),
         ("pp_rank", s(r.pp)),
         ("tp_rank", s(r.tp)),
         ("moe_ep_rank", s(r.ep)),
     ]);
-    if r.attn_cp.is_some() {
-        l.push(("attn_cp_rank", s(r.attn_cp)));
+    if let Some(v) = r.attn_cp {
+        l.push(("attn_cp_rank", v.to_string()));
     }
-    if r.moe_dp.is_some() {
-        l.push(("moe_dp_rank", s(r.moe_dp)));
+    if let Some(v) = r.moe_dp {
+        l.push(("moe_dp_rank", v.to_string()));
     }
     l
 }

@@ -2,18 +2,17 @@
 
 use std::sync::Arc;
 
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 
+use super::cache::Exposition;
 use super::metrics::TEXT_CONTENT_TYPE;
 
-/// Produces the exposition text on each scrape.
-pub type Render = Arc<dyn Fn() -> String + Send + Sync>;
-
-/// The routes: `/` (landing page) and `telemetry_path` (the exposition).
-pub fn router(telemetry_path: &str, render: Render) -> Router {
+/// The routes: `/` (landing page) and `telemetry_path` (the exposition, gzip-compressed when the
+/// scraper accepts it, as Prometheus does).
+pub fn router(telemetry_path: &str, exposition: Arc<Exposition>) -> Router {
     let landing = format!(
         "<!doctype html><html><head><title>SGLang log exporter</title></head><body>\
          <h1>SGLang log exporter</h1><p>Version {}.</p>\
@@ -25,18 +24,48 @@ pub fn router(telemetry_path: &str, render: Render) -> Router {
     if telemetry_path != "/" {
         r = r.route(
             telemetry_path,
-            get(move || {
-                let render = render.clone();
-                async move { metrics_response(&render) }
+            get(move |headers: HeaderMap| {
+                let x = exposition.clone();
+                // Encoding may take a while for a big state: off the async workers.
+                async move {
+                    tokio::task::spawn_blocking(move || metrics_response(&x, &headers))
+                        .await
+                        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+                }
             }),
         );
     }
     r.fallback(|| async { (StatusCode::NOT_FOUND, "not found\n") })
 }
 
-fn metrics_response(render: &Render) -> Response {
-    let body = render();
-    ([(header::CONTENT_TYPE, TEXT_CONTENT_TYPE)], body).into_response()
+fn metrics_response(x: &Exposition, headers: &HeaderMap) -> Response {
+    if accepts_gzip(headers) {
+        let body = x.gzip();
+        return (
+            [
+                (header::CONTENT_TYPE, TEXT_CONTENT_TYPE),
+                (header::CONTENT_ENCODING, "gzip"),
+            ],
+            body,
+        )
+            .into_response();
+    }
+    ([(header::CONTENT_TYPE, TEXT_CONTENT_TYPE)], x.text()).into_response()
+}
+
+/// Whether `Accept-Encoding` lists gzip (without `q=0`).
+fn accepts_gzip(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|enc| {
+            let mut parts = enc.split(';').map(str::trim);
+            let name = parts.next().unwrap_or("");
+            let zero = parts.any(|p| p.replace(' ', "") == "q=0");
+            (name.eq_ignore_ascii_case("gzip") || name == "*") && !zero
+        })
 }
 
 fn html_escape(s: &str) -> String {

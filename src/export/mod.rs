@@ -1,7 +1,9 @@
 //! Exporters: they read the state and publish it.
 
+pub mod cache;
 pub mod http;
 pub mod metrics;
 pub mod openmetrics;
 pub mod push;
+pub mod signals;
 pub mod webconfig;

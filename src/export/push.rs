@@ -7,9 +7,9 @@
 //! group is deleted (the Pushgateway never forgets a group) unless `--push.keep-on-exit`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use base64::Engine as _;
 
@@ -17,6 +17,7 @@ use crate::cli::PushArgs;
 use crate::export::metrics::TEXT_CONTENT_TYPE;
 use crate::source::now_unix;
 use crate::state::{SelfMetric, Shared};
+use crate::stop::Stop;
 
 /// Attempts per push: the first plus retries after 0.5 s and 1 s (transport errors and 5xx only).
 const ATTEMPTS: u32 = 3;
@@ -181,11 +182,11 @@ impl PushConfig {
     }
 }
 
+/// Decodes URL userinfo: percent escapes only (`+` is a plus here, not a space as in a form).
 fn decode_pct(s: &str) -> String {
-    url::form_urlencoded::parse(format!("x={s}").as_bytes())
-        .next()
-        .map(|(_, v)| v.into_owned())
-        .unwrap_or_default()
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 /// This host's name (`localhost` when it cannot be read).
@@ -354,36 +355,6 @@ impl Pusher {
 /// A stop request that stays set: every wait after [`Stop::set`] returns at once (a message on
 /// a channel would be consumed by the first wait, e.g. a retry's, and missed by the next).
 #[derive(Default)]
-struct Stop {
-    set: Mutex<bool>,
-    cv: Condvar,
-}
-
-impl Stop {
-    fn set(&self) {
-        let mut s = self.set.lock().unwrap_or_else(|p| p.into_inner());
-        *s = true;
-        self.cv.notify_all();
-    }
-
-    /// Sleeps for `d` unless a stop is (or gets) asked for; `true` when the whole time passed.
-    fn wait(&self, d: Duration) -> bool {
-        let deadline = Instant::now() + d;
-        let mut s = self.set.lock().unwrap_or_else(|p| p.into_inner());
-        while !*s {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return true;
-            }
-            s = match self.cv.wait_timeout(s, left) {
-                Ok((g, _)) => g,
-                Err(p) => p.into_inner().0,
-            };
-        }
-        false
-    }
-}
-
 /// A running push loop; [`PushHandle::stop`] ends it (dropping the handle asks it to end too).
 pub struct PushHandle {
     stop: Arc<Stop>,
@@ -413,7 +384,7 @@ impl Drop for PushHandle {
 /// # Errors
 /// The thread could not be started.
 pub fn spawn(cfg: PushConfig, state: Shared, render: Render) -> std::io::Result<PushHandle> {
-    let stop = Arc::new(Stop::default());
+    let stop = Arc::new(Stop::new());
     let flag = stop.clone();
     tracing::info!(url = %cfg.group_url, interval = ?cfg.interval, "pushing to the Pushgateway");
     let thread = std::thread::Builder::new()
@@ -443,6 +414,12 @@ pub fn spawn(cfg: PushConfig, state: Shared, render: Render) -> std::io::Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn userinfo_is_decoded_as_userinfo_not_as_a_form() {
+        assert_eq!(decode_pct("a+b%2Bc%40d%3A"), "a+b+c@d:");
+        assert_eq!(decode_pct("p%20w"), "p w");
+    }
     use clap::Parser as _;
 
     fn cfg(args: &[&str]) -> Result<Option<PushConfig>, String> {

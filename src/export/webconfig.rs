@@ -367,29 +367,46 @@ pub async fn serve(
     listener: TcpListener,
     app: Router,
     web: Option<Reloader>,
+    max_connections: usize,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let app = match &web {
         Some(w) => app.layer(axum::middleware::from_fn_with_state(w.clone(), basic_auth)),
         None => app,
     };
+    // At most this many connections at once, so idle or slow clients can never take the file
+    // descriptors that scrapes and the followed files need.
+    let slots = Arc::new(tokio::sync::Semaphore::new(max_connections.max(1)));
+    let mut accept_warned = false;
     tokio::pin!(shutdown);
     loop {
         let (tcp, peer) = tokio::select! {
             a = listener.accept() => match a {
                 Ok(a) => a,
                 Err(e) => {
-                    // Out of file descriptors and the like: wait a little, keep serving.
-                    tracing::warn!("accept failed: {e}");
+                    // Out of file descriptors and the like: wait a little, keep serving; one
+                    // warning per episode.
+                    if !accept_warned {
+                        tracing::warn!("accept failed: {e}; retrying (logged once until an accept succeeds)");
+                        accept_warned = true;
+                    }
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
             },
             _ = &mut shutdown => return Ok(()),
         };
+        accept_warned = false;
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            // Full: close the newcomer at once rather than queue it.
+            tracing::debug!(%peer, "too many connections (--web.max-connections); closed one");
+            drop(tcp);
+            continue;
+        };
         let tls = web.as_ref().and_then(|w| w.current().tls.clone());
         let service = TowerToHyperService::new(app.clone());
         tokio::spawn(async move {
+            let _slot = slot;
             let mut http = hyper::server::conn::http1::Builder::new();
             // A client that never finishes its request head does not hold the connection forever.
             http.timer(TokioTimer::new())

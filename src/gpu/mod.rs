@@ -13,7 +13,6 @@ pub mod procfs;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -362,23 +361,17 @@ fn views(s: &State) -> Vec<ServerView> {
 pub fn spawn(
     cfg: GpuConfig,
     state: Shared,
-    stop: Arc<AtomicBool>,
+    stop: Arc<crate::stop::Stop>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name("gpu sampler".into())
         .spawn(move || {
             let interval = cfg.interval.max(Duration::from_millis(100));
             let mut sampler = Sampler::new(cfg);
-            while !stop.load(Ordering::Relaxed) {
+            while !stop.is_set() {
                 let next = Instant::now() + interval;
                 sampler.sample(&state);
-                while !stop.load(Ordering::Relaxed) {
-                    let left = next.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        break;
-                    }
-                    std::thread::sleep(left.min(Duration::from_millis(200)));
-                }
+                stop.wait(next.saturating_duration_since(Instant::now()));
             }
         })
 }

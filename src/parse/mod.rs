@@ -509,8 +509,9 @@ fn push_value(scratch: &mut Scratch, t: FieldTarget, raw: &str, bad: &mut u32) {
     match parse_value(raw) {
         Ok(_) if sum && unreadable.is_some() => {}
         Ok(v) => {
-            // Scaled values are byte counts from `X GB`: whole bytes.
-            let v = if scale == 1.0 { v } else { (v * scale).round() };
+            // Not rounded: `2.82 GB` is 3027951943.68 bytes as printed (SGLang rounded the GB to
+            // two decimals; rounding again per part would drift a K + V sum).
+            let v = v * scale;
             if let Some(u) = unreadable {
                 scratch.bad_metrics.swap_remove(u);
             }

@@ -40,6 +40,8 @@ pub fn parse_server_args(s: &str) -> ServerArgs {
             "tp_size" => out.tp_size = num(),
             "dp_size" => out.dp_size = num(),
             "pp_size" => out.pp_size = num(),
+            "nnodes" => out.nnodes = num(),
+            "node_rank" => out.node_rank = num(),
             "base_gpu_id" => out.base_gpu_id = num(),
             "gpu_id_step" => out.gpu_id_step = num(),
             "enable_dp_attention" => out.enable_dp_attention = Some(raw == "True"),

@@ -15,13 +15,13 @@ use std::fs::{File, Metadata};
 use std::io::{self, Read};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use notify::{RecursiveMode, Watcher};
 
 use super::linebuf::{Event, LineBuf};
+use crate::stop::Stop;
 
 /// What a tailer reports to.
 pub trait Sink {
@@ -247,7 +247,7 @@ impl Tailer {
     ///
     /// Errors never end the tailer: a missing file is waited for, an unreadable one or a
     /// directory is warned about once and retried, every error counted.
-    pub fn run(&mut self, sink: &mut dyn Sink, stop: &AtomicBool) {
+    pub fn run(&mut self, sink: &mut dyn Sink, stop: &Stop) {
         if self.open.is_some() {
             // Resumed after a failure (see `recover`).
             sink.up(true);
@@ -267,7 +267,7 @@ impl Tailer {
             }
             self.read_retired(sink);
             sink.flush();
-            if stop.load(Ordering::Relaxed) {
+            if stop.is_set() {
                 return;
             }
             wait(&rx, self.cfg.poll);

@@ -19,13 +19,13 @@ use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::linebuf::{Event, LineBuf};
 use super::Ingest;
 use crate::state::{lock, SelfMetric, Shared};
+use crate::stop::Stop;
 
 /// First back-off after a child exits; doubled after each failed attempt.
 pub const BACKOFF_START: Duration = Duration::from_secs(1);
@@ -534,6 +534,9 @@ fn run_child(
                     end = Some(RunEnd::ReadFailed(e));
                 }
             }
+            if let Some(c) = cursor.as_deref() {
+                lock(ingest.state()).set_journal_cursor(unit, c);
+            }
             ingest.flush();
         }
     }
@@ -587,7 +590,7 @@ pub fn follow_unit(
     unit: &str,
     ingest: &mut Ingest,
     state: &Shared,
-    stop: &AtomicBool,
+    stop: &Stop,
     cursor: &mut Option<String>,
 ) {
     let mut backoff = BACKOFF_START;
@@ -597,10 +600,17 @@ pub fn follow_unit(
     let mut no_entries_warned = false;
     // The counter exists at 0 from the start: stuck at 0 means a unit without entries.
     lock(state).add_self(SelfMetric::JournalEntries, unit, 0.0);
-    while !stop.load(Ordering::Relaxed) {
+    while !stop.is_set() {
         let start = match cursor.as_ref() {
             Some(c) => Ok(Start::AfterCursor(c.clone())),
-            None => current_invocation(cfg, unit),
+            // The current invocation's start holds the startup lines; where the journal no
+            // longer has it, go on after the entry the state file says was read last.
+            None => current_invocation(cfg, unit).map(|s| match s {
+                Start::All => lock(state)
+                    .journal_cursor(unit)
+                    .map_or(Start::All, |c| Start::AfterCursor(c.to_string())),
+                s => s,
+            }),
         };
         if matches!(start, Ok(Start::All)) && !no_entries_warned {
             no_entries_warned = true;
@@ -620,7 +630,7 @@ pub fn follow_unit(
             Err(e) => e.to_string(),
         };
         lock(state).add_self(SelfMetric::JournalEntries, unit, (entries - before) as f64);
-        if stop.load(Ordering::Relaxed) {
+        if stop.is_set() {
             return;
         }
         ingest.set_up(false);
@@ -635,7 +645,7 @@ pub fn follow_unit(
             warned = true;
             tracing::warn!(unit, "{outcome}; restarting it from the last entry read (further failures are logged at debug level)");
         }
-        sleep_unless_stopped(backoff, stop);
+        stop.wait(backoff);
         backoff = next_backoff(backoff);
     }
 }
@@ -662,17 +672,6 @@ fn describe(end: &RunEnd, bin: &Path) -> String {
 /// The back-off after `d`: doubled, at most [`BACKOFF_MAX`].
 pub fn next_backoff(d: Duration) -> Duration {
     (d * 2).min(BACKOFF_MAX)
-}
-
-fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) {
-    let end = Instant::now() + d;
-    while !stop.load(Ordering::Relaxed) {
-        let left = end.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return;
-        }
-        std::thread::sleep(left.min(Duration::from_millis(100)));
-    }
 }
 
 /// The program `p` as it will be run: a path with a `/` as is, a bare name searched in `PATH`.

@@ -52,6 +52,8 @@ pub struct Pipeline {
 }
 
 /// What [`Pipeline::run`] made of a line.
+// Returned by value once per line: boxing the record would allocate per line.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Outcome<'a> {
     /// A line of a known kind.

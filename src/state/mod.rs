@@ -7,6 +7,7 @@
 
 pub mod clock;
 pub mod http;
+pub mod persist;
 pub mod selfmetric;
 
 use std::collections::BTreeMap;
@@ -304,6 +305,10 @@ pub struct State {
     pub(crate) collected: BTreeMap<&'static str, Vec<crate::family::Family>>,
     /// Bumped by every change, so an encoded exposition can be reused until the next one.
     generation: u64,
+    /// By [`MetricId`]: set by a startup line (kept in the state file, see [`persist`]).
+    fact_metrics: Vec<bool>,
+    /// Unit → cursor of the last journal entry read (kept in the state file).
+    journal_cursors: BTreeMap<String, String>,
     derived: Derived,
 }
 
@@ -350,6 +355,7 @@ impl State {
                 id("decode_preallocated_usage"),
             ],
         };
+        let n = pat.metrics.len();
         State {
             pat,
             cfg,
@@ -362,6 +368,8 @@ impl State {
             self_metrics: BTreeMap::new(),
             collected: BTreeMap::new(),
             generation: 0,
+            fact_metrics: vec![false; n],
+            journal_cursors: BTreeMap::new(),
             derived,
         }
     }
@@ -419,6 +427,31 @@ impl State {
         self.collected.insert(name, families);
     }
 
+    /// Notes the cursor of the last journal entry read for `unit`.
+    pub fn set_journal_cursor(&mut self, unit: &str, cursor: &str) {
+        match self.journal_cursors.get_mut(unit) {
+            Some(c) => {
+                c.clear();
+                c.push_str(cursor);
+            }
+            None => {
+                self.journal_cursors
+                    .insert(unit.to_string(), cursor.to_string());
+            }
+        }
+    }
+
+    /// Every unit's journal cursor (for the state file).
+    pub fn journal_cursors_map(&self) -> BTreeMap<String, String> {
+        self.journal_cursors.clone()
+    }
+
+    /// The cursor of the last journal entry read for `unit` (also one restored from the state
+    /// file).
+    pub fn journal_cursor(&self, unit: &str) -> Option<&str> {
+        self.journal_cursors.get(unit).map(String::as_str)
+    }
+
     /// Sets the labels a source gives every series of its server (Kubernetes pod labels).
     pub fn set_source_labels(&mut self, server: &str, labels: Vec<(&'static str, String)>) {
         self.generation += 1;
@@ -461,6 +494,29 @@ impl State {
             self.generation += 1;
         }
         removed
+    }
+
+    /// The first moment after `now` at which what a scrape shows changes without a new line:
+    /// a rank turning idle, an engine or a retired server expiring. `None` when nothing will.
+    pub fn next_idle_change(&self, now: f64) -> Option<f64> {
+        let c = &self.cfg;
+        self.servers
+            .iter()
+            .flat_map(|(k, s)| {
+                let ranks = s
+                    .ranks
+                    .values()
+                    .filter_map(|r| r.last_stats.map(|t| t + c.idle_after));
+                let engine = s
+                    .last_seen
+                    .filter(|_| !k.engine.is_empty())
+                    .map(|t| t + c.engine_expiry);
+                let retired = s.retired_at.map(|t| t + c.retired_expiry);
+                ranks.chain(engine).chain(retired)
+            })
+            // `>=`: a rank is idle once strictly more than idle-after has passed.
+            .filter(|&t| t >= now)
+            .min_by(f64::total_cmp)
     }
 
     fn server_mut(&mut self, key: &ServerKey) -> Option<&mut ServerState> {
@@ -567,6 +623,11 @@ impl State {
                 } else {
                     apply_rank_line(&pat, &d, srv, class, rec, ts);
                     self.ranks_total += usize::from(new_rank);
+                    if class == Class::Fact {
+                        for &(id, _) in rec.values {
+                            self.fact_metrics[id as usize] = true;
+                        }
+                    }
                     false
                 }
             }

@@ -136,13 +136,17 @@ impl Exporter {
         self.get("/metrics").2
     }
 
-    /// Polls `/metrics` until `pred` holds (up to `secs` seconds); returns the last scrape.
+    /// Polls `/metrics` until `pred` holds and returns that scrape; panics with the last
+    /// scrape when it does not hold within `secs` seconds.
     pub fn scrape_until(&self, secs: u64, pred: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + Duration::from_secs(secs);
         loop {
             let s = self.scrape();
-            if pred(&s) || Instant::now() > deadline {
+            if pred(&s) {
                 return s;
+            }
+            if Instant::now() > deadline {
+                panic!("the condition did not hold within {secs} s; last scrape:\n{s}");
             }
             std::thread::sleep(Duration::from_millis(25));
         }
@@ -181,4 +185,84 @@ pub fn run_with_input(cmd: &mut Command, input: &[u8], what: &str) -> Output {
     // A child that exits early closes its stdin; its output says why.
     let _ = child.stdin.take().expect("stdin").write_all(input);
     child.wait_with_output().expect("wait for the child")
+}
+
+/// One sample of an exposition: metric name, labels, value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    /// Metric name.
+    pub name: String,
+    /// Label pairs in printed order.
+    pub labels: Vec<(String, String)>,
+    /// Value.
+    pub value: f64,
+}
+
+impl Sample {
+    /// The value of label `k`, if present.
+    pub fn label(&self, k: &str) -> Option<&str> {
+        self.labels
+            .iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Every sample of a text exposition (comments skipped). Label values are unescaped.
+pub fn parse_exposition(text: &str) -> Vec<Sample> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| parse_sample(l).unwrap_or_else(|| panic!("not a sample line: {l}")))
+        .collect()
+}
+
+fn parse_sample(line: &str) -> Option<Sample> {
+    let (head, value) = line.rsplit_once(' ')?;
+    // OpenMetrics lines may carry a timestamp after the value.
+    let (head, value) = match head.rsplit_once(' ') {
+        Some((h, v)) if !head.ends_with('}') && v.parse::<f64>().is_ok() => (h, v),
+        _ => (head, value),
+    };
+    let value = match value {
+        "+Inf" => f64::INFINITY,
+        "-Inf" => f64::NEG_INFINITY,
+        v => v.parse().ok()?,
+    };
+    let Some(open) = head.find('{') else {
+        return Some(Sample {
+            name: head.to_string(),
+            labels: Vec::new(),
+            value,
+        });
+    };
+    let name = head[..open].to_string();
+    let body = head[open + 1..].strip_suffix('}')?;
+    let mut labels = Vec::new();
+    let mut chars = body.chars().peekable();
+    while chars.peek().is_some() {
+        let key: String = chars.by_ref().take_while(|&c| c != '=').collect();
+        if chars.next() != Some('"') {
+            return None;
+        }
+        let mut v = String::new();
+        loop {
+            match chars.next()? {
+                '\\' => match chars.next()? {
+                    'n' => v.push('\n'),
+                    c => v.push(c),
+                },
+                '"' => break,
+                c => v.push(c),
+            }
+        }
+        labels.push((key.trim_start_matches(',').to_string(), v));
+        if chars.peek() == Some(&',') {
+            chars.next();
+        }
+    }
+    Some(Sample {
+        name,
+        labels,
+        value,
+    })
 }

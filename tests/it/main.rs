@@ -2,6 +2,7 @@
 //! (`CARGO_BIN_EXE_sglang-log-exporter`) on real files and real sockets.
 
 mod backfill;
+mod cases;
 mod common;
 mod follow;
 mod formats;

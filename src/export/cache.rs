@@ -1,0 +1,137 @@
+//! The exposition, encoded once per change of the state and served to every scraper (plain or
+//! gzip), instead of being rendered anew for each of them: with many series and many scrapers
+//! (several Prometheus replicas, agents, curl loops) encoding is the cost that grows.
+//!
+//! What is shown depends on the state and on "now" (a rank turns idle `--idle-after` after its
+//! last stats line). The cache therefore holds while the state's generation is unchanged and
+//! "now" has not reached the next moment a rank turns idle ([`State::next_idle_change`]).
+
+use std::io::Write;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use bytes::Bytes;
+
+use crate::source::now_unix;
+use crate::state::{lock, Shared, State};
+
+use super::metrics;
+
+/// One encoded exposition and what it is valid for.
+#[derive(Debug)]
+struct Encoded {
+    generation: u64,
+    /// Valid until this time (Unix seconds; infinite when no rank will turn idle).
+    until: f64,
+    /// Shared by every response: cloning `Bytes` copies no data.
+    text: Bytes,
+    gzip: OnceLock<Bytes>,
+}
+
+/// The shared, lazily re-encoded exposition of a live state.
+#[derive(Debug)]
+pub struct Exposition {
+    state: Shared,
+    last: Mutex<Option<Arc<Encoded>>>,
+}
+
+impl Exposition {
+    /// The exposition of `state`, judged by the wall clock.
+    pub fn new(state: Shared) -> Exposition {
+        Exposition {
+            state,
+            last: Mutex::new(None),
+        }
+    }
+
+    fn current(&self) -> Arc<Encoded> {
+        // Scrapers that arrive while one encodes wait for it and share its result.
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        let now = now_unix();
+        let mut s = lock(&self.state);
+        s.expire(now);
+        if let Some(e) = last.as_ref() {
+            if e.generation == s.generation() && now < e.until {
+                return e.clone();
+            }
+        }
+        let e = Arc::new(encode(&s, now));
+        drop(s);
+        *last = Some(e.clone());
+        e
+    }
+
+    /// The text exposition.
+    pub fn text(&self) -> Bytes {
+        self.current().text.clone()
+    }
+
+    /// The text exposition, gzip-compressed (compressed once per encoding).
+    pub fn gzip(&self) -> Bytes {
+        let e = self.current();
+        e.gzip
+            .get_or_init(|| {
+                let mut z = flate2::write::GzEncoder::new(
+                    Vec::with_capacity(e.text.len() / 4),
+                    flate2::Compression::fast(),
+                );
+                // Writing to a Vec cannot fail.
+                let _ = z.write_all(&e.text);
+                Bytes::from(z.finish().unwrap_or_default())
+            })
+            .clone()
+    }
+}
+
+fn encode(s: &State, now: f64) -> Encoded {
+    let text = metrics::encode_text(&metrics::families(s, now));
+    Encoded {
+        generation: s.generation(),
+        until: s.next_idle_change(now).unwrap_or(f64::INFINITY),
+        text: Bytes::from(text),
+        gzip: OnceLock::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::patterns::Patterns;
+    use crate::parse::Parser;
+    use crate::state::StateConfig;
+
+    #[test]
+    fn reused_until_the_state_changes_or_a_rank_turns_idle() {
+        let pat = Arc::new(Patterns::embedded().unwrap());
+        let state = State::shared(
+            pat.clone(),
+            StateConfig {
+                idle_after: 2.0,
+                ..StateConfig::default()
+            },
+        );
+        let x = Exposition::new(state.clone());
+        let a = x.text();
+        assert_eq!(
+            a.as_ptr(),
+            x.text().as_ptr(),
+            "unchanged state: the same encoding"
+        );
+        let mut p = Parser::new(pat);
+        let rec = p
+            .parse("[2026-06-03 10:00:00 TP0] Decode batch, #running-req: 5, #queue-req: 0")
+            .unwrap();
+        lock(&state).apply("s", "srv", &rec, Some(now_unix()));
+        let b = String::from_utf8(x.text().to_vec()).unwrap();
+        assert!(b.contains("sglang:num_running_reqs{") && b.contains("} 5\n"));
+        // Two seconds later the rank is idle: a new encoding although the state did not change.
+        std::thread::sleep(std::time::Duration::from_millis(2100));
+        let c = String::from_utf8(x.text().to_vec()).unwrap();
+        assert_ne!(b, c);
+        assert!(c.contains("sglang_idle{") && c.contains("} 0\n"));
+        let z = x.gzip();
+        let mut d = flate2::read::GzDecoder::new(&z[..]);
+        let mut out = String::new();
+        std::io::Read::read_to_string(&mut d, &mut out).unwrap();
+        assert_eq!(out, *c);
+    }
+}
