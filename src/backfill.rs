@@ -256,6 +256,18 @@ impl Out<'_> {
     /// Writes every series of one rank as a scrape at `at` would show it
     /// ([`view::rank_samples`]).
     fn rank(&mut self, state: &State, key: &ServerKey, ranks: &Ranks, at: f64) {
+        self.rank_as_of(state, key, ranks, at, at);
+    }
+
+    /// Writes the series of one rank at `at` as they read when turning idle: the idle policy
+    /// needs strictly more than `--idle-after` to have passed, so they are judged a moment
+    /// after `at` (the sample keeps the moment the rank turned idle).
+    fn idle(&mut self, state: &State, key: &ServerKey, ranks: &Ranks, last: f64, idle_after: f64) {
+        let at = last + idle_after.max(MIN_IDLE_GAP);
+        self.rank_as_of(state, key, ranks, at, at + MIN_IDLE_GAP);
+    }
+
+    fn rank_as_of(&mut self, state: &State, key: &ServerKey, ranks: &Ranks, at: f64, judged: f64) {
         let Some(srv) = state.servers().get(key) else {
             return;
         };
@@ -265,7 +277,7 @@ impl Out<'_> {
         let mut labels = self.extra.clone();
         labels.extend(view::rank_labels(key, srv, ranks));
         let labels = render_labels(&labels);
-        view::rank_samples(state, srv, rank, at, &mut self.buf);
+        view::rank_samples(state, srv, rank, judged, &mut self.buf);
         for &(i, v) in &self.buf {
             let (name, help, kind) = &self.catalog[i];
             self.om.add_rendered(name, help, *kind, &labels, at, v);
@@ -299,7 +311,7 @@ fn idle_at_end(state: &State, out: &mut Out<'_>, idle_after: f64) {
     for (key, srv) in state.servers() {
         for (ranks, rank) in &srv.ranks {
             if let Some(last) = rank.last_stats.filter(|&l| end - l > idle_after) {
-                out.rank(state, key, ranks, last + idle_after.max(MIN_IDLE_GAP));
+                out.idle(state, key, ranks, last, idle_after);
             }
         }
     }
@@ -355,8 +367,8 @@ impl Ctx<'_> {
                 .and_then(|s| s.ranks.get(&ranks))
                 .and_then(|r| r.last_stats);
             if let Some(last) = last.filter(|&l| ts - l > self.idle_after) {
-                let at = last + self.idle_after.max(MIN_IDLE_GAP);
-                self.out.rank(self.state, &self.key, &ranks, at);
+                self.out
+                    .idle(self.state, &self.key, &ranks, last, self.idle_after);
             }
         }
         self.state

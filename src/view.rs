@@ -190,15 +190,23 @@ pub fn server_labels(key: &ServerKey, srv: &ServerState) -> Labels {
     l
 }
 
-/// The label set of SGLang's scheduler metrics plus ours ([`server_labels`]), valued as
-/// upstream values them (v0.5.23 `metrics_collector.py`): `tp_rank`, `pp_rank` and
-/// `moe_ep_rank` (the `EPn` tag) are always set, `"0"` where the prefix names none (a single
-/// rank prints no tag); `dp_rank` is set only where the prefix names a DP rank (upstream adds it
-/// only under a data-parallel controller). `attn_cp_rank` and `moe_dp_rank` (v0.5.9+, ours) are
-/// added only where the prefix names them.
+/// The label set of SGLang's scheduler metrics plus ours: [`server_labels`], then
+/// [`rank_label_pairs`].
 pub fn rank_labels(key: &ServerKey, srv: &ServerState, r: &Ranks) -> Labels {
-    let s = |v: Option<u32>| v.unwrap_or(0).to_string();
     let mut l = server_labels(key, srv);
+    l.extend(rank_label_pairs(r));
+    l
+}
+
+/// The rank labels, valued as upstream values them (v0.5.23 `metrics_collector.py`):
+/// `tp_rank`, `pp_rank` and `moe_ep_rank` (the `EPn` tag) are always set, `"0"` where the
+/// prefix names none (a single rank prints no tag); `dp_rank` only where the prefix names a DP
+/// rank (upstream adds it only under a data-parallel controller). `attn_cp_rank` and
+/// `moe_dp_rank` (v0.5.9+, ours) only where the prefix names them. The GPU series use the same
+/// pairs, so they join the rank series.
+pub fn rank_label_pairs(r: &Ranks) -> Labels {
+    let s = |v: Option<u32>| v.unwrap_or(0).to_string();
+    let mut l = Labels::new();
     if let Some(dp) = r.dp {
         l.push(("dp_rank", dp.to_string()));
     }

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use crate::family::{Family, Kind, Labels};
 use crate::record::Ranks;
 use crate::state::{lock, Shared, State};
+use crate::view;
 use correlate::{GpuRef, Inputs, Mapping, ServerView};
 use nvml::Reading;
 use procfs::ProcInfo;
@@ -242,17 +243,17 @@ fn find_visible(
     out
 }
 
+/// `server`, `engine_type`, the rank labels of the rank series ([`view::rank_label_pairs`]),
+/// `gpu` and `uuid`.
 fn rank_labels(m: &Mapping) -> Labels {
-    let s = |v: Option<u32>| v.map(|n| n.to_string()).unwrap_or_default();
-    vec![
+    let mut l = vec![
         ("server", m.server.clone()),
         ("engine_type", m.engine_type.to_string()),
-        ("dp_rank", s(m.ranks.dp)),
-        ("tp_rank", s(m.ranks.tp)),
-        ("pp_rank", s(m.ranks.pp)),
-        ("gpu", m.gpu.to_string()),
-        ("uuid", m.uuid.clone()),
-    ]
+    ];
+    l.extend(view::rank_label_pairs(&m.ranks));
+    l.push(("gpu", m.gpu.to_string()));
+    l.push(("uuid", m.uuid.clone()));
+    l
 }
 
 /// The GPU, process and rank families of one reading.

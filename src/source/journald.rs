@@ -622,13 +622,21 @@ pub fn follow_unit(
         started_once = true;
         let began = Instant::now();
         let before = entries;
-        let outcome = match start {
+        let (outcome, failed) = match start {
             Ok(start) => match run_child(cfg, unit, &start, true, ingest, cursor, &mut entries) {
-                Ok(end) => describe(&end, &cfg.journalctl),
-                Err(e) => format!("cannot run {}: {e}", cfg.journalctl.display()),
+                Ok(end) => (describe(&end, &cfg.journalctl), end.is_failure()),
+                Err(e) => (
+                    format!("cannot run {}: {e}", cfg.journalctl.display()),
+                    true,
+                ),
             },
-            Err(e) => e.to_string(),
+            Err(e) => (e.to_string(), true),
         };
+        if failed {
+            // A failure of journalctl (not a clean exit, a stall or a rotated file) is a read
+            // error of the source.
+            ingest.count_error();
+        }
         lock(state).add_self(SelfMetric::JournalEntries, unit, (entries - before) as f64);
         if stop.is_set() {
             return;
@@ -647,6 +655,17 @@ pub fn follow_unit(
         }
         stop.wait(backoff);
         backoff = next_backoff(backoff);
+    }
+}
+
+impl RunEnd {
+    /// Whether it ended by failing: a non-zero exit, a signal, a read error.
+    pub fn is_failure(&self) -> bool {
+        match self {
+            RunEnd::Exited { status, .. } => !status.is_some_and(|s| s.success()),
+            RunEnd::ReadFailed(_) => true,
+            RunEnd::Stalled | RunEnd::FileReplaced => false,
+        }
     }
 }
 

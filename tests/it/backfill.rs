@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use crate::common::{bin, sample};
 use crate::promtools::{self, labels};
 
-const DP0: &str = "server=\"pd-decode-session\",model_name=\"deepseek-ai/DeepSeek-V3\",engine_type=\"decode\",dp_rank=\"0\",pp_rank=\"\",tp_rank=\"0\",moe_ep_rank=\"\"";
+const DP0: &str = "server=\"pd-decode-session\",model_name=\"deepseek-ai/DeepSeek-V3\",engine_type=\"decode\",dp_rank=\"0\",pp_rank=\"0\",tp_rank=\"0\",moe_ep_rank=\"0\"";
 
 /// DP0's last stats line before its gap in `pd-decode-session.log` (10:14:15) and its next one
 /// (10:17:11).
@@ -110,7 +110,8 @@ fn promtool_accepts_it_and_prometheus_answers_with_the_log_values() {
         .count();
     let lines = &all[&format!("sglang_decode_stats_lines_total{{{DP0}}}")];
     assert_eq!(lines.last().unwrap().1, dp0_decodes as f64);
-    assert!(lines.windows(2).all(|w| w[0].1 < w[1].1));
+    // Non-decreasing: idle samples repeat the count between stats lines.
+    assert!(lines.windows(2).all(|w| w[0].1 <= w[1].1));
 
     let data = dir.path().join("data");
     let out = Command::new("promtool")
@@ -134,7 +135,9 @@ fn promtool_accepts_it_and_prometheus_answers_with_the_log_values() {
         ("model_name", "deepseek-ai/DeepSeek-V3"),
         ("engine_type", "decode"),
         ("dp_rank", "0"),
+        ("pp_rank", "0"),
         ("tp_rank", "0"),
+        ("moe_ep_rank", "0"),
     ]);
     assert_eq!(r, vec![(want.clone(), 7836.0)]);
     // DP0 prints nothing from 10:14:15 to 10:17:11: idle (running 0) from 10:14:45 on, as a
@@ -184,7 +187,10 @@ fn time_only_prefixes_need_a_date() {
     let (code, out, err) = backfill(&["--timezone", "UTC", "-o", "-", "-"], log);
     assert_eq!(code, Some(0));
     assert_eq!(out, "# EOF\n");
-    assert!(err.contains("1 stats lines had no usable time"), "{err}");
+    assert!(
+        err.contains("1 stats lines were skipped: they have a time but no date"),
+        "{err}"
+    );
     assert!(err.contains("--date"), "{err}");
     let (code, out, err) = backfill(
         &["--timezone", "UTC", "--date", "2024-10-01", "-o", "-", "-"],
@@ -301,7 +307,8 @@ fn idle_ranks_read_zero_after_idle_after() {
         around("sglang_last_stats_timestamp_seconds"),
         [(GAP.0, GAP.0), (idle_at, GAP.0), (GAP.1, GAP.1)]
     );
-    // Not an activity gauge: no sample in the gap, the capacity stays.
+    // Not an activity gauge: the idle sample (every series as a scrape then shows it) keeps
+    // the capacity.
     assert_eq!(
         dp0_between(
             &all,
@@ -309,17 +316,22 @@ fn idle_ranks_read_zero_after_idle_after() {
             GAP.0 + 0.5,
             GAP.1 - 0.5
         ),
-        []
+        [(idle_at, 786432.0)]
     );
-    // The end of the input: the log's last line is at 10:18:46; every rank idle by then.
-    let end = 1780481926.0;
+    // The end of the input: the log clock is the last line that carries rank state (DP0's
+    // decode line at 10:17:36; the /health lines up to 10:18:46 do not count). Every rank's
+    // last stats line (10:17:31-36) is within 30 s of it: none is idle at the end.
+    let end = 1780481856.0;
+    let mut ranks = 0;
     for (k, pts) in &all {
         if k.starts_with("sglang_idle{") {
             let (t, v) = *pts.last().unwrap();
-            assert_eq!(v, 1.0, "{k}");
-            assert!(t < end, "{k} at {t}");
+            assert_eq!(v, 0.0, "{k}");
+            assert!(t <= end && t >= end - 5.0, "{k} at {t}");
+            ranks += 1;
         }
     }
+    assert_eq!(ranks, 4);
     // A gap shorter than --idle-after is not idle.
     let all = run("5m");
     assert_eq!(

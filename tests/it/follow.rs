@@ -17,7 +17,7 @@ fn decode(tp: u32, r: u32, q: u32) -> String {
 }
 
 fn rank(server: &str, tp: u32) -> String {
-    format!("{{server=\"{server}\",model_name=\"\",engine_type=\"unified\",dp_rank=\"\",pp_rank=\"\",tp_rank=\"{tp}\",moe_ep_rank=\"\"}}")
+    format!("{{server=\"{server}\",model_name=\"\",engine_type=\"unified\",pp_rank=\"0\",tp_rank=\"{tp}\",moe_ep_rank=\"0\"}}")
 }
 
 fn has(expo: &str, series: &str, want: f64) -> bool {
@@ -317,7 +317,7 @@ fn stdin_json_journal_lines_and_serving_after_eof() {
     let e = Exporter { child, port };
     e.wait_ready();
     let s = e.scrape_until(10, |s| has(s, &running("stdin", 0), 2.0));
-    let l = "{server=\"sglang-decode\",model_name=\"\",engine_type=\"decode\",dp_rank=\"\",pp_rank=\"\",tp_rank=\"3\",moe_ep_rank=\"\"}";
+    let l = "{server=\"sglang-decode\",model_name=\"\",engine_type=\"decode\",pp_rank=\"0\",tp_rank=\"3\",moe_ep_rank=\"0\"}";
     assert!(has(&s, &format!("sglang:num_running_reqs{l}"), 11.0), "{s}");
     assert!(
         has(

@@ -11,7 +11,7 @@ fn get(expo: &str, series: &str) -> f64 {
 }
 
 fn labels(server: &str, tp: &str) -> String {
-    format!("{{server=\"{server}\",model_name=\"\",engine_type=\"unified\",dp_rank=\"\",pp_rank=\"\",tp_rank=\"{tp}\",moe_ep_rank=\"\"}}")
+    format!("{{server=\"{server}\",model_name=\"\",engine_type=\"unified\",pp_rank=\"0\",tp_rank=\"{tp}\",moe_ep_rank=\"0\"}}")
 }
 
 #[test]
@@ -48,7 +48,7 @@ fn docker_json_file_with_a_split_line() {
     )
     .unwrap();
     let expo = once(&["--idle-after", "1h", p.to_str().unwrap()]);
-    let l = "{server=\"container-json\",model_name=\"\",engine_type=\"unified\",dp_rank=\"1\",pp_rank=\"\",tp_rank=\"1\",moe_ep_rank=\"\"}";
+    let l = "{server=\"container-json\",model_name=\"\",engine_type=\"unified\",dp_rank=\"1\",pp_rank=\"0\",tp_rank=\"1\",moe_ep_rank=\"0\"}";
     assert_eq!(get(&expo, &format!("sglang:num_used_tokens{l}")), 300.0);
     assert_eq!(get(&expo, &format!("sglang:is_cuda_graph{l}")), 0.0);
     assert_eq!(
@@ -90,7 +90,7 @@ fn journald_json_on_stdin_names_servers_by_unit() {
     let info = samples(&expo, "sglang_server_info");
     assert_eq!(info.len(), 2, "{info:?}"); // sglang-decode, sglang-prefill
     let dec = |n: u32| {
-        format!("{{server=\"sglang-decode\",model_name=\"deepseek-ai/DeepSeek-V3\",engine_type=\"decode\",dp_rank=\"{n}\",pp_rank=\"\",tp_rank=\"{n}\",moe_ep_rank=\"\"}}")
+        format!("{{server=\"sglang-decode\",model_name=\"deepseek-ai/DeepSeek-V3\",engine_type=\"decode\",dp_rank=\"{n}\",pp_rank=\"0\",tp_rank=\"{n}\",moe_ep_rank=\"0\"}}")
     };
     // The last entry: 10:07:50 DP0 TP0, #running-req 55, #token 764782.
     assert_eq!(
@@ -105,7 +105,7 @@ fn journald_json_on_stdin_names_servers_by_unit() {
         get(&expo, &format!("sglang_retractions_total{}", dec(3))),
         1.0
     );
-    let pre = "{server=\"sglang-prefill\",model_name=\"deepseek-ai/DeepSeek-V3\",engine_type=\"prefill\",dp_rank=\"\",pp_rank=\"\",tp_rank=\"0\",moe_ep_rank=\"\"}";
+    let pre = "{server=\"sglang-prefill\",model_name=\"deepseek-ai/DeepSeek-V3\",engine_type=\"prefill\",pp_rank=\"0\",tp_rank=\"0\",moe_ep_rank=\"0\"}";
     assert_eq!(
         get(&expo, &format!("sglang:max_total_num_tokens{pre}")),
         1070080.0

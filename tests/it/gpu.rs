@@ -184,7 +184,7 @@ fn memory_processes_and_rank_from_real_scheduler_process() {
         .into_iter()
         .find(|e| server.contains(e))
         .unwrap_or("unified");
-    let rank = format!("server=\"{server}\",engine_type=\"{engine}\",dp_rank=\"0\",tp_rank=\"0\",pp_rank=\"\",gpu=\"1\",uuid=\"{U1}\"");
+    let rank = format!("server=\"{server}\",engine_type=\"{engine}\",dp_rank=\"0\",pp_rank=\"0\",tp_rank=\"0\",moe_ep_rank=\"0\",gpu=\"1\",uuid=\"{U1}\"");
     assert_eq!(
         samples(&out, "sglang_rank_gpu_info"),
         [format!(
@@ -209,7 +209,7 @@ fn memory_processes_and_rank_from_real_scheduler_process() {
     assert_eq!(
         value(
             &out,
-            &format!("sglang_kv_pool_used_estimate_bytes{{server=\"{server}\",model_name=\"\",engine_type=\"{engine}\",dp_rank=\"0\",pp_rank=\"\",tp_rank=\"0\",moe_ep_rank=\"\"}}")
+            &format!("sglang_kv_pool_used_estimate_bytes{{server=\"{server}\",model_name=\"\",engine_type=\"{engine}\",dp_rank=\"0\",pp_rank=\"0\",tp_rank=\"0\",moe_ep_rank=\"0\"}}")
         ),
         Some((GIB / 2) as f64)
     );
@@ -256,7 +256,7 @@ fn tp_log(dir: &Path, name: &str, header: &str) -> String {
 
 fn rank_info(server: &str, engine: &str, tp: u32, gpu: u32, method: &str) -> String {
     format!(
-        "sglang_rank_gpu_info{{server=\"{server}\",engine_type=\"{engine}\",dp_rank=\"\",tp_rank=\"{tp}\",pp_rank=\"\",gpu=\"{gpu}\",uuid=\"GPU-{gpu}{gpu}{gpu}{gpu}\",method=\"{method}\"}} 1"
+        "sglang_rank_gpu_info{{server=\"{server}\",engine_type=\"{engine}\",pp_rank=\"0\",tp_rank=\"{tp}\",moe_ep_rank=\"0\",gpu=\"{gpu}\",uuid=\"GPU-{gpu}{gpu}{gpu}{gpu}\",method=\"{method}\"}} 1"
     )
 }
 
@@ -332,7 +332,7 @@ fn cgroup_unit_names_the_server() {
         ]
     );
     assert_eq!(
-        value(&out, "sglang_rank_gpu_memory_used_bytes{server=\"sglang-prefill\",engine_type=\"prefill\",dp_rank=\"\",tp_rank=\"1\",pp_rank=\"\",gpu=\"3\",uuid=\"GPU-3333\"}"),
+        value(&out, "sglang_rank_gpu_memory_used_bytes{server=\"sglang-prefill\",engine_type=\"prefill\",pp_rank=\"0\",tp_rank=\"1\",moe_ep_rank=\"0\",gpu=\"3\",uuid=\"GPU-3333\"}"),
         Some((4 * GIB) as f64)
     );
 }
@@ -558,10 +558,10 @@ fn readme_joins_work_in_promtool() {
         .collect();
     assert_eq!(blocks.len(), 3, "the README's PromQL examples");
     let kv_labels = |tp: u32| {
-        format!("server=\"dec\",model_name=\"\",engine_type=\"unified\",dp_rank=\"\",pp_rank=\"\",tp_rank=\"{tp}\",moe_ep_rank=\"\",gpu=\"{g}\",uuid=\"GPU-{g}{g}{g}{g}\"", g = tp + 2)
+        format!("server=\"dec\",model_name=\"\",engine_type=\"unified\",pp_rank=\"0\",tp_rank=\"{tp}\",moe_ep_rank=\"0\",gpu=\"{g}\",uuid=\"GPU-{g}{g}{g}{g}\"", g = tp + 2)
     };
     let rank_labels = |tp: u32| {
-        format!("server=\"dec\",engine_type=\"unified\",dp_rank=\"\",tp_rank=\"{tp}\",pp_rank=\"\",gpu=\"{g}\",uuid=\"GPU-{g}{g}{g}{g}\",method=\"explicit\"", g = tp + 2)
+        format!("server=\"dec\",engine_type=\"unified\",pp_rank=\"0\",tp_rank=\"{tp}\",moe_ep_rank=\"0\",gpu=\"{g}\",uuid=\"GPU-{g}{g}{g}{g}\",method=\"explicit\"", g = tp + 2)
     };
     // four_gpus: GPU i uses (i+1) GiB of 40 GiB.
     let expect: [Vec<(String, f64)>; 3] = [

@@ -141,7 +141,7 @@ fn an_implausible_journal_timestamp_does_not_make_every_rank_idle() {
     );
     let expo = String::from_utf8(out.stdout).unwrap();
     let l = |tp: u32| {
-        format!("{{server=\"u\",model_name=\"\",engine_type=\"unified\",dp_rank=\"\",pp_rank=\"\",tp_rank=\"{tp}\",moe_ep_rank=\"\"}}")
+        format!("{{server=\"u\",model_name=\"\",engine_type=\"unified\",pp_rank=\"0\",tp_rank=\"{tp}\",moe_ep_rank=\"0\"}}")
     };
     // The bogus times fall back to the prefix time: every rank at 10:00:00, none idle.
     for tp in 0..3 {

@@ -105,7 +105,7 @@ impl Journal {
 
 fn rank(dp: u32) -> String {
     format!(
-        r#"{{server="sglang-decode",model_name="deepseek-ai/DeepSeek-V3",engine_type="decode",dp_rank="{dp}",pp_rank="",tp_rank="{dp}",moe_ep_rank=""}}"#
+        r#"{{server="sglang-decode",model_name="deepseek-ai/DeepSeek-V3",engine_type="decode",dp_rank="{dp}",pp_rank="0",tp_rank="{dp}",moe_ep_rank="0"}}"#
     )
 }
 

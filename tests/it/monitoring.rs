@@ -74,5 +74,5 @@ fn every_dashboard_query_runs_against_a_real_prometheus() {
         None,
     );
     assert_eq!(pool.len(), 1);
-    assert_eq!(pool[0].1, 221061966724.0);
+    assert_eq!(pool[0].1, 4.0 * 55265491681.28);
 }

@@ -6,7 +6,7 @@ use crate::common::{once, run, sample, samples, value};
 /// The label set of a rank of the PD decode sample (`DPn TPn`, no PP/EP tags).
 fn decode_rank(server: &str, n: u32) -> String {
     format!(
-        "{{server=\"{server}\",model_name=\"deepseek-ai/DeepSeek-V3\",engine_type=\"decode\",dp_rank=\"{n}\",pp_rank=\"\",tp_rank=\"{n}\",moe_ep_rank=\"\"}}"
+        "{{server=\"{server}\",model_name=\"deepseek-ai/DeepSeek-V3\",engine_type=\"decode\",dp_rank=\"{n}\",pp_rank=\"0\",tp_rank=\"{n}\",moe_ep_rank=\"0\"}}"
     )
 }
 
@@ -16,24 +16,36 @@ fn get(expo: &str, name: &str, labels: &str) -> f64 {
 }
 
 #[test]
-fn pd_decode_session_end_state_is_idle_by_log_clock() {
+fn pd_decode_session_end_state_is_the_last_stats_line_by_log_clock() {
     let p = sample("pd-decode-session.log");
     let expo = once(&[p.to_str().unwrap()]);
     let s = "pd-decode-session";
-    // The log ends at 10:18:46 with health checks only; the last decode lines are 10:17:31-36, so
-    // by the log's own clock every rank has been idle for over 30 s: activity gauges read 0.
+    // The log clock is the last line that carries rank state: DP0's decode line at 10:17:36 (the
+    // /health access lines after it, up to 10:18:46, do not move it). Every rank's last decode
+    // line (10:17:31-36) is within --idle-after (30 s) of it: each shows that line's values.
+    let last = [
+        // (running, #token, token usage, gen throughput)
+        (1.0, 2290.0, 0.00, 41.99),
+        (1.0, 2707.0, 0.00, 63.66),
+        (1.0, 5035.0, 0.01, 77.84),
+        (1.0, 5226.0, 0.01, 41.25),
+    ];
+    for (n, (running, tokens, usage, gen)) in last.iter().enumerate() {
+        let l = decode_rank(s, n as u32);
+        assert_eq!(get(&expo, "sglang:num_running_reqs", &l), *running);
+        assert_eq!(get(&expo, "sglang:num_used_tokens", &l), *tokens);
+        assert_eq!(get(&expo, "sglang:token_usage", &l), *usage);
+        assert_eq!(get(&expo, "sglang:gen_throughput", &l), *gen);
+        assert_eq!(get(&expo, "sglang_idle", &l), 0.0);
+    }
     for n in 0..4 {
         let l = decode_rank(s, n);
-        assert_eq!(get(&expo, "sglang:num_running_reqs", &l), 0.0);
-        assert_eq!(get(&expo, "sglang:token_usage", &l), 0.0);
-        assert_eq!(get(&expo, "sglang:gen_throughput", &l), 0.0);
-        assert_eq!(get(&expo, "sglang_idle", &l), 1.0);
         // Capacity: the rank-0 capacity line applies to every rank; each rank's own KV line.
         assert_eq!(get(&expo, "sglang:max_total_num_tokens", &l), 786432.0);
         assert_eq!(get(&expo, "sglang:context_len", &l), 163840.0);
         assert_eq!(get(&expo, "sglang_kv_pool_capacity_tokens", &l), 786432.0);
         // 51.47 GB (2^30 bytes each) = 55265491681.28 bytes.
-        assert_eq!(get(&expo, "sglang_kv_pool_size_bytes", &l), 55265491681.0);
+        assert_eq!(get(&expo, "sglang_kv_pool_size_bytes", &l), 55265491681.28);
         // Graph flag is not an activity gauge: it keeps the last value.
         assert_eq!(get(&expo, "sglang:is_cuda_graph", &l), 1.0);
     }
@@ -203,7 +215,7 @@ fn prefill_session_counts_tokens_and_labels_the_engine() {
     let p = sample("prefill-session.log");
     let expo = once(&["--idle-after", "1h", p.to_str().unwrap()]);
     let tp = |n: u32| {
-        format!("{{server=\"prefill-session\",model_name=\"deepseek-ai/DeepSeek-V3\",engine_type=\"prefill\",dp_rank=\"\",pp_rank=\"\",tp_rank=\"{n}\",moe_ep_rank=\"\"}}")
+        format!("{{server=\"prefill-session\",model_name=\"deepseek-ai/DeepSeek-V3\",engine_type=\"prefill\",pp_rank=\"0\",tp_rank=\"{n}\",moe_ep_rank=\"0\"}}")
     };
     // Sums of #new-token and #cached-token over the 357 prefill lines of TP0.
     assert_eq!(
@@ -248,7 +260,7 @@ fn prefill_session_counts_tokens_and_labels_the_engine() {
 fn single_gpu_log_has_empty_rank_labels() {
     let p = sample("single-gpu-2025.log");
     let expo = once(&[p.to_str().unwrap()]);
-    let l = "{server=\"single-gpu-2025\",model_name=\"meta-llama/Llama-3.1-8B-Instruct\",engine_type=\"unified\",dp_rank=\"\",pp_rank=\"\",tp_rank=\"\",moe_ep_rank=\"\"}";
+    let l = "{server=\"single-gpu-2025\",model_name=\"meta-llama/Llama-3.1-8B-Instruct\",engine_type=\"unified\",pp_rank=\"0\",tp_rank=\"0\",moe_ep_rank=\"0\"}";
     // The log ends on a decode line (14:07:51): live values, not idle.
     assert_eq!(get(&expo, "sglang:num_running_reqs", l), 1.0);
     assert_eq!(get(&expo, "sglang:num_used_tokens", l), 2788.0);
@@ -290,7 +302,7 @@ fn unknown_field_is_counted_and_known_fields_still_read() {
     )
     .unwrap();
     let expo = once(&[path.to_str().unwrap()]);
-    let l = "{server=\"new\",model_name=\"\",engine_type=\"unified\",dp_rank=\"\",pp_rank=\"\",tp_rank=\"0\",moe_ep_rank=\"\"}";
+    let l = "{server=\"new\",model_name=\"\",engine_type=\"unified\",pp_rank=\"0\",tp_rank=\"0\",moe_ep_rank=\"0\"}";
     assert_eq!(get(&expo, "sglang:num_running_reqs", l), 7.0);
     assert_eq!(get(&expo, "sglang:num_queue_reqs", l), 2.0);
     assert_eq!(get(&expo, "sglang:token_usage", l), 0.07);
@@ -411,7 +423,16 @@ fn whole_exposition_matches_the_golden_file() {
 #[test]
 fn check_reports_coverage_of_the_variants_file() {
     let out = run(&["check", sample("sglang-variants.log").to_str().unwrap()]);
-    assert!(out.status.success());
+    // Exit 1: the file's comment lines mention `batch` and match no pattern (a gap `check`
+    // reports, so it can gate a CI job). A clean log exits 0.
+    assert_eq!(out.status.code(), Some(1));
+    let clean = run(&["check", sample("single-gpu-2025.log").to_str().unwrap()]);
+    assert_eq!(
+        clean.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&clean.stdout)
+    );
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("282 lines, 120 matched"), "{text}");
     assert!(text.contains("  decode                 43\n"), "{text}");

@@ -11,7 +11,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use crate::common::{bin, free_port, once, sample, value, Exporter};
 
 const LOG: &str = "pd-decode-session.log";
-const SERIES: &str = "sglang:max_total_num_tokens{server=\"pd-decode-session\",model_name=\"deepseek-ai/DeepSeek-V3\",engine_type=\"decode\",dp_rank=\"2\",pp_rank=\"\",tp_rank=\"2\",moe_ep_rank=\"\"}";
+const SERIES: &str = "sglang:max_total_num_tokens{server=\"pd-decode-session\",model_name=\"deepseek-ai/DeepSeek-V3\",engine_type=\"decode\",dp_rank=\"2\",pp_rank=\"0\",tp_rank=\"2\",moe_ep_rank=\"0\"}";
 
 fn openssl(dir: &Path, args: &[&str]) {
     let out = Command::new("openssl")
