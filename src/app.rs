@@ -60,6 +60,8 @@ pub struct Config {
     pub journal: JournalConfig,
     /// Pushgateway settings (`--push.url`).
     pub push: Option<push::PushConfig>,
+    /// `--once` writes the human summary to stderr (`--log.level` info or more verbose).
+    pub summary: bool,
 }
 
 /// Reads the input arguments (`PATH`, `NAME=PATH`, `-`). With `finished` (the inputs are read
@@ -196,6 +198,7 @@ impl Config {
             },
             gpu: gpu_config(a)?,
             push: push::PushConfig::from_args(&a.push).map_err(ConfigError)?,
+            summary: matches!(a.log_level.as_str(), "info" | "debug" | "trace"),
         })
     }
 
@@ -271,6 +274,16 @@ pub fn run_once(cfg: &Config) -> ExitCode {
     let mut out = std::io::stdout().lock();
     // A closed pipe (`| head`) is not an error.
     let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+    drop(out);
+    if cfg.summary {
+        // After the exposition, on stderr: the last lines a person sees, never in the way of a
+        // script that reads stdout. `--log.level warn` (or error) leaves it out.
+        let s = crate::state::lock(&state);
+        let now = s.latest_input().unwrap_or_else(now_unix);
+        let text = crate::export::summary::render(&s, now, &cfg.tz);
+        drop(s);
+        let _ = std::io::stderr().write_all(text.as_bytes());
+    }
     ExitCode::SUCCESS
 }
 

@@ -4,6 +4,15 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+/// `--version`: the crate version and the git commit built from (`unknown` without git), e.g.
+/// `0.1.0 (abc123def456)`.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("SGLANG_LOG_EXPORTER_REVISION"),
+    ")"
+);
+
 /// Default `--web.listen-address`: outside node_exporter's 9100-9999 range and SGLang's 30000+.
 pub const DEFAULT_LISTEN: &str = ":8771";
 
@@ -12,7 +21,7 @@ pub const DEFAULT_LISTEN: &str = ":8771";
 #[derive(Debug, Parser)]
 #[command(
     name = "sglang-log-exporter",
-    version,
+    version = VERSION,
     args_conflicts_with_subcommands = true
 )]
 pub struct Cli {

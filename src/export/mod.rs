@@ -5,4 +5,5 @@ pub mod kv;
 pub mod metrics;
 pub mod openmetrics;
 pub mod push;
+pub mod summary;
 pub mod webconfig;
