@@ -67,6 +67,8 @@ pub struct Config {
     pub http: HttpConfig,
     /// `--state.dir`.
     pub state_dir: Option<PathBuf>,
+    /// `--once` writes the human summary to stderr (`--log.level` info or more verbose).
+    pub summary: bool,
 }
 
 /// The metrics endpoint's settings, validated.
@@ -248,6 +250,7 @@ impl Config {
             json_message_key: a.read.json_message_key.clone(),
             http: HttpConfig::from_args(a)?,
             state_dir: state_dir(a.state_dir.as_deref())?,
+            summary: matches!(a.log_level.as_str(), "info" | "debug" | "trace"),
         })
     }
 
@@ -328,6 +331,16 @@ pub fn run_once(cfg: &Config) -> ExitCode {
     let mut out = std::io::stdout().lock();
     // A closed pipe (`| head`) is not an error.
     let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+    drop(out);
+    if cfg.summary {
+        // After the exposition, on stderr: the last lines a person sees, never in the way of a
+        // script that reads stdout. `--log.level warn` (or error) leaves it out.
+        let s = crate::state::lock(&state);
+        let now = s.log_clock().unwrap_or_else(now_unix);
+        let text = crate::export::summary::render(&s, now, &cfg.tz);
+        drop(s);
+        let _ = std::io::stderr().write_all(text.as_bytes());
+    }
     ExitCode::SUCCESS
 }
 

@@ -2,7 +2,16 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// `--version`: the crate version and the git commit built from (`unknown` without git), e.g.
+/// `0.1.0 (abc123def456)`.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("SGLANG_LOG_EXPORTER_REVISION"),
+    ")"
+);
 
 /// Default `--web.listen-address`: outside node_exporter's 9100-9999 range and SGLang's 30000+.
 pub const DEFAULT_LISTEN: &str = ":8771";
@@ -12,7 +21,7 @@ pub const DEFAULT_LISTEN: &str = ":8771";
 #[derive(Debug, Parser)]
 #[command(
     name = "sglang-log-exporter",
-    version,
+    version = VERSION,
     args_conflicts_with_subcommands = true
 )]
 pub struct Cli {
@@ -33,6 +42,30 @@ pub enum Command {
     /// Write every stats sample of finished logs, with the log's own timestamps, as OpenMetrics
     /// text for `promtool tsdb create-blocks-from openmetrics`.
     Backfill(BackfillArgs),
+    /// Write the man pages or the shell completions into a directory (used to build the
+    /// packages; hidden from --help).
+    #[command(hide = true)]
+    Generate(GenerateArgs),
+}
+
+/// `generate` options.
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    /// What to write.
+    #[arg(value_enum)]
+    pub what: Generated,
+    /// The directory to write into (created if missing).
+    pub dir: PathBuf,
+}
+
+/// What `generate` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Generated {
+    /// Man pages (section 1), one per command: `sglang-log-exporter.1`, `…-check.1`, ….
+    Man,
+    /// Completion scripts for bash (`sglang-log-exporter.bash`), zsh (`_sglang-log-exporter`)
+    /// and fish (`sglang-log-exporter.fish`).
+    Completions,
 }
 
 /// `check` options.

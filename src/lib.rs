@@ -32,6 +32,7 @@ pub mod check;
 pub mod cli;
 pub mod export;
 pub mod family;
+pub mod generate;
 pub mod gpu;
 pub mod parse;
 pub mod record;

@@ -22,6 +22,7 @@ fn main() -> ExitCode {
     match cli.command {
         Some(Command::Check(a)) => check::run(&a),
         Some(Command::Backfill(a)) => sglang_log_exporter::backfill::run(&a),
+        Some(Command::Generate(a)) => sglang_log_exporter::generate::run(&a),
         None => {
             let cfg = match app::Config::from_args(&cli.run) {
                 Ok(c) => c,

@@ -152,11 +152,14 @@ fn self_families(state: &State) -> Vec<Family> {
     .with(vec![], state.dropped_series as f64);
     let build = Family::new(
         "sglang_log_exporter_build_info",
-        "Always 1; the version label names the exporter build.",
+        "Always 1; the labels name the exporter build: its version and git revision.",
         Kind::Gauge,
     )
     .with(
-        vec![("version", env!("CARGO_PKG_VERSION").to_string())],
+        vec![
+            ("revision", env!("SGLANG_LOG_EXPORTER_REVISION").to_string()),
+            ("version", env!("CARGO_PKG_VERSION").to_string()),
+        ],
         1.0,
     );
     let mut out = vec![

@@ -6,4 +6,5 @@ pub mod metrics;
 pub mod openmetrics;
 pub mod push;
 pub mod signals;
+pub mod summary;
 pub mod webconfig;

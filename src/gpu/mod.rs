@@ -139,7 +139,7 @@ impl Sampler {
         } else {
             tracing::warn!(
                 library = %lib,
-                "NVML unavailable ({call}): {err}; GPU metrics are off, everything else is served"
+                "NVML unavailable ({call}): {err}; GPU metrics are off, everything else is served (on a host without NVIDIA GPUs, pass --gpu.disable)"
             );
             tracing::debug!(retry_in = ?self.backoff, "NVML will be loaded again later");
             self.warned = true;

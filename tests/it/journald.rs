@@ -431,19 +431,16 @@ fn a_killed_journalctl_is_restarted_from_its_cursor() {
 }
 
 /// A temporary root holding the unit files, the systemd units they refer to and a stand-in
-/// for `/usr/local/bin/sglang-log-exporter`, so `systemd-analyze verify` checks ExecStart
-/// against a real executable without touching this host.
+/// for `/usr/bin/sglang-log-exporter` (the packaged path), so `systemd-analyze verify` checks
+/// ExecStart against a real executable without touching this host.
 fn unit_root() -> tempfile::TempDir {
     let root = tempfile::tempdir().expect("temp dir");
     let r = root.path();
     let units = r.join("etc/systemd/system");
     std::fs::create_dir_all(&units).expect("mkdir");
-    std::fs::create_dir_all(r.join("usr/local/bin")).expect("mkdir");
-    std::fs::copy(
-        crate::common::bin(),
-        r.join("usr/local/bin/sglang-log-exporter"),
-    )
-    .expect("copy the binary");
+    std::fs::create_dir_all(r.join("usr/bin")).expect("mkdir");
+    std::fs::copy(crate::common::bin(), r.join("usr/bin/sglang-log-exporter"))
+        .expect("copy the binary");
     let sys = r.join("usr/lib/systemd/system");
     std::fs::create_dir_all(&sys).expect("mkdir");
     for d in std::fs::read_dir("/lib/systemd/system")
@@ -492,7 +489,7 @@ fn units_verify() {
         );
     }
     // The check can fail: without the binary, verify rejects ExecStart.
-    std::fs::remove_file(root.path().join("usr/local/bin/sglang-log-exporter")).expect("rm");
+    std::fs::remove_file(root.path().join("usr/bin/sglang-log-exporter")).expect("rm");
     let out = Command::new("systemd-analyze")
         .arg("verify")
         .arg(format!("--root={}", root.path().display()))

@@ -409,13 +409,17 @@ fn whole_exposition_matches_the_golden_file() {
         .output()
         .unwrap();
     assert!(out.status.success());
-    let got = String::from_utf8(out.stdout).unwrap();
+    // Commit-independent: the build_info line names the git revision (kept as REVISION in the
+    // golden file) and the crate version.
+    let rev = format!("revision=\"{}\"", env!("SGLANG_LOG_EXPORTER_REVISION"));
+    let got = String::from_utf8(out.stdout)
+        .unwrap()
+        .replace(&rev, "revision=\"REVISION\"");
     let golden = crate::common::root().join("tests/golden/single-gpu-2025.prom");
     if std::env::var_os("BLESS").is_some() {
         std::fs::write(&golden, &got).unwrap();
     }
     let want = std::fs::read_to_string(&golden).unwrap();
-    // Version-independent: the build_info line names the crate version.
     let norm = |s: &str| s.replace(env!("CARGO_PKG_VERSION"), "VERSION");
     assert_eq!(norm(&got), norm(&want));
 }
@@ -443,4 +447,30 @@ fn check_reports_coverage_of_the_variants_file() {
         "{text}"
     );
     assert!(!text.contains("unknown fields"), "{text}");
+}
+
+#[test]
+fn once_ends_with_a_kv_summary_on_stderr_that_log_level_warn_silences() {
+    let p = sample("pd-decode-session.log");
+    let args = [
+        "--once",
+        "--gpu.disable",
+        "--timezone",
+        "UTC",
+        p.to_str().unwrap(),
+    ];
+    let out = run(&args);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("KV cache at the end of the input (2026-06-03 10:17:36):\n  pd-decode-session (decode, deepseek-ai/DeepSeek-V3)\n    DP0 TP0  busy at 10:17:36: KV cache 0.3% (2290/786432 tokens), 1 running, 0 queued\n    DP1 TP1  busy at 10:17:35: KV cache 0.3% (2707/786432 tokens), 1 running, 0 queued\n    DP2 TP2  busy at 10:17:34: KV cache 0.6% (5035/786432 tokens), 1 running, 0 queued\n    DP3 TP3  busy at 10:17:31: KV cache 0.7% (5226/786432 tokens), 1 running, 0 queued\n"),
+        "{err}"
+    );
+    // Scripts read stdout: the exposition alone.
+    let expo = String::from_utf8(out.stdout).unwrap();
+    assert!(!expo.contains("KV cache at the end"), "{expo}");
+    let quiet = run(&[&args[..], &["--log.level", "warn"]].concat());
+    assert!(quiet.status.success());
+    assert_eq!(String::from_utf8_lossy(&quiet.stderr), "");
+    assert_eq!(quiet.stdout, expo.as_bytes());
 }
