@@ -225,8 +225,12 @@ pub fn render(state: &Shared, input_clock: bool) -> String {
     metrics::encode_text(&fams)
 }
 
-/// `--once`: read every input to its end, print the exposition, exit 0.
-pub fn run_once(cfg: &Config) -> ExitCode {
+/// Reads every input of `cfg` to its end (files, stdin, `--journal-unit`s), then takes one GPU
+/// sample; returns the state. `--once` and `top --snapshot` print it.
+///
+/// # Errors
+/// A [`ConfigError`] when a journal cannot be read.
+pub fn read_to_end(cfg: &Config) -> Result<Shared, ConfigError> {
     let state = State::shared(cfg.patterns.clone(), cfg.state.clone());
     let stop = AtomicBool::new(false);
     for input in &cfg.inputs {
@@ -247,14 +251,24 @@ pub fn run_once(cfg: &Config) -> ExitCode {
             &journald::source_of(unit),
             &journald::server_of(unit),
         );
-        if let Err(e) = journald::read_once(&cfg.journal, unit, &mut ing) {
-            eprintln!("error: {unit}: {e}");
-            return ExitCode::from(2);
-        }
+        journald::read_once(&cfg.journal, unit, &mut ing)
+            .map_err(|e| ConfigError(format!("{unit}: {e}")))?;
     }
     if let Some(g) = &cfg.gpu {
         crate::gpu::Sampler::new(g.clone()).sample(&state);
     }
+    Ok(state)
+}
+
+/// `--once`: read every input to its end, print the exposition, exit 0.
+pub fn run_once(cfg: &Config) -> ExitCode {
+    let state = match read_to_end(cfg) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let text = render(&state, true);
     if let Some(p) = &cfg.push {
         // Cron-style: one push (with retries), no delete; the exit status tells the outcome.
@@ -279,7 +293,6 @@ pub fn run_once(cfg: &Config) -> ExitCode {
 /// # Errors
 /// A [`ConfigError`] when the listen address is bad or cannot be bound.
 pub fn run_live(cfg: Config, a: &RunArgs) -> Result<(), ConfigError> {
-    let state = State::shared(cfg.patterns.clone(), cfg.state.clone());
     let stop: Arc<AtomicBool> = Arc::new(AtomicBool::new(false));
     let cfg = Arc::new(cfg);
     let listen = if a.listen_address.is_empty() {
@@ -294,39 +307,7 @@ pub fn run_live(cfg: Config, a: &RunArgs) -> Result<(), ConfigError> {
     if !a.telemetry_path.starts_with('/') {
         return Err(ConfigError("--web.telemetry-path must start with /".into()));
     }
-    for input in cfg.inputs.clone() {
-        let (cfg, state, stop) = (cfg.clone(), state.clone(), stop.clone());
-        match input {
-            Input::File { server, path } => {
-                let source = path.display().to_string();
-                spawn_source(format!("follow {source}"), move || {
-                    supervise(&source, &stop, || {
-                        let mut ing = cfg.ingest(&state, &source, &server);
-                        follow(&path, &mut ing, &cfg.tail, &stop);
-                    })
-                })?;
-            }
-            Input::Stdin { server } => spawn_source("stdin".into(), move || {
-                let mut ing = cfg.ingest(&state, "-", &server);
-                stdin::read_to_end(&mut std::io::stdin().lock(), &mut ing, cfg.tail.max_line);
-                tracing::info!("stdin ended; serving the last state");
-            })?,
-        }
-    }
-    for unit in cfg.journal.units.clone() {
-        let (cfg, state, stop) = (cfg.clone(), state.clone(), stop.clone());
-        spawn_source(format!("journal {unit}"), move || {
-            let source = journald::source_of(&unit);
-            supervise(&source, &stop, || {
-                let mut ing = cfg.ingest(&state, &source, &journald::server_of(&unit));
-                journald::supervise(&cfg.journal, &unit, &mut ing, &state, &stop);
-            })
-        })?;
-    }
-    if let Some(g) = &cfg.gpu {
-        crate::gpu::spawn(g.clone(), state.clone(), stop.clone())
-            .map_err(|e| ConfigError(format!("cannot start the GPU sampler: {e}")))?;
-    }
+    let state = spawn_sources(&cfg, &stop)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -365,6 +346,50 @@ pub fn run_live(cfg: Config, a: &RunArgs) -> Result<(), ConfigError> {
     }
     tracing::info!("shut down");
     Ok(())
+}
+
+/// Starts the reader thread of every input of `cfg` (files, stdin, `--journal-unit`s) and the
+/// GPU sampler, all feeding one new state, and returns that state; they stop when `stop` is set.
+/// The main mode serves the state over HTTP, `top` draws it.
+///
+/// # Errors
+/// A [`ConfigError`] when a thread cannot be started.
+pub fn spawn_sources(cfg: &Arc<Config>, stop: &Arc<AtomicBool>) -> Result<Shared, ConfigError> {
+    let state = State::shared(cfg.patterns.clone(), cfg.state.clone());
+    for input in cfg.inputs.clone() {
+        let (cfg, state, stop) = (cfg.clone(), state.clone(), stop.clone());
+        match input {
+            Input::File { server, path } => {
+                let source = path.display().to_string();
+                spawn_source(format!("follow {source}"), move || {
+                    supervise(&source, &stop, || {
+                        let mut ing = cfg.ingest(&state, &source, &server);
+                        follow(&path, &mut ing, &cfg.tail, &stop);
+                    })
+                })?;
+            }
+            Input::Stdin { server } => spawn_source("stdin".into(), move || {
+                let mut ing = cfg.ingest(&state, "-", &server);
+                stdin::read_to_end(&mut std::io::stdin().lock(), &mut ing, cfg.tail.max_line);
+                tracing::info!("stdin ended; serving the last state");
+            })?,
+        }
+    }
+    for unit in cfg.journal.units.clone() {
+        let (cfg, state, stop) = (cfg.clone(), state.clone(), stop.clone());
+        spawn_source(format!("journal {unit}"), move || {
+            let source = journald::source_of(&unit);
+            supervise(&source, &stop, || {
+                let mut ing = cfg.ingest(&state, &source, &journald::server_of(&unit));
+                journald::supervise(&cfg.journal, &unit, &mut ing, &state, &stop);
+            })
+        })?;
+    }
+    if let Some(g) = &cfg.gpu {
+        crate::gpu::spawn(g.clone(), state.clone(), stop.clone())
+            .map_err(|e| ConfigError(format!("cannot start the GPU sampler: {e}")))?;
+    }
+    Ok(state)
 }
 
 /// Starts a source's reader thread.
