@@ -33,6 +33,9 @@ pub enum Command {
     /// Write every stats sample of finished logs, with the log's own timestamps, as OpenMetrics
     /// text for `promtool tsdb create-blocks-from openmetrics`.
     Backfill(BackfillArgs),
+    /// The servers' state on the terminal, from local inputs or running exporters (`--url`):
+    /// KV cache, requests, throughput and GPUs per server and rank.
+    Top(Box<crate::top::TopArgs>),
 }
 
 /// `check` options.

@@ -37,3 +37,4 @@ pub mod parse;
 pub mod record;
 pub mod source;
 pub mod state;
+pub mod top;

@@ -90,20 +90,23 @@ impl std::fmt::Debug for PushConfig {
     }
 }
 
-fn client_tls(path: &std::path::Path) -> Result<rustls::ClientConfig, String> {
+/// TLS client settings that trust the CA certificates of a PEM file (`--push.ca-file`, and
+/// `top --url.ca-file`, named in errors by `option`).
+///
+/// # Errors
+/// A message naming the option and file.
+pub fn client_tls(path: &std::path::Path, option: &str) -> Result<rustls::ClientConfig, String> {
     use rustls_pki_types::pem::PemObject;
-    let name = path.display();
+    let name = format!("{option} {}", path.display());
     let mut roots = rustls::RootCertStore::empty();
     let certs = rustls_pki_types::CertificateDer::pem_file_iter(path)
-        .map_err(|e| format!("--push.ca-file {name}: {e}"))?;
+        .map_err(|e| format!("{name}: {e}"))?;
     for c in certs {
-        let c = c.map_err(|e| format!("--push.ca-file {name}: {e}"))?;
-        roots
-            .add(c)
-            .map_err(|e| format!("--push.ca-file {name}: {e}"))?;
+        let c = c.map_err(|e| format!("{name}: {e}"))?;
+        roots.add(c).map_err(|e| format!("{name}: {e}"))?;
     }
     if roots.is_empty() {
-        return Err(format!("--push.ca-file {name}: no certificate"));
+        return Err(format!("{name}: no certificate"));
     }
     Ok(rustls::ClientConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
@@ -183,14 +186,15 @@ impl PushConfig {
             timeout: a.timeout.max(Duration::from_millis(100)),
             keep_on_exit: a.keep_on_exit,
             tls: match &a.ca_file {
-                Some(p) => Some(Arc::new(client_tls(p)?)),
+                Some(p) => Some(Arc::new(client_tls(p, "--push.ca-file")?)),
                 None => None,
             },
         }))
     }
 }
 
-fn decode_pct(s: &str) -> String {
+/// Undoes the percent-encoding of a URL's user name or password.
+pub fn decode_pct(s: &str) -> String {
     url::form_urlencoded::parse(format!("x={s}").as_bytes())
         .next()
         .map(|(_, v)| v.into_owned())
