@@ -1,6 +1,8 @@
 //! Retractions in the last minute: `sglang_retractions_total` is a counter, so `top` keeps the
 //! totals it saw at each refresh and reports the increase over the window (a drop, from a
-//! restarted exporter, counts as a reset to 0, as `increase()` treats it).
+//! restarted exporter, counts as a reset to 0, as `increase()` treats it). Increases seen while
+//! the rank's last stats line was older than the window are not counted: that is a log's
+//! history being read at start-up, not a retraction of the last minute.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -38,6 +40,12 @@ impl History {
                 let Some(total) = r.retractions else { continue };
                 let key = (s.instance.clone(), s.name.clone(), r.id.clone());
                 let mut q = self.seen.remove(&key).unwrap_or_default();
+                // A rank whose last stats line is older than the window (history being read
+                // at start-up, or a rank that went quiet) retracted nothing within it: what
+                // its total gained so far becomes the baseline.
+                if r.last_stats.is_some_and(|t| t < now - self.window) {
+                    q.clear();
+                }
                 q.push_back((now, total));
                 while q.len() > 1 && q[1].0 <= now - self.window {
                     q.pop_front();
@@ -102,5 +110,23 @@ mod tests {
         h.observe(&model(2.0), 95.0);
         assert_eq!(h.recent("", "d", &id), Some(3.0));
         assert_eq!(h.recent("", "x", &id), None);
+    }
+
+    #[test]
+    fn history_read_at_start_up_is_not_recent() {
+        let id = RankId::default();
+        let mut h = History::new(60.0);
+        let at = |total: f64, last: f64| {
+            let mut m = model(total);
+            m.servers[0].ranks[0].last_stats = Some(last);
+            m
+        };
+        h.observe(&at(0.0, 100.0), 1000.0);
+        // The reader catches up: lines of long ago, with two retractions.
+        h.observe(&at(2.0, 200.0), 1001.0);
+        assert_eq!(h.recent("", "d", &id), Some(0.0));
+        // Live lines: a retraction now counts.
+        h.observe(&at(3.0, 1001.5), 1002.0);
+        assert_eq!(h.recent("", "d", &id), Some(1.0));
     }
 }

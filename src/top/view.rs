@@ -137,6 +137,8 @@ pub fn render(
             .lines
             .extend(body.iter().skip(scroll).take(avail).cloned());
         frame.lines.truncate(height.saturating_sub(1));
+        // The footer stays on the last line.
+        frame.lines.resize(height.saturating_sub(1), Line::new());
         let below = body.len().saturating_sub(scroll + avail);
         frame.lines.push(footer(opts, width, scroll, below));
         frame.scroll_max = max_scroll;
@@ -213,7 +215,7 @@ fn models(m: &Model) -> Line {
     let mut seen: Vec<(String, Vec<String>)> = Vec::new();
     for s in &m.servers {
         let name = if s.model_name.is_empty() {
-            "(model not logged)".to_string()
+            "-".to_string()
         } else {
             s.model_name.clone()
         };

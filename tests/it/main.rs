@@ -12,5 +12,6 @@ mod monitoring;
 mod once;
 mod promtools;
 mod push;
+mod top;
 mod variants;
 mod webconfig;
