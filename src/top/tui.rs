@@ -157,6 +157,7 @@ pub fn run(
     let (mut model, mut now) = (Model::default(), 0.0);
     let mut max_scroll = 0;
     let mut page = 1;
+    let mut refreshes = 0u32;
     while !TERMINATED.load(Ordering::Relaxed) {
         if Instant::now() >= next {
             let r = source.take(fixed_now);
@@ -164,7 +165,13 @@ pub fn run(
             now = r.now;
             history.observe(&model, now);
             opts.problems = r.problems;
-            next = Instant::now() + interval;
+            // The first refreshes come sooner: the inputs are still being read.
+            refreshes += 1;
+            let wait = match refreshes {
+                1..=3 => interval.min(Duration::from_millis(150)),
+                _ => interval,
+            };
+            next = Instant::now() + wait;
         }
         screen.terminal.draw(|f| {
             let area = f.area();

@@ -6,7 +6,7 @@ use jiff::tz::TimeZone;
 
 use super::frame::{age, bar, cut, gib, level, num, pad, percent, rpad, Frame, Line, Style};
 use super::history::History;
-use super::model::{Model, Rank, Server};
+use super::model::{Gpu, Model, Rank, Server};
 use crate::family::Family;
 
 /// How the ranks of each server are ordered (`s` cycles).
@@ -377,55 +377,24 @@ fn ranks_table(m: &Model, now: f64, width: usize, opts: &Opts, retr: &Retr) -> (
         cols.push(Col::Pd);
     }
     cols.extend([Col::Retr, Col::Age]);
-    let heads = |c: Col| match c {
-        Col::Rank => "  RANK".to_string(),
-        Col::Kv => "KV CACHE".into(),
-        Col::Tokens => "USED/CAP".into(),
-        Col::Run => "RUN".into(),
-        Col::Queue => "QUEUE".into(),
-        Col::Gen => "GEN t/s".into(),
-        Col::Input => "IN t/s".into(),
-        Col::Pd => "PD QUEUES".into(),
-        Col::Retr => retr.head.clone(),
-        Col::Age => "AGE".into(),
-    };
     let col_width = |c: Col, short: bool| {
         rows.iter()
             .flat_map(|r| r.cells.iter().filter(|x| x.0 == c))
             .map(|x| if short { &x.2 } else { &x.1 }.chars().count())
-            .chain([heads(c).chars().count()])
+            .chain([head_text(c, retr).chars().count()])
             .max()
             .unwrap_or(0)
     };
     let mut widths: Vec<(Col, usize)> = cols
         .iter()
-        .map(|&c| {
-            (
-                c,
-                if c == Col::Kv {
-                    KV_BAR.0 + 7
-                } else {
-                    col_width(c, false)
-                },
-            )
+        .map(|&c| match c {
+            Col::Kv => (c, KV_BAR.0 + 7),
+            _ => (c, col_width(c, false)),
         })
         .collect();
     let (gap, short) = fit(&mut widths, width, col_width(Col::Pd, true));
     let kv_w = kv_width(&widths, gap, width);
-    let mut head = Line::new();
-    for (i, &(c, w)) in widths.iter().enumerate() {
-        let w = if c == Col::Kv { kv_w } else { w };
-        let h = heads(c);
-        let text = if right(c) { rpad(&h, w) } else { pad(&h, w) };
-        head.push(text, Style::Head);
-        if i + 1 < widths.len() {
-            head.push(" ".repeat(gap), Style::Head);
-        }
-    }
-    let head = Line(vec![super::frame::Span {
-        text: pad(&head.text(), width),
-        style: Style::Head,
-    }]);
+    let head = head_line(&widths, gap, kv_w, width, retr);
     let mut lines = Vec::new();
     for (s, first, n) in groups {
         lines.push(group_line(s));
@@ -437,6 +406,35 @@ fn ranks_table(m: &Model, now: f64, width: usize, opts: &Opts, retr: &Retr) -> (
         }
     }
     (head, lines)
+}
+
+fn head_text(c: Col, retr: &Retr) -> String {
+    match c {
+        Col::Rank => "  RANK".to_string(),
+        Col::Kv => "KV CACHE".into(),
+        Col::Tokens => "USED/CAP".into(),
+        Col::Run => "RUN".into(),
+        Col::Queue => "QUEUE".into(),
+        Col::Gen => "GEN t/s".into(),
+        Col::Input => "IN t/s".into(),
+        Col::Pd => "PD QUEUES".into(),
+        Col::Retr => retr.head.clone(),
+        Col::Age => "AGE".into(),
+    }
+}
+
+/// The column headers, as one reversed line across the whole width.
+fn head_line(widths: &[(Col, usize)], gap: usize, kv_w: usize, width: usize, retr: &Retr) -> Line {
+    let mut head = String::new();
+    for (i, &(c, w)) in widths.iter().enumerate() {
+        let w = if c == Col::Kv { kv_w } else { w };
+        let h = head_text(c, retr);
+        head.push_str(&if right(c) { rpad(&h, w) } else { pad(&h, w) });
+        if i + 1 < widths.len() {
+            head.push_str(&" ".repeat(gap));
+        }
+    }
+    Line::new().with(pad(&head, width), Style::Head)
 }
 
 fn right(c: Col) -> bool {
@@ -605,21 +603,10 @@ fn group_line(s: &Server) -> Line {
 }
 
 fn gpu_table(m: &Model, width: usize) -> Vec<Line> {
-    let idx = |g: &super::model::Gpu| {
-        if g.instance.is_empty() {
-            g.index.clone()
-        } else {
-            format!("{}/{}", g.instance, g.index)
-        }
+    let idx = |g: &Gpu| match g.instance.as_str() {
+        "" => g.index.clone(),
+        i => format!("{i}/{}", g.index),
     };
-    let iw = m
-        .gpus
-        .iter()
-        .map(|g| idx(g).chars().count())
-        .max()
-        .unwrap_or(0)
-        .max(3);
-    let bw = (width / 5).clamp(KV_BAR.0, 22);
     let mem: Vec<String> = m
         .gpus
         .iter()
@@ -628,12 +615,6 @@ fn gpu_table(m: &Model, width: usize) -> Vec<Line> {
             _ => "-".into(),
         })
         .collect();
-    let mw = mem
-        .iter()
-        .map(|s| s.chars().count())
-        .max()
-        .unwrap_or(0)
-        .max(10);
     let kv: Vec<String> = m
         .gpus
         .iter()
@@ -643,43 +624,66 @@ fn gpu_table(m: &Model, width: usize) -> Vec<Line> {
             _ => "-".into(),
         })
         .collect();
-    let kw = kv
-        .iter()
-        .map(|s| s.chars().count())
-        .max()
-        .unwrap_or(0)
-        .max(7);
-    let mut head = format!(
-        "{}  {}  {}  ",
-        pad("GPU", iw),
-        pad("MEMORY", bw + 7),
-        pad("USED/TOTAL", mw)
+    let most = |v: &[String], min: usize| {
+        v.iter()
+            .map(|s| s.chars().count())
+            .max()
+            .unwrap_or(0)
+            .max(min)
+    };
+    let ids: Vec<String> = m.gpus.iter().map(idx).collect();
+    let w = GpuWidths {
+        id: most(&ids, 3),
+        bar: (width / 5).clamp(KV_BAR.0, 22),
+        mem: most(&mem, 10),
+        kv: most(&kv, 7),
+    };
+    let head = format!(
+        "{}  {}  {}  {}  RANKS · NAME",
+        pad("GPU", w.id),
+        pad("MEMORY", w.bar + 7),
+        pad("USED/TOTAL", w.mem),
+        pad("KV POOL", w.kv)
     );
-    head.push_str(&format!("{}  RANKS · NAME", pad("KV POOL", kw)));
     let mut out = vec![Line::new().with(pad(&head, width), Style::Head)];
-    for ((g, mem), kv) in m.gpus.iter().zip(mem).zip(kv) {
-        let mut l = Line::new().with(pad(&idx(g), iw), Style::Normal);
-        l.push("  ", Style::Normal);
-        let frac = match (g.used, g.total) {
-            (Some(u), Some(t)) if t > 0.0 => Some(u / t),
-            _ => None,
-        };
-        l.push(bar(frac.unwrap_or(0.0), bw), frac.map_or(Style::Dim, level));
-        l.push(rpad(&frac.map_or("-".into(), percent), 7), Style::Normal);
-        l.push(format!("  {}  ", pad(&mem, mw)), Style::Normal);
-        l.push(format!("{}  ", pad(&kv, kw)), Style::Normal);
-        let ranks = if g.ranks.is_empty() {
-            "-".to_string()
-        } else {
-            g.ranks.join(", ")
-        };
-        l.push(ranks, Style::Normal);
-        if !g.name.is_empty() {
-            l.push(format!(" · {}", g.name), Style::Dim);
-        }
-        out.push(l);
+    for (i, g) in m.gpus.iter().enumerate() {
+        out.push(gpu_line(g, &ids[i], &mem[i], &kv[i], &w));
     }
     out
+}
+
+/// Column widths of the GPU table.
+struct GpuWidths {
+    id: usize,
+    bar: usize,
+    mem: usize,
+    kv: usize,
+}
+
+fn gpu_line(g: &Gpu, id: &str, mem: &str, kv: &str, w: &GpuWidths) -> Line {
+    let mut l = Line::new().with(format!("{}  ", pad(id, w.id)), Style::Normal);
+    let frac = match (g.used, g.total) {
+        (Some(u), Some(t)) if t > 0.0 => Some(u / t),
+        _ => None,
+    };
+    l.push(
+        bar(frac.unwrap_or(0.0), w.bar),
+        frac.map_or(Style::Dim, level),
+    );
+    l.push(rpad(&frac.map_or("-".into(), percent), 7), Style::Normal);
+    l.push(
+        format!("  {}  {}  ", pad(mem, w.mem), pad(kv, w.kv)),
+        Style::Normal,
+    );
+    let ranks = match g.ranks.is_empty() {
+        true => "-".to_string(),
+        false => g.ranks.join(", "),
+    };
+    l.push(ranks, Style::Normal);
+    if !g.name.is_empty() {
+        l.push(format!(" · {}", g.name), Style::Dim);
+    }
+    l
 }
 
 fn footer(opts: &Opts, width: usize, scroll: usize, below: usize) -> Line {
