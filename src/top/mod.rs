@@ -155,8 +155,13 @@ impl Source {
                     true => s.latest_input().unwrap_or_else(now_unix),
                     false => now_unix(),
                 });
-                let families = crate::export::metrics::families(&s, now);
+                let mut families = crate::export::metrics::families(&s, now);
                 drop(s);
+                if *input_clock {
+                    // Inputs read to their end: a source that ended (stdin, journalctl) is
+                    // finished, not down.
+                    families.retain(|f| f.name != "sglang_log_exporter_source_up");
+                }
                 Refresh {
                     families,
                     now,

@@ -687,6 +687,12 @@ fn gpu_line(g: &Gpu, id: &str, mem: &str, kv: &str, w: &GpuWidths) -> Line {
 }
 
 fn footer(opts: &Opts, width: usize, scroll: usize, below: usize) -> Line {
+    let mut right = String::new();
+    if scroll > 0 || below > 0 {
+        right.push_str(&format!("{scroll} above, {below} below · "));
+    }
+    right.push_str(&format!("every {}", opts.refresh));
+    let right = cut(&right, width);
     let mut l = Line::new();
     for (key, what) in [
         ("q", " quit  ".to_string()),
@@ -701,18 +707,12 @@ fn footer(opts: &Opts, width: usize, scroll: usize, below: usize) -> Line {
         l.push(key, Style::Key);
         l.push(what, Style::Dim);
     }
-    let mut right = String::new();
-    if scroll > 0 || below > 0 {
-        right.push_str(&format!("{scroll} above, {below} below · "));
-    }
-    right.push_str(&format!("every {}", opts.refresh));
-    let room = width.saturating_sub(l.width() + 2);
-    if room > 0 {
-        let r = cut(&right, room);
-        let fill = width - l.width() - r.chars().count();
-        l.push(" ".repeat(fill), Style::Normal);
-        l.push(r, Style::Dim);
-    }
+    // The scroll position wins over the key names on a narrow screen.
+    let keys_room = width.saturating_sub(right.chars().count() + 1);
+    let mut l = l.truncated(keys_room);
+    let fill = width.saturating_sub(l.width() + right.chars().count());
+    l.push(" ".repeat(fill), Style::Normal);
+    l.push(right, Style::Dim);
     l
 }
 
@@ -769,4 +769,76 @@ fn help() -> Vec<Line> {
             "memory used / total, the KV pools on it and their share, the ranks it serves",
         ),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::family::Kind;
+
+    fn families(ranks: u32) -> Vec<Family> {
+        let mut used = Family::new("sglang:num_used_tokens", "h", Kind::Gauge);
+        let mut cap = Family::new("sglang:max_total_num_tokens", "h", Kind::Gauge);
+        for dp in 0..ranks {
+            let l = vec![
+                ("server", "d".to_string()),
+                ("dp_rank", dp.to_string()),
+                ("tp_rank", dp.to_string()),
+            ];
+            used.push(l.clone(), f64::from(dp) * 10.0);
+            cap.push(l, 100.0);
+        }
+        vec![used, cap]
+    }
+
+    #[test]
+    fn frames_fit_the_screen_and_scroll() {
+        let fams = families(20);
+        let mut o = Opts::default();
+        let f = build(&fams, 0.0, 50, 12, &o, None);
+        assert_eq!(f.lines.len(), 12);
+        assert!(f.lines.iter().all(|l| l.width() <= 50));
+        let text = f.to_plain();
+        assert!(text.contains("  DP0 TP0"), "{text}");
+        assert!(!text.contains("DP19 TP19"), "{text}");
+        // 21 body lines (the group line and 20 ranks), 6 shown.
+        assert_eq!(f.scroll_max, 15);
+        assert!(
+            f.lines[11].text().ends_with("0 above, 15 below · every 1s"),
+            "{text}"
+        );
+        o.scroll = 99;
+        let text = build(&fams, 0.0, 50, 12, &o, None).to_plain();
+        assert!(
+            text.contains("DP19 TP19") && !text.contains("DP0 TP0"),
+            "{text}"
+        );
+        // A snapshot has every row and no footer.
+        o.snapshot = true;
+        let text = build(&fams, 0.0, 50, 12, &o, None).to_plain();
+        assert!(text.contains("DP0 TP0") && text.contains("DP19 TP19") && !text.contains("quit"));
+    }
+
+    #[test]
+    fn sorting_and_the_help() {
+        let fams = families(3);
+        let o = Opts {
+            sort: Sort::Kv,
+            snapshot: true,
+            ..Opts::default()
+        };
+        let text = build(&fams, 0.0, 100, 30, &o, None).to_plain();
+        let at = |s: &str| text.find(s).unwrap();
+        assert!(
+            at("DP2 TP2") < at("DP1 TP1") && at("DP1 TP1") < at("DP0 TP0"),
+            "{text}"
+        );
+        assert!(text.contains(" 20.0%"), "{text}");
+        let help = Opts {
+            help: true,
+            ..Opts::default()
+        };
+        let text = build(&fams, 0.0, 100, 30, &help, None).to_plain();
+        assert!(text.contains("Keys") && !text.contains("DP0 TP0"), "{text}");
+    }
 }

@@ -657,3 +657,42 @@ fn top_url_terminal_follows_a_live_exporter() {
         "{s}"
     );
 }
+
+#[test]
+fn top_snapshot_of_a_journal_unit() {
+    // A real journal file, written by systemd-journal-remote from the shipped export.
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("sample.journal");
+    let st = Command::new("/lib/systemd/systemd-journal-remote")
+        .arg(format!("--output={}", journal.display()))
+        .arg(sample("journal-export.txt"))
+        .stderr(Stdio::null())
+        .status()
+        .expect("systemd-journal-remote (Debian package systemd-journal-remote)");
+    assert!(st.success());
+    let got = snapshot(&[
+        "--gpu.disable",
+        "--width",
+        "100",
+        "--journal-unit",
+        "sglang-decode",
+        "--journal-file",
+        journal.to_str().unwrap(),
+    ]);
+    let l = lines(&got);
+    assert_eq!(l[1], "model deepseek-ai/DeepSeek-V3 (decode)", "{got}");
+    assert_eq!(
+        l[5], "sglang-decode  decode · deepseek-ai/DeepSeek-V3",
+        "{got}"
+    );
+    let ranks: Vec<&str> = l[6..].iter().map(|r| &r[..9]).collect();
+    assert_eq!(
+        ranks,
+        ["  DP0 TP0", "  DP1 TP1", "  DP2 TP2", "  DP3 TP3"],
+        "{got}"
+    );
+    assert!(
+        !got.contains("sglang-prefill"),
+        "only the unit asked for: {got}"
+    );
+}
