@@ -222,7 +222,7 @@ impl Tmux {
             if Instant::now() > deadline {
                 panic!("timed out waiting for {what}; the screen:\n{s}");
             }
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(Duration::from_millis(100));
         }
     }
 
