@@ -1,4 +1,4 @@
-//! The terminal view: draws [`view`](super::view) frames with ratatui on the alternate screen,
+//! The terminal view: draws [`super::view`] frames with ratatui on the alternate screen,
 //! refreshes every interval, and reads keys (from /dev/tty when stdin is the log, crossterm
 //! does that) and resizes between refreshes. Colour only where the terminal has it and
 //! `NO_COLOR` is not set.
