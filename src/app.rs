@@ -285,8 +285,12 @@ pub fn render(state: &Shared, input_clock: bool) -> String {
     metrics::encode_text(&fams)
 }
 
-/// `--once`: read every input to its end, print the exposition, exit 0.
-pub fn run_once(cfg: &Config) -> ExitCode {
+/// Reads every input of `cfg` to its end (files, stdin, the journal's current invocations)
+/// into a new state, then samples the GPUs once: what `--once` and `top --snapshot` show.
+///
+/// # Errors
+/// A [`ConfigError`] when a journal unit cannot be read.
+pub fn read_to_end(cfg: &Config) -> Result<Shared, ConfigError> {
     let state = State::shared(cfg.patterns.clone(), cfg.state.clone());
     let stop = Stop::new();
     for input in &cfg.inputs {
@@ -307,14 +311,24 @@ pub fn run_once(cfg: &Config) -> ExitCode {
             &journald::source_of(unit),
             &journald::server_of(unit),
         );
-        if let Err(e) = journald::read_once(&cfg.journal, unit, &mut ing) {
-            eprintln!("error: {unit}: {e}");
-            return ExitCode::from(2);
-        }
+        journald::read_once(&cfg.journal, unit, &mut ing)
+            .map_err(|e| ConfigError(format!("{unit}: {e}")))?;
     }
     if let Some(g) = &cfg.gpu {
         crate::gpu::Sampler::new(g.clone()).sample(&state);
     }
+    Ok(state)
+}
+
+/// `--once`: read every input to its end, print the exposition, exit 0.
+pub fn run_once(cfg: &Config) -> ExitCode {
+    let state = match read_to_end(cfg) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let text = render(&state, true);
     if let Some(p) = &cfg.push {
         // Cron-style: one push (with retries), no delete; the exit status tells the outcome.
@@ -428,8 +442,16 @@ fn serve(cfg: &Config, exposition: Arc<Exposition>) -> Result<(), ConfigError> {
     })
 }
 
-/// Starts a reader thread for every input and `--journal-unit`.
-fn spawn_sources(cfg: &Arc<Config>, state: &Shared, stop: &Arc<Stop>) -> Result<(), ConfigError> {
+/// Starts a reader thread for every input and `--journal-unit`, applying to `state`, until
+/// `stop` is set (each restarted where it stopped after a failure, see [`supervise`]).
+///
+/// # Errors
+/// A [`ConfigError`] when a thread cannot be started.
+pub fn spawn_sources(
+    cfg: &Arc<Config>,
+    state: &Shared,
+    stop: &Arc<Stop>,
+) -> Result<(), ConfigError> {
     for input in cfg.inputs.clone() {
         let (cfg, state, stop) = (cfg.clone(), state.clone(), stop.clone());
         match input {

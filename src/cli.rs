@@ -46,6 +46,9 @@ pub enum Command {
     /// packages; hidden from --help).
     #[command(hide = true)]
     Generate(GenerateArgs),
+    /// The servers' state on the terminal, from local inputs or running exporters (`--url`):
+    /// KV cache, requests, throughput and GPUs per server and rank.
+    Top(Box<crate::top::TopArgs>),
 }
 
 /// `generate` options.

@@ -89,6 +89,7 @@ mod tests {
             [
                 "sglang-log-exporter-backfill.1",
                 "sglang-log-exporter-check.1",
+                "sglang-log-exporter-top.1",
                 "sglang-log-exporter.1"
             ]
         );
@@ -99,7 +100,7 @@ mod tests {
         assert_eq!(comp.len(), 3);
         let bash = std::fs::read_to_string(dir.path().join("sglang-log-exporter.bash")).unwrap();
         assert!(bash.contains("--gpu.disable"), "{bash}");
-        assert!(bash.contains("check backfill help"), "{bash}");
+        assert!(bash.contains("check backfill top help"), "{bash}");
         assert!(!bash.contains("generate"), "{bash}");
         assert!(!bash.contains("--gpu.retry-interval"), "{bash}");
         assert!(dir.path().join("_sglang-log-exporter").exists());

@@ -39,4 +39,5 @@ pub mod record;
 pub mod source;
 pub mod state;
 pub mod stop;
+pub mod top;
 pub mod view;

@@ -8,7 +8,10 @@ use sglang_log_exporter::{app, check};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let level = cli.run.log_level.clone();
+    let level = match &cli.command {
+        Some(Command::Top(t)) => t.log_level.clone(),
+        _ => cli.run.log_level.clone(),
+    };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(&level))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
@@ -23,6 +26,7 @@ fn main() -> ExitCode {
         Some(Command::Check(a)) => check::run(&a),
         Some(Command::Backfill(a)) => sglang_log_exporter::backfill::run(&a),
         Some(Command::Generate(a)) => sglang_log_exporter::generate::run(&a),
+        Some(Command::Top(a)) => sglang_log_exporter::top::run(*a),
         None => {
             let cfg = match app::Config::from_args(&cli.run) {
                 Ok(c) => c,

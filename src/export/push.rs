@@ -82,20 +82,23 @@ impl std::fmt::Debug for PushConfig {
     }
 }
 
-fn client_tls(path: &std::path::Path) -> Result<rustls::ClientConfig, String> {
+/// TLS client settings that trust the CA certificates of a PEM file (`--push.ca-file`, and
+/// `top --url.ca-file`, named in errors by `option`).
+///
+/// # Errors
+/// A message naming the option and file.
+pub fn client_tls(path: &std::path::Path, option: &str) -> Result<rustls::ClientConfig, String> {
     use rustls_pki_types::pem::PemObject;
-    let name = path.display();
+    let name = format!("{option} {}", path.display());
     let mut roots = rustls::RootCertStore::empty();
     let certs = rustls_pki_types::CertificateDer::pem_file_iter(path)
-        .map_err(|e| format!("--push.ca-file {name}: {e}"))?;
+        .map_err(|e| format!("{name}: {e}"))?;
     for c in certs {
-        let c = c.map_err(|e| format!("--push.ca-file {name}: {e}"))?;
-        roots
-            .add(c)
-            .map_err(|e| format!("--push.ca-file {name}: {e}"))?;
+        let c = c.map_err(|e| format!("{name}: {e}"))?;
+        roots.add(c).map_err(|e| format!("{name}: {e}"))?;
     }
     if roots.is_empty() {
-        return Err(format!("--push.ca-file {name}: no certificate"));
+        return Err(format!("{name}: no certificate"));
     }
     Ok(rustls::ClientConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
@@ -175,7 +178,7 @@ impl PushConfig {
             timeout: a.timeout.max(Duration::from_millis(100)),
             keep_on_exit: a.keep_on_exit,
             tls: match &a.ca_file {
-                Some(p) => Some(Arc::new(client_tls(p)?)),
+                Some(p) => Some(Arc::new(client_tls(p, "--push.ca-file")?)),
                 None => None,
             },
         }))
@@ -183,7 +186,7 @@ impl PushConfig {
 }
 
 /// Decodes URL userinfo: percent escapes only (`+` is a plus here, not a space as in a form).
-fn decode_pct(s: &str) -> String {
+pub fn decode_pct(s: &str) -> String {
     percent_encoding::percent_decode_str(s)
         .decode_utf8_lossy()
         .into_owned()

@@ -12,7 +12,7 @@ use crate::common::{bin, samples, value, Exporter};
 const GIB: u64 = 1 << 30;
 
 /// Compiles the stand-in NVML into `dir` and returns its path.
-fn fake_nvml(dir: &Path) -> PathBuf {
+pub fn fake_nvml(dir: &Path) -> PathBuf {
     let src = crate::common::root().join("tests/it/fake_nvml.c");
     let out = dir.join("libnvidia-ml.so.1");
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());

@@ -13,5 +13,6 @@ mod monitoring;
 mod once;
 mod promtools;
 mod push;
+mod top;
 mod variants;
 mod webconfig;

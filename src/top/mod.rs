@@ -1,0 +1,326 @@
+//! `sglang-log-exporter top`: the state on the terminal, before anyone sets up Grafana.
+//!
+//! Every frame is built by a pure function ([`view::build`]) from metric families and "now",
+//! wherever the families come from: this process's own state following local inputs (the same
+//! source threads and state as the main mode, rendered by
+//! [`crate::export::metrics::families`]), or running exporters scraped with `--url`.
+//! `--snapshot` prints one frame as plain text; otherwise [`tui`] draws frames until `q`.
+
+pub mod expo;
+pub mod frame;
+pub mod history;
+pub mod model;
+pub mod scrape;
+pub mod tui;
+pub mod view;
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::app::{self, Config};
+use crate::cli::{parse_duration, ReadArgs};
+use crate::family::Family;
+use crate::source::now_unix;
+use crate::state::Shared;
+
+/// `top` options.
+#[derive(Debug, Args)]
+pub struct TopArgs {
+    /// Inputs, as in the main mode: log files (`NAME=PATH` names the server), `-` for stdin
+    /// (keys are then read from the terminal, /dev/tty).
+    pub inputs: Vec<String>,
+
+    /// Show a running exporter instead of local inputs: its metrics URL
+    /// (`http://HOST:8771/metrics`; repeatable: each URL's servers are told apart by host and
+    /// port). `user:password@` in the URL is sent as basic auth.
+    #[arg(long = "url", value_name = "URL")]
+    pub urls: Vec<String>,
+
+    /// Basic-auth user for the `--url`s.
+    #[arg(long = "url.basic-auth-user")]
+    pub url_user: Option<String>,
+
+    /// File holding the basic-auth password for the `--url`s (trailing newline ignored).
+    #[arg(long = "url.basic-auth-password-file")]
+    pub url_password_file: Option<PathBuf>,
+
+    /// PEM file of CA certificates to trust for https `--url`s instead of the built-in web
+    /// roots.
+    #[arg(long = "url.ca-file")]
+    pub url_ca_file: Option<PathBuf>,
+
+    /// Timeout of one scrape of a `--url`.
+    #[arg(long = "url.timeout", default_value = "5s", value_parser = parse_duration)]
+    pub url_timeout: Duration,
+
+    /// Print one frame as plain text and exit: files and stdin are read to their end first (as
+    /// with `--once`, "now" is then the log's last time), a `--url` is scraped once.
+    #[arg(long)]
+    pub snapshot: bool,
+
+    /// Time between two refreshes of the screen.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub interval: Duration,
+
+    /// Width of the `--snapshot` frame (default: the terminal's, or 100 when there is none).
+    #[arg(long)]
+    pub width: Option<usize>,
+
+    /// "Now" as Unix seconds, instead of the clock (or the log's last time for --snapshot):
+    /// for stable ages in tests and bug reports.
+    #[arg(long, hide = true)]
+    pub now: Option<f64>,
+
+    /// How lines are read (patterns, times, idle policy, line limit), as in the main mode.
+    #[command(flatten)]
+    pub read: ReadArgs,
+
+    /// A systemd unit to follow through journalctl, as in the main mode (repeatable).
+    #[arg(long = "journal-unit", value_name = "UNIT")]
+    pub journal_units: Vec<String>,
+
+    /// A journal file for the `--journal-unit` children (repeatable).
+    #[arg(long = "journal-file", value_name = "PATH")]
+    pub journal_files: Vec<PathBuf>,
+
+    /// A journal directory for the `--journal-unit` children (repeatable).
+    #[arg(long = "journal-directory", value_name = "DIR")]
+    pub journal_directories: Vec<PathBuf>,
+
+    /// The journalctl binary run for `--journal-unit`.
+    #[arg(long, value_name = "PATH", default_value = "journalctl")]
+    pub journalctl: PathBuf,
+
+    /// GPUs of a server, `SERVER=LIST`, as in the main mode (repeatable).
+    #[arg(long = "gpus", value_name = "SERVER=LIST")]
+    pub gpus: Vec<String>,
+
+    /// NVML library to load instead of the system's `libnvidia-ml.so.1`.
+    #[arg(long = "gpu.nvml-library", value_name = "PATH")]
+    pub gpu_nvml_library: Option<PathBuf>,
+
+    /// Do not load NVML (no GPU section for local inputs).
+    #[arg(long = "gpu.disable")]
+    pub gpu_disable: bool,
+
+    /// Log level of the exporter's own messages on stderr; `off` by default, as they would
+    /// scribble over the screen.
+    #[arg(long = "log.level", default_value = "off", value_parser = ["off", "error", "warn", "info", "debug", "trace"])]
+    pub log_level: String,
+}
+
+/// Where the families come from.
+pub enum Source {
+    /// This process's state, fed by the source threads (or read to the end for a snapshot).
+    Local {
+        /// The state.
+        state: Shared,
+        /// Take "now" from the inputs' clock (a finished input), not the wall clock.
+        input_clock: bool,
+    },
+    /// Scraped exporters, refreshed in the background.
+    Urls(scrape::Background),
+    /// One scrape of every exporter (a snapshot).
+    Scraped {
+        /// Their families.
+        families: Vec<Family>,
+        /// Scrapes that failed.
+        errors: Vec<String>,
+    },
+}
+
+/// What one refresh shows.
+pub struct Refresh {
+    /// The families.
+    pub families: Vec<Family>,
+    /// "Now", Unix seconds.
+    pub now: f64,
+    /// Problems to show (failed scrapes).
+    pub problems: Vec<String>,
+}
+
+impl Source {
+    /// The families now; `fixed_now` replaces the clock.
+    pub fn take(&self, fixed_now: Option<f64>) -> Refresh {
+        match self {
+            Source::Local { state, input_clock } => {
+                let s = crate::state::lock(state);
+                let now = fixed_now.unwrap_or_else(|| match input_clock {
+                    true => s.log_clock().unwrap_or_else(now_unix),
+                    false => now_unix(),
+                });
+                let mut families = crate::export::metrics::families(&s, now);
+                drop(s);
+                if *input_clock {
+                    // Inputs read to their end: a source that ended (stdin, journalctl) is
+                    // finished, not down.
+                    families.retain(|f| f.name != "sglang_log_exporter_source_up");
+                }
+                Refresh {
+                    families,
+                    now,
+                    problems: Vec::new(),
+                }
+            }
+            Source::Urls(bg) => {
+                let (families, problems) = bg.take();
+                Refresh {
+                    families,
+                    now: fixed_now.unwrap_or_else(now_unix),
+                    problems,
+                }
+            }
+            Source::Scraped { families, errors } => Refresh {
+                families: families.clone(),
+                now: fixed_now.unwrap_or_else(now_unix),
+                problems: errors.clone(),
+            },
+        }
+    }
+}
+
+/// Runs `top`; exit status 2 for bad arguments or inputs.
+pub fn run(a: TopArgs) -> ExitCode {
+    match start(a) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn start(a: TopArgs) -> Result<ExitCode, String> {
+    let local = !a.inputs.is_empty() || !a.journal_units.is_empty();
+    if local != a.urls.is_empty() {
+        return Err(if local {
+            "give either local inputs or --url, not both".into()
+        } else {
+            "nothing to show: give log files, - for stdin, --journal-unit or --url (see top --help)"
+                .into()
+        });
+    }
+    if a.interval < Duration::from_millis(100) {
+        return Err("--interval must be at least 100ms".into());
+    }
+    if !a.snapshot && !std::io::stdout().is_terminal() {
+        return Err("standard output is not a terminal: use --snapshot for plain text".into());
+    }
+    let tz = app::timezone(a.read.timezone.as_deref()).map_err(|e| e.to_string())?;
+    let (snapshot, now, interval) = (a.snapshot, a.now, a.interval);
+    let width = a.width;
+    let source = if local {
+        local_source(a)?
+    } else {
+        url_source(&a)?
+    };
+    let opts = view::Opts {
+        snapshot,
+        tz,
+        refresh: interval_text(interval),
+        ..view::Opts::default()
+    };
+    if snapshot {
+        let r = source.take(now);
+        let width = width.unwrap_or_else(terminal_width);
+        let mut o = opts;
+        o.problems = r.problems;
+        let f = view::build(&r.families, r.now, width, usize::MAX, &o, None);
+        let mut out = std::io::stdout().lock();
+        // A closed pipe (`| head`) is not an error.
+        let _ = out
+            .write_all(f.to_plain().as_bytes())
+            .and_then(|_| out.flush());
+        return Ok(ExitCode::SUCCESS);
+    }
+    tui::run(&source, opts, interval, now).map_err(|e| format!("terminal: {e}"))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `1s`, `500ms`, `2.5s`.
+fn interval_text(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else if ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
+fn terminal_width() -> usize {
+    match ratatui::crossterm::terminal::size() {
+        Ok((w, _)) if std::io::stdout().is_terminal() && w > 0 => usize::from(w),
+        _ => 100,
+    }
+}
+
+/// The main mode's configuration for `top`'s local inputs: defaults, then `top`'s options.
+fn run_args(a: TopArgs) -> crate::cli::RunArgs {
+    use clap::Parser as _;
+    let mut run = crate::cli::Cli::parse_from(["sglang-log-exporter"]).run;
+    run.inputs = a.inputs;
+    run.once = a.snapshot;
+    run.journal_units = a.journal_units;
+    run.journal_files = a.journal_files;
+    run.journal_directories = a.journal_directories;
+    run.journalctl = a.journalctl;
+    run.gpus = a.gpus;
+    run.gpu_nvml_library = a.gpu_nvml_library;
+    run.gpu_disable = a.gpu_disable;
+    run.read = a.read;
+    run
+}
+
+fn local_source(a: TopArgs) -> Result<Source, String> {
+    let snapshot = a.snapshot;
+    let cfg = Config::from_args(&run_args(a)).map_err(|e| e.to_string())?;
+    if snapshot {
+        let state = app::read_to_end(&cfg).map_err(|e| e.to_string())?;
+        return Ok(Source::Local {
+            state,
+            input_clock: true,
+        });
+    }
+    // The source threads end with the process; `top` never stops them earlier.
+    let stop = Arc::new(crate::stop::Stop::new());
+    let state = crate::state::State::shared(cfg.patterns.clone(), cfg.state.clone());
+    app::spawn_sources(&Arc::new(cfg), &state, &stop).map_err(|e| e.to_string())?;
+    Ok(Source::Local {
+        state,
+        input_clock: false,
+    })
+}
+
+fn url_source(a: &TopArgs) -> Result<Source, String> {
+    let client = scrape::ClientArgs {
+        user: a.url_user.clone(),
+        password_file: a.url_password_file.clone(),
+        ca_file: a.url_ca_file.clone(),
+        timeout: a.url_timeout,
+    };
+    let scraper = scrape::Scraper::new(&a.urls, &client)?;
+    if a.snapshot {
+        let mut families = Vec::new();
+        let mut errors = Vec::new();
+        for i in 0..scraper.targets.len() {
+            match scraper.scrape(i) {
+                Ok(f) => families.extend(f),
+                Err(e) => errors.push(e),
+            }
+        }
+        if families.is_empty() && !errors.is_empty() {
+            return Err(errors.join("; "));
+        }
+        return Ok(Source::Scraped { families, errors });
+    }
+    let bg = scrape::Background::start(scraper, a.interval)
+        .map_err(|e| format!("cannot start the scraper: {e}"))?;
+    Ok(Source::Urls(bg))
+}
