@@ -696,3 +696,48 @@ fn top_snapshot_of_a_journal_unit() {
         "only the unit asked for: {got}"
     );
 }
+
+/// The pid of the process in the session's pane (`top_command` execs `top` there).
+fn pane_pid(t: &Tmux) -> u32 {
+    let out = t
+        .cmd(&["list-panes", "-t", "top", "-F", "#{pane_pid}"])
+        .output()
+        .expect("list-panes");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("a pane pid")
+}
+
+#[test]
+fn top_ends_when_its_terminal_hangs_up() {
+    // Closing the terminal (here: the tmux server) must end `top`; crossterm used to spin on the
+    // dead terminal at 100% CPU, deaf to SIGTERM.
+    let t = Tmux::start(
+        &top_command(&[
+            "--gpu.disable",
+            sample("pd-decode-session.log").to_str().unwrap(),
+        ]),
+        100,
+        30,
+    );
+    t.wait_for("the first frame", 20, |s| s.contains("sglang top"));
+    let pid = pane_pid(&t);
+    let _ = t.cmd(&["kill-server"]).stderr(Stdio::null()).status();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Path::new(&format!("/proc/{pid}")).exists() {
+        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            s.rsplit(')')
+                .next()
+                .is_some_and(|r| r.trim_start().starts_with('Z'))
+        });
+        if zombie {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "top (pid {pid}) still runs 10 s after its terminal hung up"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
