@@ -1,6 +1,7 @@
 //! Exporters: they read the state and publish it.
 
 pub mod cache;
+pub mod conns;
 pub mod http;
 pub mod metrics;
 pub mod openmetrics;

@@ -374,9 +374,8 @@ pub async fn serve(
         Some(w) => app.layer(axum::middleware::from_fn_with_state(w.clone(), basic_auth)),
         None => app,
     };
-    // At most this many connections at once, so idle or slow clients can never take the file
-    // descriptors that scrapes and the followed files need.
-    let slots = Arc::new(tokio::sync::Semaphore::new(max_connections.max(1)));
+    // At most this many connections at once (see `conns`).
+    let conns = super::conns::Conns::new(max_connections);
     let mut accept_warned = false;
     tokio::pin!(shutdown);
     loop {
@@ -397,42 +396,73 @@ pub async fn serve(
             _ = &mut shutdown => return Ok(()),
         };
         accept_warned = false;
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            // Full: close the newcomer at once rather than queue it.
+        let Some(ticket) = conns.admit() else {
+            // Full of connections that are serving: close the newcomer rather than queue it.
             tracing::debug!(%peer, "too many connections (--web.max-connections); closed one");
             drop(tcp);
             continue;
         };
         let tls = web.as_ref().and_then(|w| w.current().tls.clone());
-        let service = TowerToHyperService::new(app.clone());
+        let served = ticket.served.clone();
+        let app = tower::ServiceExt::map_request(
+            app.clone(),
+            move |r: hyper::Request<hyper::body::Incoming>| {
+                served.store(true, std::sync::atomic::Ordering::Relaxed);
+                r
+            },
+        );
+        let service = TowerToHyperService::new(app);
         tokio::spawn(async move {
-            let _slot = slot;
-            let mut http = hyper::server::conn::http1::Builder::new();
-            // A client that never finishes its request head does not hold the connection forever.
-            http.timer(TokioTimer::new())
-                .header_read_timeout(HANDSHAKE_TIMEOUT * 3);
-            let res = match &tls {
-                Some(tls) => {
-                    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::clone(tls));
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                        Ok(Ok(stream)) => {
-                            http.serve_connection(TokioIo::new(stream), service).await
-                        }
-                        Ok(Err(e)) => {
-                            tracing::debug!(%peer, "TLS handshake failed: {e}");
-                            return;
-                        }
-                        Err(_) => {
-                            tracing::debug!(%peer, "TLS handshake timed out");
-                            return;
-                        }
-                    }
+            let evicted = ticket.evict.clone();
+            tokio::select! {
+                _ = serve_one(tcp, peer, tls, service) => {}
+                _ = evicted.notified() => {
+                    tracing::debug!(%peer, "closed a connection that sent no request, to make room");
                 }
-                None => http.serve_connection(TokioIo::new(tcp), service).await,
-            };
-            if let Err(e) = res {
-                tracing::debug!(%peer, "connection ended with an error: {e}");
             }
+            drop(ticket);
         });
+    }
+}
+
+/// Serves one connection: the TLS handshake (bounded), then HTTP/1 with a deadline for each
+/// request head, so a client that never finishes one does not hold the connection forever.
+async fn serve_one<S>(
+    tcp: tokio::net::TcpStream,
+    peer: std::net::SocketAddr,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    service: S,
+) where
+    S: hyper::service::Service<
+            hyper::Request<hyper::body::Incoming>,
+            Response = axum::response::Response,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(HANDSHAKE_TIMEOUT);
+    let res = match &tls {
+        Some(tls) => {
+            let acceptor = tokio_rustls::TlsAcceptor::from(Arc::clone(tls));
+            match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                Ok(Ok(stream)) => http.serve_connection(TokioIo::new(stream), service).await,
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, "TLS handshake failed: {e}");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "TLS handshake timed out");
+                    return;
+                }
+            }
+        }
+        None => http.serve_connection(TokioIo::new(tcp), service).await,
+    };
+    if let Err(e) = res {
+        tracing::debug!(%peer, "connection ended with an error: {e}");
     }
 }

@@ -167,8 +167,13 @@ impl Open {
         Ok(())
     }
 
-    /// Reads to the end of the file, then remembers the bytes before the new offset.
+    /// Reads to the end of the file, then remembers the bytes before the new offset. At a line
+    /// boundary, a hole ahead (the writer of a truncated file went on at its old offset) is
+    /// skipped first rather than read.
     fn drain(&mut self, sink: &mut dyn Sink) -> io::Result<()> {
+        if self.regular && self.lb.pending() == 0 {
+            self.skip_hole()?;
+        }
         let start = self.offset;
         loop {
             let n = self
@@ -182,6 +187,26 @@ impl Open {
         }
         if self.regular && self.offset != start {
             self.tail = self.read_tail()?;
+        }
+        Ok(())
+    }
+
+    /// Moves past a hole at the offset, if the filesystem reports one (`SEEK_DATA`).
+    fn skip_hole(&mut self) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        // SAFETY: lseek on a descriptor we own; it reads no memory of ours.
+        let data = unsafe {
+            libc::lseek(
+                self.file.as_raw_fd(),
+                self.offset as libc::off_t,
+                libc::SEEK_DATA,
+            )
+        };
+        // -1 (ENXIO: no data ahead; or no SEEK_DATA here) leaves the position as it was.
+        if data > self.offset as libc::off_t {
+            io::Seek::seek(&mut self.file, io::SeekFrom::Start(data as u64))?;
+            self.offset = data as u64;
+            self.lb.set_position(self.offset);
         }
         Ok(())
     }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::common::{once, run_with_input, samples, value, Exporter};
 
 const JOURNAL_REMOTE: &str = "/lib/systemd/systemd-journal-remote";
-const BOOT: &str = "6f1c2a9e4b7d4e0fa3c85d1e2b9f7a64";
+pub const BOOT: &str = "6f1c2a9e4b7d4e0fa3c85d1e2b9f7a64";
 /// The decode unit's invocation in the sample export.
 const INVOCATION: &str = "0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f";
 /// An earlier invocation of the same unit, which start-up must skip.
@@ -18,7 +18,7 @@ const SOURCE: &str = r#"{source="journald:sglang-decode.service"}"#;
 
 /// One entry in journal export format. A `MESSAGE` that is not printable UTF-8 is written in
 /// the binary form (name, little-endian 64-bit length, bytes, newline).
-fn entry(unit: &str, invocation: &str, realtime_us: u64, message: &[u8]) -> Vec<u8> {
+pub fn entry(unit: &str, invocation: &str, realtime_us: u64, message: &[u8]) -> Vec<u8> {
     let mut e = format!(
         "__REALTIME_TIMESTAMP={realtime_us}\n__MONOTONIC_TIMESTAMP={}\n_BOOT_ID={BOOT}\n\
          _HOSTNAME=gpu-node-1\n_TRANSPORT=stdout\nPRIORITY=6\nSYSLOG_IDENTIFIER=python3\n\
@@ -40,7 +40,7 @@ fn entry(unit: &str, invocation: &str, realtime_us: u64, message: &[u8]) -> Vec<
 }
 
 /// Appends export-format entries to the journal file `path` (created when missing).
-fn write_journal(path: &Path, export: &[u8]) {
+pub fn write_journal(path: &Path, export: &[u8]) {
     let out = run_with_input(
         Command::new(JOURNAL_REMOTE)
             .arg(format!("--output={}", path.display()))

@@ -13,6 +13,7 @@ mod monitoring;
 mod once;
 mod promtools;
 mod push;
+mod repro;
 mod top;
 mod variants;
 mod webconfig;

@@ -1,0 +1,468 @@
+//! Every fault of the hostile test pass (`tests/data/repro/`, copied from `../shared/repro/`;
+//! its README lists them), as a test with the right result. Each names the repro it keeps fixed.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::{append, bin, once, parse_exposition, root, run, Exporter, Sample};
+
+fn repro(n: u32, file: &str) -> PathBuf {
+    root()
+        .join("tests/data/repro")
+        .join(n.to_string())
+        .join(file)
+}
+
+/// The samples of `metric` in an exposition.
+fn series<'a>(samples: &'a [Sample], metric: &str) -> Vec<&'a Sample> {
+    samples.iter().filter(|s| s.name == metric).collect()
+}
+
+/// The one value of `metric` (panics unless there is exactly one series).
+fn only(samples: &[Sample], metric: &str) -> f64 {
+    let s = series(samples, metric);
+    assert_eq!(s.len(), 1, "{metric}: {s:?}");
+    s[0].value
+}
+
+fn once_samples(args: &[&str]) -> Vec<Sample> {
+    let mut a = vec!["--gpu.disable", "--idle-after", "1000000h"];
+    a.extend_from_slice(args);
+    parse_exposition(&once(&a))
+}
+
+/// Repro 1: a non-ASCII digit in the prefix is a malformed prefix: the line is unmatched, never
+/// a panic, in every mode (`--once`, stdin, `check`, `backfill`).
+#[test]
+fn repro_1_unicode_digit_in_the_timestamp_is_unmatched_in_every_mode() {
+    let log = repro(1, "unicode-digit-date.log");
+    let path = log.to_str().unwrap();
+    let s = once_samples(&[path]);
+    assert_eq!(only(&s, "sglang_log_exporter_lines_unmatched_total"), 1.0);
+    assert!(
+        series(&s, "sglang:num_running_reqs").is_empty(),
+        "no rank is invented"
+    );
+    assert!(series(&s, "sglang_log_exporter_source_panics_total").is_empty());
+
+    let input = std::fs::read(&log).unwrap();
+    let out = crate::common::run_with_input(
+        Command::new(bin()).args(["--once", "--gpu.disable", "-"]),
+        &input,
+        "the exporter",
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let s = parse_exposition(&String::from_utf8(out.stdout).unwrap());
+    assert_eq!(only(&s, "sglang_log_exporter_lines_unmatched_total"), 1.0);
+
+    // `check` reports it as a stats-like line no pattern matched: exit 1 (a gap), not 101.
+    let out = run(&["check", path]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("stats-like lines no pattern matched: 1"),
+        "{text}"
+    );
+
+    let out = run(&["backfill", "--timezone", "UTC", "-o", "-", path]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "# EOF\n");
+}
+
+/// Repro 1, followed live: the reader goes on after the malformed line (lines 3, running 9).
+#[test]
+fn repro_1_a_followed_file_goes_on_after_the_malformed_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("live.log");
+    std::fs::write(&log, "").unwrap();
+    let e = Exporter::start(&["--gpu.disable", "--idle-after", "1h", log.to_str().unwrap()]);
+    append(
+        &log,
+        b"[2026-11-30 15:00:00 TP0] Decode batch, #running-req: 5, #queue-req: 0\n",
+    );
+    append(
+        &log,
+        &std::fs::read(repro(1, "unicode-digit-date.log")).unwrap(),
+    );
+    append(
+        &log,
+        b"[2026-11-30 15:00:01 TP0] Decode batch, #running-req: 9, #queue-req: 0\n",
+    );
+    let m = e.scrape_until(20, |m| {
+        let s = parse_exposition(m);
+        series(&s, "sglang:num_running_reqs")
+            .first()
+            .is_some_and(|x| x.value == 9.0)
+    });
+    let s = parse_exposition(&m);
+    assert_eq!(only(&s, "sglang_log_exporter_lines_read_total"), 3.0);
+    assert_eq!(only(&s, "sglang_log_exporter_source_up"), 1.0);
+    assert!(series(&s, "sglang_log_exporter_source_panics_total").is_empty());
+}
+
+/// Repro 2: integers beyond 2^53 are refused like `1e309`: counted, and the gauges they feed are
+/// withdrawn until a readable value (never `inf`, never the older value shown as current).
+#[test]
+fn repro_2_huge_integers_are_refused_and_counted_like_1e309() {
+    let lines: Vec<String> = std::fs::read_to_string(repro(2, "huge-int.log"))
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    for (name, pick) in [("two.log", [0, 1]), ("three.log", [0, 2])] {
+        let p = dir.path().join(name);
+        std::fs::write(&p, format!("{}\n{}\n", lines[pick[0]], lines[pick[1]])).unwrap();
+        let s = once_samples(&[p.to_str().unwrap()]);
+        assert_eq!(
+            only(&s, "sglang_log_exporter_field_value_errors_total"),
+            2.0,
+            "{name}"
+        );
+        assert!(series(&s, "sglang:num_running_reqs").is_empty(), "{name}");
+        assert!(series(&s, "sglang:token_usage").is_empty(), "{name}");
+        // The readable fields of the line are read.
+        assert_eq!(only(&s, "sglang:num_used_tokens"), 10.0, "{name}");
+        assert_eq!(only(&s, "sglang:gen_throughput"), 1.0, "{name}");
+        assert!(s.iter().all(|x| x.value.is_finite()), "{name}");
+    }
+}
+
+/// Repro 3: a derived gauge is not re-derived from the inputs left when one is unreadable (the
+/// largest of the other pools is not the largest pool); colour codes inside a value are removed.
+#[test]
+fn repro_3_derived_gauges_keep_their_value_when_an_input_is_unreadable() {
+    let run = |f: &str| once_samples(&[repro(3, f).to_str().unwrap()]);
+    let good = run("good.log");
+    assert_eq!(only(&good, "sglang:token_usage"), 0.3);
+    let bad = run("bad-value.log");
+    assert_eq!(only(&bad, "sglang:token_usage"), 0.3);
+    assert_eq!(
+        only(&bad, "sglang_log_exporter_field_value_errors_total"),
+        1.0
+    );
+    assert!(
+        series(&bad, "sglang:swa_token_usage").is_empty(),
+        "withdrawn"
+    );
+    assert_eq!(only(&bad, "sglang:full_token_usage"), 0.15);
+    let hit = run("hit-bad.log");
+    assert_eq!(only(&hit, "sglang:cache_hit_rate"), 0.0276);
+    assert_eq!(
+        only(&hit, "sglang_log_exporter_field_value_errors_total"),
+        0.0
+    );
+    assert_eq!(
+        only(&hit, "sglang_log_exporter_lines_control_codes_total"),
+        1.0
+    );
+}
+
+/// Repro 4: the log clock of `--once` comes from lines that carry rank state: an access line
+/// with a wrong day cannot make every rank idle.
+#[test]
+fn repro_4_one_access_line_with_a_wrong_day_makes_no_rank_idle() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("flipped.log");
+    let mut text = std::fs::read_to_string(repro(4, "pd-decode-mid.log")).unwrap();
+    text.push_str(
+        "[2026-06-08 10:05:00] INFO:     127.0.0.1:5000 - \"POST /v1/chat/completions HTTP/1.1\" 200 OK\n",
+    );
+    std::fs::write(&p, text).unwrap();
+    let s = parse_exposition(&once(&["--gpu.disable", p.to_str().unwrap()]));
+    let mut running: Vec<(String, f64)> = series(&s, "sglang:num_running_reqs")
+        .iter()
+        .map(|x| (x.label("dp_rank").unwrap().to_string(), x.value))
+        .collect();
+    running.sort_by(|a, b| a.0.cmp(&b.0));
+    let want = [("0", 42.0), ("1", 40.0), ("2", 41.0), ("3", 41.0)];
+    assert_eq!(
+        running,
+        want.map(|(d, v)| (d.to_string(), v)).to_vec(),
+        "the busy values of the last lines"
+    );
+    assert!(series(&s, "sglang_idle").iter().all(|x| x.value == 0.0));
+}
+
+/// Repro 5: copytruncate of a log whose writer lacks O_APPEND leaves a NUL hole as long as the
+/// writer's offset: the first line after it is read, and the hole is skipped, not read.
+#[test]
+fn repro_5_a_copytruncate_hole_is_skipped_and_the_next_line_read() {
+    use std::io::{Seek, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("live.log");
+    // No O_APPEND, like `python -m sglang.launch_server > live.log`.
+    let mut w = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&log)
+        .unwrap();
+    let e = Exporter::start(&["--gpu.disable", "--idle-after", "1h", log.to_str().unwrap()]);
+    let line = |i: u32| {
+        format!("[2026-11-30 15:00:00 TP0] Decode batch, #running-req: {i}, #token: 1, token usage: 0.01, #queue-req: 0\n")
+    };
+    let one = line(1);
+    for _ in 0..15_000 {
+        w.write_all(one.as_bytes()).unwrap();
+    }
+    let written = w.stream_position().unwrap();
+    assert!(
+        written > 1 << 20,
+        "the hole will be longer than --max-line-bytes"
+    );
+    e.scrape_until(30, |m| {
+        crate::common::value(
+            m,
+            &format!(
+                "sglang_log_exporter_bytes_read_total{{source=\"{}\"}}",
+                log.display()
+            ),
+        ) == Some(written as f64)
+    });
+    // logrotate's copytruncate; the writer goes on at its old offset.
+    std::fs::copy(&log, dir.path().join("live.log.1")).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&log)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    w.write_all(line(42).as_bytes()).unwrap();
+    let m = e.scrape_until(30, |m| {
+        let s = parse_exposition(m);
+        series(&s, "sglang:num_running_reqs")
+            .first()
+            .is_some_and(|x| x.value == 42.0)
+    });
+    let s = parse_exposition(&m);
+    assert_eq!(only(&s, "sglang_log_exporter_lines_oversized_total"), 0.0);
+    // The hole (about 1.5 MB) was not read: only the lines were.
+    let read = only(&s, "sglang_log_exporter_bytes_read_total");
+    assert!(
+        read < written as f64 + 4096.0 * 2.0,
+        "read {read} bytes for {written} bytes of lines"
+    );
+}
+
+/// Repro 6: the caps no longer multiply: 256 units × 256 ranks are bounded by the total rank
+/// cap (2048), the rest counted as dropped, and memory stays far below the unit's MemoryMax.
+#[test]
+fn repro_6_a_flood_of_servers_and_ranks_is_bounded_in_all() {
+    let mut input = Vec::new();
+    for u in 0..256 {
+        for r in 0..256 {
+            let m = format!("[2026-11-30 15:00:00 DP{} TP{r}] Decode batch, #running-req: 1, #token: 1, token usage: 0.01, cuda graph: True, gen throughput (token/s): 1.00, #queue-req: 0", r % 16);
+            writeln!(
+                input,
+                "{}",
+                serde_json::json!({"MESSAGE": m, "_SYSTEMD_UNIT": format!("unit-{u}.service"), "__REALTIME_TIMESTAMP": "1796050800000000"})
+            )
+            .unwrap();
+        }
+    }
+    let out = crate::common::run_with_input(
+        Command::new("/usr/bin/time")
+            .args(["-f", "maxrss_kb=%M", "--"])
+            .arg(bin())
+            .args(["--once", "--gpu.disable", "--idle-after", "100000h", "-"]),
+        &input,
+        "/usr/bin/time (Debian package time)",
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let s = parse_exposition(&String::from_utf8(out.stdout).unwrap());
+    assert_eq!(series(&s, "sglang:num_running_reqs").len(), 2048);
+    assert_eq!(
+        only(&s, "sglang_log_exporter_series_dropped_total"),
+        (256 * 256 - 2048) as f64
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    let kb: u64 = err
+        .lines()
+        .find_map(|l| l.strip_prefix("maxrss_kb="))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no maxrss in: {err}"));
+    // The shipped units set MemoryMax=256M.
+    assert!(kb < 128 * 1024, "peak RSS {kb} kB");
+}
+
+/// Repro 7: a soft fd limit of 1,024 and 1,100 idle connections no longer stop scrapes: the
+/// limit is raised to the hard limit at start, and when the connection cap is reached the
+/// oldest connection that never sent a request makes room.
+#[test]
+fn repro_7_idle_connections_do_not_stop_scrapes() {
+    let port = crate::common::free_port();
+    let log = crate::common::sample("pd-decode-session.log");
+    let mut child = Command::new("bash")
+        .args([
+            "-c",
+            "ulimit -Sn 1024 && exec \"$0\" \"$@\"",
+            bin().to_str().unwrap(),
+            "--gpu.disable",
+            "--web.listen-address",
+            &format!("127.0.0.1:{port}"),
+            "--web.max-connections",
+            "256",
+            log.to_str().unwrap(),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "the exporter did not listen");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.id())).unwrap();
+    let open_files = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    let soft: u64 = open_files
+        .split_whitespace()
+        .nth(3)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(soft > 1024, "soft limit not raised: {open_files}");
+    let idle: Vec<_> = (0..1100)
+        .filter_map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).ok())
+        .collect();
+    assert_eq!(idle.len(), 1100);
+    for _ in 0..10 {
+        let r = ureq::get(&format!("http://127.0.0.1:{port}/metrics"))
+            .timeout(Duration::from_secs(3))
+            .call()
+            .expect("a scrape despite 1,100 idle connections");
+        assert_eq!(r.status(), 200);
+    }
+    drop(idle);
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Repro 8: SIGHUP does not end the exporter; SIGTERM afterwards deletes the pushed group.
+#[test]
+fn repro_8_sighup_is_survived_and_the_group_deleted_on_exit() {
+    let gw = crate::promtools::pushgateway();
+    let gw_url = format!("http://127.0.0.1:{}", gw.port);
+    let log = crate::common::sample("pd-decode-session.log");
+    let mut child = Command::new(bin())
+        .args([
+            "--gpu.disable",
+            "--web.listen-address",
+            "",
+            "--push.url",
+            &gw_url,
+            "--push.interval",
+            "1s",
+            "--push.instance",
+            "hup",
+            log.to_str().unwrap(),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let group = || {
+        ureq::get(&format!("{gw_url}/metrics"))
+            .call()
+            .map(|r| r.into_string().unwrap_or_default())
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("instance=\"hup\""))
+            .count()
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while group() == 0 {
+        assert!(Instant::now() < deadline, "no push arrived");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let pid = child.id() as i32;
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(pid, libc::SIGHUP) };
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "SIGHUP ended the exporter"
+    );
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert_eq!(group(), 0, "the group is deleted on the way out");
+}
+
+/// Repro 9: backfill applies the live plausibility rule: a sample a century ahead is skipped,
+/// counted and said; `--label` joins backfilled series to live ones.
+#[test]
+fn repro_9_backfill_skips_implausible_times_and_labels_series() {
+    let out = run(&[
+        "backfill",
+        "--timezone",
+        "UTC",
+        "--label",
+        "job=x",
+        "--label",
+        "instance=host:8771",
+        "-o",
+        "-",
+        repro(9, "future.log").to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("1 stats lines were skipped: they have an implausible time"),
+        "{err}"
+    );
+    let om = String::from_utf8(out.stdout).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let mut n = 0;
+    for l in om.lines().filter(|l| !l.starts_with('#')) {
+        let ts: f64 = l.rsplit(' ').next().unwrap().parse().unwrap();
+        assert!(ts < now, "{l}");
+        assert!(
+            l.contains("job=\"x\"") && l.contains("instance=\"host:8771\""),
+            "{l}"
+        );
+        n += 1;
+    }
+    assert!(n > 0);
+    // The two plausible lines of TP0, the TP1 line skipped.
+    assert!(!om.contains("tp_rank=\"1\""), "{om}");
+}
+
+/// Repro 11: an unbalanced `[` in a value no longer swallows the fields after it; colour codes
+/// in a value are removed before reading.
+#[test]
+fn repro_11_a_stray_bracket_or_colour_code_never_swallows_later_fields() {
+    let run = |f: &str| once_samples(&[repro(11, f).to_str().unwrap()]);
+    let ansi = run("ansi.log");
+    assert_eq!(only(&ansi, "sglang:num_running_reqs"), 7.0);
+    assert_eq!(only(&ansi, "sglang:num_used_tokens"), 20.0);
+    assert_eq!(only(&ansi, "sglang:token_usage"), 0.9);
+    assert_eq!(only(&ansi, "sglang:num_queue_reqs"), 3.0);
+    assert_eq!(
+        only(&ansi, "sglang_log_exporter_field_value_errors_total"),
+        0.0
+    );
+    let brk = run("brk.log");
+    assert_eq!(only(&brk, "sglang:num_used_tokens"), 30.0);
+    assert_eq!(only(&brk, "sglang:token_usage"), 0.95);
+    assert_eq!(only(&brk, "sglang:num_queue_reqs"), 4.0);
+    assert!(
+        series(&brk, "sglang:num_running_reqs").is_empty(),
+        "`[8` is unreadable"
+    );
+    assert_eq!(
+        only(&brk, "sglang_log_exporter_field_value_errors_total"),
+        1.0
+    );
+}
