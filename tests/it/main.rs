@@ -3,6 +3,7 @@
 
 mod backfill;
 mod cases;
+mod census;
 mod common;
 mod follow;
 mod formats;
