@@ -24,8 +24,14 @@ const NOT_EXPORTED: &[(&str, &str)] = &[
         "Committed real weights after CUDA graph capture in",
         "a duration of the deferred weight commit, no memory figure",
     ),
-    ("capture overlap window", "a duration of the deferred weight commit"),
-    ("startup overlap total", "a duration of the deferred weight commit"),
+    (
+        "capture overlap window",
+        "a duration of the deferred weight commit",
+    ),
+    (
+        "startup overlap total",
+        "a duration of the deferred weight commit",
+    ),
 ];
 
 /// Lines not matched on purpose: reserved address space is not memory in use.
@@ -92,7 +98,10 @@ fn target(
     let t = pat.field(lk, &key).or_else(|| {
         let group = descriptive(&key, swa)?;
         let gi = lk.regex.capture_names().position(|n| n == Some(group))?;
-        lk.group_fields.iter().find(|(g, _)| *g == gi).map(|(_, t)| *t)
+        lk.group_fields
+            .iter()
+            .find(|(g, _)| *g == gi)
+            .map(|(_, t)| *t)
     });
     match t {
         Some(FieldTarget::Metric { id, scale, sum }) => Ok(Some((id, scale, sum))),

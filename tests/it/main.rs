@@ -9,6 +9,7 @@ mod follow;
 mod formats;
 mod gpu;
 mod hostile;
+mod inputs;
 mod journald;
 mod monitoring;
 mod once;
