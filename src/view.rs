@@ -106,12 +106,21 @@ pub fn value(
     id: usize,
     now: f64,
 ) -> Option<f64> {
+    let def = &state.patterns().metrics[id];
+    if def.is_alias() {
+        // SGLang's name and unit for a metric of ours: the first source with a value, scaled.
+        let scale = def.scale.unwrap_or(1.0);
+        return def
+            .alias_of
+            .iter()
+            .find_map(|&src| value(state, srv, rank, src as usize, now))
+            .map(|v| v * scale);
+    }
     let v = if srv.values[id].is_nan() {
         rank.values[id]
     } else {
         srv.values[id]
     };
-    let def = &state.patterns().metrics[id];
     if v.is_nan() {
         return (def.kind == MetricKind::Counter && rank.has_stats()).then_some(0.0);
     }

@@ -6,6 +6,8 @@
 
 use prometheus::proto;
 
+use std::collections::BTreeMap;
+
 use crate::family::{Family, Kind};
 use crate::state::{SelfMetric, State};
 use crate::view;
@@ -35,6 +37,16 @@ fn server_families(state: &State) -> Vec<Family> {
         "HTTP requests from the server's uvicorn access lines, by method, normalised path and status.",
         Kind::Counter,
     );
+    let mut up_requests = Family::new(
+        "sglang:http_requests_total",
+        "HTTP requests by endpoint and method, from the uvicorn access lines (SGLang's name; the endpoint is the normalised path).",
+        Kind::Counter,
+    );
+    let mut up_responses = Family::new(
+        "sglang:http_responses_total",
+        "HTTP responses by endpoint, method and status code, from the uvicorn access lines (SGLang's name).",
+        Kind::Counter,
+    );
     for (key, srv) in state.servers() {
         let size = |f: fn(&crate::record::ServerArgs) -> Option<u32>| {
             srv.args
@@ -51,6 +63,7 @@ fn server_families(state: &State) -> Vec<Family> {
             ("pp_size", size(|a| a.pp_size)),
         ]);
         info.push(l, 1.0);
+        let mut requests: BTreeMap<(&str, &str), u64> = BTreeMap::new();
         for ((method, path, status), n) in &srv.http {
             let mut l = labels.clone();
             l.extend([
@@ -59,9 +72,29 @@ fn server_families(state: &State) -> Vec<Family> {
                 ("status", status.to_string()),
             ]);
             http.push(l, *n as f64);
+            // SGLang's own names: by endpoint and method, and by status too.
+            let server = vec![("server", key.server.clone())];
+            let mut l = server.clone();
+            l.extend([
+                ("endpoint", path.to_string()),
+                ("method", method.to_string()),
+                ("status_code", status.to_string()),
+            ]);
+            up_responses.push(l, *n as f64);
+            *requests.entry((path, method)).or_insert(0) += n;
+        }
+        for ((path, method), n) in requests {
+            up_requests.push(
+                vec![
+                    ("server", key.server.clone()),
+                    ("endpoint", path.to_string()),
+                    ("method", method.to_string()),
+                ],
+                n as f64,
+            );
         }
     }
-    vec![info, http]
+    vec![info, http, up_requests, up_responses]
 }
 
 fn self_families(state: &State) -> Vec<Family> {

@@ -99,9 +99,46 @@ pub struct MetricDef {
     /// Per rank or per server.
     #[serde(default)]
     pub scope: Scope,
+    /// An alias: the value of the first of these metrics (ids) that has one, times `scale`.
+    /// Publishes a metric under a second name and unit (SGLang's own, e.g. GB where ours are
+    /// bytes) without a second field mapping. Aliases of aliases are refused.
+    #[serde(default, deserialize_with = "one_or_many")]
+    pub from: Vec<String>,
+    /// Multiplier of an alias (default 1).
+    pub scale: Option<f64>,
+    /// The value a statistics line of the classes in `default_on` gives the metric when it does
+    /// not print the field (SGLang's own metrics read 0 for a pool or feature the server lacks).
+    pub default: Option<f64>,
+    /// Line classes that apply `default`.
+    #[serde(default)]
+    pub default_on: Vec<Class>,
     /// The id used in the file (filled in after loading).
     #[serde(skip)]
     pub id: String,
+    /// [`MetricDef::from`] resolved to metric ids (filled in after loading).
+    #[serde(skip)]
+    pub alias_of: Vec<MetricId>,
+}
+
+impl MetricDef {
+    /// Whether the metric is an alias of others (see [`MetricDef::from`]).
+    pub fn is_alias(&self) -> bool {
+        !self.alias_of.is_empty()
+    }
+}
+
+/// `from: x` or `from: [x, y]`.
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(match OneOrMany::deserialize(d)? {
+        OneOrMany::One(s) => vec![s],
+        OneOrMany::Many(v) => v,
+    })
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -408,7 +445,51 @@ fn compile_metrics(
     if metrics.len() > MetricId::MAX as usize {
         return Err(PatternError::Invalid("too many metrics".into()));
     }
+    resolve_aliases(&mut metrics, &ids)?;
     Ok((metrics, ids))
+}
+
+/// Resolves `from:` of the aliases, checking each source exists, is no alias itself and has
+/// the alias's kind; and that a default has classes to apply to.
+fn resolve_aliases(
+    metrics: &mut [MetricDef],
+    ids: &HashMap<String, MetricId>,
+) -> Result<(), PatternError> {
+    for i in 0..metrics.len() {
+        let mut of = Vec::new();
+        for src in &metrics[i].from {
+            let def = &metrics[i];
+            let Some(&j) = ids.get(src) else {
+                return Err(PatternError::Invalid(format!(
+                    "metric {}: from {src:?} is not a metric",
+                    def.id
+                )));
+            };
+            let source = &metrics[j as usize];
+            if !source.from.is_empty() || source.kind != def.kind {
+                return Err(PatternError::Invalid(format!(
+                    "metric {}: from {src:?} must be a metric of the same kind that is no alias",
+                    def.id
+                )));
+            }
+            of.push(j);
+        }
+        let def = &mut metrics[i];
+        if def.scale.is_some() && of.is_empty() {
+            return Err(PatternError::Invalid(format!(
+                "metric {}: scale is only for an alias (from:)",
+                def.id
+            )));
+        }
+        if def.default.is_some() == def.default_on.is_empty() {
+            return Err(PatternError::Invalid(format!(
+                "metric {}: default and default_on go together",
+                def.id
+            )));
+        }
+        def.alias_of = of;
+    }
+    Ok(())
 }
 
 /// The target of a field spec naming metric `name` (`None`: the spec names none for this class).

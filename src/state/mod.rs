@@ -309,11 +309,12 @@ pub struct State {
     fact_metrics: Vec<bool>,
     /// Unit → cursor of the last journal entry read (kept in the state file).
     journal_cursors: BTreeMap<String, String>,
-    derived: Derived,
+    /// Shared so applying a line can hold it while the state is borrowed mutably.
+    derived: Arc<Derived>,
 }
 
 /// Metric ids the state derives values for (absent in a custom pattern file: nothing derived).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 struct Derived {
     used: Option<MetricId>,
     usage: Option<MetricId>,
@@ -325,6 +326,9 @@ struct Derived {
     cached_tokens: Option<MetricId>,
     pd_prefill: [Option<MetricId>; 2],
     pd_decode: [Option<MetricId>; 3],
+    full_usage: Option<MetricId>,
+    /// (metric, default value, line class) of the rank-scope metrics with a `default`.
+    defaults: Vec<(MetricId, f64, Class)>,
 }
 
 impl State {
@@ -354,6 +358,19 @@ impl State {
                 id("num_decode_transfer_queue_reqs"),
                 id("decode_preallocated_usage"),
             ],
+            full_usage: id("full_token_usage"),
+            defaults: pat
+                .metrics
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| m.scope == Scope::Rank)
+                .flat_map(|(i, m)| {
+                    let v = m.default;
+                    m.default_on
+                        .iter()
+                        .filter_map(move |&c| v.map(|v| (i as MetricId, v, c)))
+                })
+                .collect(),
         };
         let n = pat.metrics.len();
         State {
@@ -370,7 +387,7 @@ impl State {
             generation: 0,
             fact_metrics: vec![false; n],
             journal_cursors: BTreeMap::new(),
-            derived,
+            derived: Arc::new(derived),
         }
     }
 
@@ -593,7 +610,7 @@ impl State {
         let room = self.ranks_total < max_total;
         let max_http = self.cfg.max_http_series;
         let pat = self.pat.clone();
-        let d = self.derived;
+        let d = self.derived.clone();
         let Some(srv) = self.server_mut(&key) else {
             return;
         };
@@ -699,6 +716,7 @@ fn apply_rank_line(
             }
             rank.last_stats = ts.or(rank.last_stats);
             derive(d, class, rec, &mut rank.values);
+            apply_defaults(&d.defaults, class, rec, &mut rank.values);
             let (ids, hint) = if class == Class::Prefill {
                 (&d.pd_prefill[..], EngineType::Prefill)
             } else {
@@ -710,6 +728,22 @@ fn apply_rank_line(
         }
         Class::Retract => rank.retractions += 1,
         _ => {}
+    }
+}
+
+/// The pattern file's `default` of every metric the line does not print (SGLang's own metrics
+/// read 0 for a pool or feature the server lacks: `sglang:swa_token_usage`, `sglang:spec_*`).
+/// `defaults` lists (metric, value, class) once, so a line costs a few comparisons.
+fn apply_defaults(
+    defaults: &[(MetricId, f64, Class)],
+    class: Class,
+    rec: &Record<'_>,
+    values: &mut [f64],
+) {
+    for &(id, v, c) in defaults {
+        if c == class && rec.get(id).is_none() && !rec.bad_metrics.contains(&id) {
+            values[id as usize] = v;
+        }
     }
 }
 
@@ -742,6 +776,15 @@ fn derive(d: &Derived, class: Class, rec: &Record<'_>, values: &mut [f64]) {
                 .reduce(f64::max)
             {
                 values[usage as usize] = max;
+            }
+        }
+    }
+    // `sglang:full_token_usage` is set on every report upstream: for a model with one pool it
+    // is that pool's usage.
+    if let (Some(full), Some(usage)) = (d.full_usage, d.usage) {
+        if got(Some(full)).is_none() && !unreadable(&[Some(full)]) {
+            if let Some(u) = got(Some(usage)) {
+                values[full as usize] = u;
             }
         }
     }

@@ -263,8 +263,15 @@ fn promtool_accepts_the_exposition_except_the_colon_names() {
     .collect();
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let e = Exporter::start(&refs);
-    let body = e.scrape_until(10, |s| {
-        s.contains("sglang_server_info{server=\"sglang-variants\"")
+    // Every file read to its end.
+    let body = e.scrape_until(30, |s| {
+        args.iter().all(|a| {
+            let n = std::fs::read_to_string(a).unwrap().lines().count() as f64;
+            crate::common::value(
+                s,
+                &format!("sglang_log_exporter_lines_read_total{{source=\"{a}\"}}"),
+            ) == Some(n)
+        })
     });
     let out = run_with_input(
         Command::new("promtool").args(["check", "metrics"]),
@@ -276,16 +283,41 @@ fn promtool_accepts_the_exposition_except_the_colon_names() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    let mut colon = 0;
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        // Kept for compatibility with SGLang's own names (sglang:*): the one expected message.
-        if line.starts_with("sglang:") && line.ends_with("metric names should not contain ':'") {
-            colon += 1;
-        } else {
-            panic!("promtool: {line}\n{text}");
+    // The lint messages expected, exactly: SGLang's own names (`sglang:*`, kept for its
+    // dashboards) contain `:`, and its GB gauges abbreviate the unit. Nothing else.
+    let mut want: Vec<String> = Vec::new();
+    let names: std::collections::BTreeSet<&str> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+        .filter(|n| n.starts_with("sglang:"))
+        .collect();
+    for n in &names {
+        want.push(format!("{n} metric names should not contain ':'"));
+        if n.ends_with("_gb") {
+            want.push(format!(
+                "{n} metric names should not contain abbreviated units"
+            ));
         }
     }
-    assert!(colon > 10, "{text}");
+    let mut got: Vec<String> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(str::to_string)
+        .collect();
+    got.sort();
+    want.sort();
+    // The same families as `--once` of the same files.
+    let mut once_args = vec!["--gpu.disable"];
+    once_args.extend(refs.iter().copied());
+    let once = crate::common::once(&once_args);
+    let once_names: std::collections::BTreeSet<&str> = once
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE sglang:"))
+        .filter_map(|l| l.split(' ').next())
+        .collect();
+    assert_eq!(names.len(), once_names.len(), "{body}");
+    assert_eq!(got, want);
 }
 
 #[test]
