@@ -7,7 +7,7 @@ mod census;
 mod common;
 mod follow;
 mod formats;
-mod gpu;
+pub mod gpu;
 mod hostile;
 mod inputs;
 mod journald;

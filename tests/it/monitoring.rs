@@ -1,13 +1,16 @@
-//! The shipped alert rules and Grafana dashboard: promtool checks and unit-tests the rules, and a
-//! real Prometheus scraping the running exporter answers every dashboard query.
+//! The shipped alert rules and Grafana dashboard: promtool checks and unit-tests the rules (every
+//! alert is tested, two hosts included), and a real Prometheus scraping two exporters (two
+//! "hosts" that run servers of the same name) answers every dashboard query with data, one
+//! result per host, and no matching error.
 
+use std::collections::BTreeSet;
 use std::process::Command;
 
 use crate::common::{root, sample, Exporter};
 use crate::promtools::{poll, prometheus, query};
 
 #[test]
-fn alert_rules_pass_promtool_check_and_unit_tests() {
+fn alert_rules_pass_promtool_check_and_unit_tests_that_cover_every_alert() {
     let dir = root().join("monitoring");
     let out = Command::new("promtool")
         .args(["check", "rules", "alerts.yml"])
@@ -31,48 +34,110 @@ fn alert_rules_pass_promtool_check_and_unit_tests() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(out.status.success(), "{text}");
+    // Every alert has a test that expects it to fire, with its `instance`.
+    let rules = std::fs::read_to_string(dir.join("alerts.yml")).unwrap();
+    let tests = std::fs::read_to_string(dir.join("alerts_test.yml")).unwrap();
+    let alerts: BTreeSet<&str> = rules
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- alert: "))
+        .collect();
+    assert_eq!(alerts.len(), 7);
+    for a in alerts {
+        let firing = tests.split("alertname: ").skip(1).any(|t| {
+            t.starts_with(a) && t.lines().nth(1).is_some_and(|l| l.trim() == "exp_alerts:")
+        });
+        assert!(firing, "no test expects {a} to fire");
+    }
+    assert!(tests.matches("instance: \"").count() >= 8);
 }
 
-#[test]
-fn every_dashboard_query_runs_against_a_real_prometheus() {
-    let exp = Exporter::start(&[
-        "--idle-after",
-        "100000h",
-        sample("pd-decode-session.log").to_str().unwrap(),
-        sample("prefill-session.log").to_str().unwrap(),
-    ]);
-    let dir = tempfile::tempdir().unwrap();
-    let prom = prometheus(
-        &format!("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: sglang\n    static_configs:\n      - targets: ['127.0.0.1:{}']\n", exp.port),
-        dir.path(),
-    );
-    // Wait until Prometheus has scraped the exporter: 4 decode ranks and the prefill TP0.
-    poll(60, "Prometheus to scrape the exporter", || {
-        (query(&prom, "sglang:token_usage", None).len() == 5).then_some(())
-    });
+/// Every `expr` of the dashboard, with the template variables for all hosts and servers.
+fn dashboard_queries() -> Vec<(String, String)> {
     let dash: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(root().join("monitoring/grafana-dashboard.json")).unwrap(),
     )
     .unwrap();
-    let mut n = 0;
+    let mut out = Vec::new();
     for panel in dash["panels"].as_array().unwrap() {
         for t in panel["targets"].as_array().unwrap() {
-            // `query` asserts Prometheus accepted it (a bad expression is answered 400).
-            query(
-                &prom,
-                &t["expr"].as_str().unwrap().replace("$server", ".*"),
-                None,
-            );
-            n += 1;
+            let e = t["expr"].as_str().unwrap();
+            out.push((
+                panel["title"].as_str().unwrap().to_string(),
+                e.replace("$instance", ".*").replace("$server", ".*"),
+            ));
         }
     }
-    assert_eq!(n, 19);
-    // The KV-bytes join finds every decode rank: 4 ranks of 51.47 GiB pools.
+    out
+}
+
+#[test]
+fn every_dashboard_query_answers_per_host_from_two_exporters() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = crate::gpu::fake_nvml(dir.path());
+    let nvml = dir.path().join("nvml.script");
+    std::fs::write(
+        &nvml,
+        "gpu 0 GPU-0a0a0a0a-0000-0000-0000-000000000000 00000000:18:00.0 85899345920 536870912 10200547328 75161927680 NVIDIA H100 80GB HBM3\n",
+    )
+    .unwrap();
+    // Two hosts with servers of the same names (`decode`, `prefill`).
+    let decode = format!("decode={}", sample("pd-decode-session.log").display());
+    let prefill = format!("prefill={}", sample("prefill-session.log").display());
+    let lib_arg = lib.to_str().unwrap().to_string();
+    let start = || {
+        Exporter::start_env(
+            &[
+                "--idle-after",
+                "100000h",
+                "--gpu.nvml-library",
+                &lib_arg,
+                &decode,
+                &prefill,
+            ],
+            &[("FAKE_NVML_SCRIPT", nvml.as_os_str())],
+        )
+    };
+    let (a, b) = (start(), start());
+    let prom = prometheus(
+        &format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: sglang\n    static_configs:\n      - targets: ['127.0.0.1:{}', '127.0.0.1:{}']\n",
+            a.port, b.port
+        ),
+        dir.path(),
+    );
+    // Both hosts scraped twice at least (rates need two points): 5 ranks each.
+    poll(90, "Prometheus to scrape both exporters", || {
+        let ok = query(&prom, "count_over_time(sglang:token_usage[1m]) >= 2", None).len() == 10;
+        ok.then_some(())
+    });
+    let hosts = [
+        format!("127.0.0.1:{}", a.port),
+        format!("127.0.0.1:{}", b.port),
+    ];
+    let queries = dashboard_queries();
+    assert_eq!(queries.len(), 19);
+    for (panel, q) in &queries {
+        // `query` asserts Prometheus accepted it: a many-to-many match is answered 422.
+        let r = query(&prom, q, None);
+        assert!(!r.is_empty(), "{panel}: no data for {q}");
+        let seen: BTreeSet<&str> = r
+            .iter()
+            .filter_map(|(l, _)| l.get("instance").map(String::as_str))
+            .collect();
+        assert_eq!(
+            seen,
+            hosts.iter().map(String::as_str).collect(),
+            "{panel}: {q} does not answer per host: {r:?}"
+        );
+    }
+    // The KV-bytes panel does not add the hosts together: 4 ranks of 51.47 GiB pools per host.
     let pool = query(
         &prom,
-        "sum by (server) (sglang_kv_pool_size_bytes{server=\"pd-decode-session\"})",
+        "sum by (instance, job, server) (sglang_kv_pool_size_bytes{server=\"decode\"})",
         None,
     );
-    assert_eq!(pool.len(), 1);
-    assert_eq!(pool[0].1, 4.0 * 55265491681.28);
+    assert_eq!(pool.len(), 2);
+    for (_, v) in pool {
+        assert!((v - 4.0 * 55265491681.28).abs() < 1.0, "{v}");
+    }
 }
