@@ -5,6 +5,7 @@ mod backfill;
 mod cases;
 mod census;
 mod common;
+mod contract;
 mod follow;
 mod formats;
 pub mod gpu;

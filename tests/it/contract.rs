@@ -1,0 +1,167 @@
+//! The exposition holds to `docs/metrics-contract.md`, the table of SGLang v0.5.23's own metrics
+//! (read from the released wheel): every row the table marks `yes` appears in the exposition of
+//! a log that prints its source lines, with upstream's name, type and every label upstream always
+//! sets; and no `sglang:*` series of ours is outside the table. The table is data; this test
+//! reads it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::common::{once, parse_exposition, root, sample};
+
+/// Labels of ours that upstream does not have (see the table's grammar).
+const OURS: &[&str] = &[
+    "server",
+    "engine",
+    "namespace",
+    "pod",
+    "container",
+    "attn_cp_rank",
+    "moe_dp_rank",
+];
+
+struct Row {
+    name: String,
+    kind: String,
+    /// (label, always set).
+    labels: Vec<(String, bool)>,
+    exporter: String,
+}
+
+fn contract() -> Vec<Row> {
+    let text = std::fs::read_to_string(root().join("docs/metrics-contract.md")).unwrap();
+    let table = text
+        .split("<!-- contract-table -->")
+        .nth(1)
+        .expect("the contract-table marker");
+    table
+        .lines()
+        .skip_while(|l| !l.starts_with("| upstream name"))
+        .skip(2)
+        .take_while(|l| l.starts_with("| "))
+        .map(|l| {
+            let c: Vec<&str> = l.split(" | ").map(str::trim).collect();
+            let name = c[0].trim_start_matches("| ").to_string();
+            let labels = if c[2] == "-" {
+                Vec::new()
+            } else {
+                c[2].split(", ")
+                    .map(|l| match l.strip_suffix('?') {
+                        Some(l) => (l.to_string(), false),
+                        None => (l.to_string(), true),
+                    })
+                    .collect()
+            };
+            Row {
+                name,
+                kind: c[1].to_string(),
+                labels,
+                exporter: c[6].trim_end_matches(" |").to_string(),
+            }
+        })
+        .collect()
+}
+
+/// A log that prints every source line the table names: the census's golden line of every
+/// format (one file per release era would change nothing: the state keeps the last value),
+/// the session samples, and the request logs when the exporter reads them.
+fn corpus(dir: &std::path::Path) -> Vec<String> {
+    let census = std::fs::read_to_string(root().join("tests/data/census-lines.tsv")).unwrap();
+    let lines: Vec<&str> = census
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split('\t').nth(2))
+        .collect();
+    let p = dir.join("census.log");
+    std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+    let mut files = vec![p.display().to_string()];
+    for s in [
+        "pd-decode-session.log",
+        "prefill-session.log",
+        "single-gpu-2025.log",
+    ] {
+        files.push(sample(s).display().to_string());
+    }
+    let requests = root().join("tests/data/request-logs");
+    for f in std::fs::read_dir(&requests).unwrap() {
+        let f = f.unwrap().path();
+        if f.extension().is_some_and(|e| e == "log") {
+            files.push(format!(
+                "{}={}",
+                f.file_stem().unwrap().to_string_lossy(),
+                f.display()
+            ));
+        }
+    }
+    files
+}
+
+#[test]
+fn the_exposition_holds_to_the_upstream_contract() {
+    let rows = contract();
+    assert_eq!(
+        rows.len(),
+        173,
+        "the table lists every upstream metric of v0.5.23"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let files = corpus(dir.path());
+    let mut args = vec!["--gpu.disable", "--idle-after", "1000000h"];
+    args.extend(files.iter().map(String::as_str));
+    let expo = once(&args);
+    let samples = parse_exposition(&expo);
+    let types: BTreeMap<&str, &str> = expo
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_once(' '))
+        .collect();
+    let mut failures = Vec::new();
+    let mut published = 0;
+    for row in rows.iter().filter(|r| r.exporter.starts_with("yes")) {
+        published += 1;
+        let Some(kind) = types.get(row.name.as_str()) else {
+            failures.push(format!("{}: not in the exposition", row.name));
+            continue;
+        };
+        if *kind != row.kind {
+            failures.push(format!("{}: type {kind}, upstream {}", row.name, row.kind));
+        }
+        let base = |n: &str| {
+            ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|s| n.strip_suffix(s))
+                .unwrap_or(n)
+                .to_string()
+        };
+        for s in samples
+            .iter()
+            .filter(|s| base(&s.name) == row.name || s.name == row.name)
+        {
+            let have: BTreeSet<&str> = s.labels.iter().map(|(k, _)| k.as_str()).collect();
+            for (l, always) in &row.labels {
+                if *always && !have.contains(l.as_str()) {
+                    failures.push(format!("{}: no label {l} on {:?}", row.name, s.labels));
+                }
+            }
+            for l in &have {
+                let known =
+                    row.labels.iter().any(|(u, _)| u == l) || OURS.contains(l) || *l == "le";
+                if !known {
+                    failures.push(format!("{}: label {l} is not upstream's", row.name));
+                }
+            }
+        }
+    }
+    // Nothing of ours under an upstream-style name that the contract does not list.
+    let names: BTreeSet<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+    for n in types.keys().filter(|n| n.starts_with("sglang:")) {
+        if !names.contains(n) {
+            failures.push(format!(
+                "{n}: an sglang:* family the contract does not list"
+            ));
+        }
+    }
+    failures.sort();
+    failures.dedup();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(published >= 34, "{published}");
+}
