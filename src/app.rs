@@ -222,10 +222,10 @@ impl Config {
             return Err(ConfigError("--max-line-bytes must be at least 1024".into()));
         }
         let journal = JournalConfig::new(
-            &a.journal_units,
-            &a.journal_files,
-            &a.journal_directories,
-            &a.journalctl,
+            &a.journal.units,
+            &a.journal.files,
+            &a.journal.directories,
+            &a.journal.journalctl,
             a.read.max_line_bytes,
         )
         .map_err(ConfigError)?;

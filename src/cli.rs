@@ -128,23 +128,9 @@ pub struct RunArgs {
     #[arg(long = "poll-interval", default_value = "250ms", value_parser = parse_duration)]
     pub poll_interval: std::time::Duration,
 
-    /// A systemd unit to follow through a supervised `journalctl --follow --output=json -u UNIT`
-    /// (repeatable; `.service` may be omitted). The `server` label is the unit name.
-    #[arg(long = "journal-unit", value_name = "UNIT")]
-    pub journal_units: Vec<String>,
-
-    /// A journal file for the `--journal-unit` children (`journalctl --file`; repeatable).
-    #[arg(long = "journal-file", value_name = "PATH")]
-    pub journal_files: Vec<PathBuf>,
-
-    /// A journal directory for the `--journal-unit` children (`journalctl --directory`;
-    /// repeatable).
-    #[arg(long = "journal-directory", value_name = "DIR")]
-    pub journal_directories: Vec<PathBuf>,
-
-    /// The journalctl binary run for `--journal-unit`.
-    #[arg(long, value_name = "PATH", default_value = "journalctl")]
-    pub journalctl: PathBuf,
+    /// journald units to follow.
+    #[command(flatten)]
+    pub journal: JournalArgs,
 
     /// Log level of the exporter's own messages (error, warn, info, debug, trace).
     #[arg(long = "log.level", default_value = "info", value_parser = ["error", "warn", "info", "debug", "trace"])]
@@ -266,6 +252,28 @@ pub fn parse_label(s: &str) -> Result<(String, String), String> {
         ));
     }
     Ok((k.to_string(), v.to_string()))
+}
+
+/// journald units to follow: shared by the main mode and `top`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct JournalArgs {
+    /// A systemd unit to follow through a supervised `journalctl --follow --output=json -u UNIT`
+    /// (repeatable; `.service` may be omitted). The `server` label is the unit name.
+    #[arg(long = "journal-unit", value_name = "UNIT")]
+    pub units: Vec<String>,
+
+    /// A journal file for the `--journal-unit` children (`journalctl --file`; repeatable).
+    #[arg(long = "journal-file", value_name = "PATH")]
+    pub files: Vec<PathBuf>,
+
+    /// A journal directory for the `--journal-unit` children (`journalctl --directory`;
+    /// repeatable).
+    #[arg(long = "journal-directory", value_name = "DIR")]
+    pub directories: Vec<PathBuf>,
+
+    /// The journalctl binary run for `--journal-unit`.
+    #[arg(long, value_name = "PATH", default_value = "journalctl")]
+    pub journalctl: PathBuf,
 }
 
 /// How lines are read: shared by the main mode and `backfill`.

@@ -41,8 +41,10 @@ pub struct Access<'a> {
     pub status: u16,
 }
 
-/// What the main process's `server_args=ServerArgs(...)` line says about the server.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// What the main process's `server_args=ServerArgs(...)` line says about the server. Kept in the
+/// state file (`--state.dir`) as JSON; a field missing there reads `None`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct ServerArgs {
     /// `served_model_name`, else `model_path`.
     pub model_name: Option<String>,

@@ -222,10 +222,19 @@ impl ServerState {
 /// Per-source line counters (self metrics).
 #[derive(Debug, Clone, Default)]
 pub struct SourceStats {
-    /// Lines read.
-    pub lines: u64,
+    /// The counters a source hands in batches.
+    pub counts: SourceDelta,
     /// Lines by matched line kind index.
     pub matched: BTreeMap<usize, u64>,
+    /// Field values that were not numbers, and stats-line pieces that were not `key: value`.
+    pub bad_values: u64,
+}
+
+/// Counts a source gathers locally and hands to the state in batches (not per line).
+#[derive(Debug, Clone, Default)]
+pub struct SourceDelta {
+    /// Lines read.
+    pub lines: u64,
     /// Lines that matched no kind.
     pub unmatched: u64,
     /// Lines over the length limit (skipped).
@@ -238,41 +247,31 @@ pub struct SourceStats {
     pub bytes: u64,
     /// Read errors (open, read, permission, a directory instead of a file).
     pub errors: u64,
-    /// Field values that were not numbers, and stats-line pieces that were not `key: value`.
-    pub bad_values: u64,
     /// Lines that held terminal control codes or `\r` fragments (removed before parsing).
     pub control_codes: u64,
     /// JSON object lines that carried no log message under a known key (skipped).
     pub json_without_message: u64,
     /// Runs of NUL bytes skipped (a copytruncate hole).
     pub nul_runs: u64,
-}
-
-/// Counts a source gathers locally and hands to the state in batches (not per line).
-#[derive(Debug, Clone, Default)]
-pub struct SourceDelta {
-    /// Lines read.
-    pub lines: u64,
-    /// Lines that matched no kind.
-    pub unmatched: u64,
-    /// Oversized lines.
-    pub oversized: u64,
-    /// Incomplete last lines.
-    pub incomplete: u64,
-    /// Invalid UTF-8 lines.
-    pub invalid_utf8: u64,
-    /// Bytes read.
-    pub bytes: u64,
-    /// Read errors.
-    pub errors: u64,
-    /// Lines with control codes removed.
-    pub control_codes: u64,
-    /// JSON lines without a message.
-    pub json_without_message: u64,
-    /// NUL runs skipped.
-    pub nul_runs: u64,
     /// journald entries whose MESSAGE was null (also counted as unmatched).
     pub null_messages: u64,
+}
+
+impl SourceDelta {
+    /// Adds `d` to these counts.
+    pub fn add(&mut self, d: &SourceDelta) {
+        self.lines += d.lines;
+        self.unmatched += d.unmatched;
+        self.oversized += d.oversized;
+        self.incomplete += d.incomplete;
+        self.invalid_utf8 += d.invalid_utf8;
+        self.bytes += d.bytes;
+        self.errors += d.errors;
+        self.control_codes += d.control_codes;
+        self.json_without_message += d.json_without_message;
+        self.nul_runs += d.nul_runs;
+        self.null_messages += d.null_messages;
+    }
 }
 
 /// The state shared by sources and exporters.
@@ -559,19 +558,9 @@ impl State {
     /// Applies a batch of source counters.
     pub fn add_source_counts(&mut self, source: &str, d: &SourceDelta) {
         self.generation += 1;
-        let Some(s) = self.source_mut(source) else {
-            return;
-        };
-        s.lines += d.lines;
-        s.unmatched += d.unmatched;
-        s.oversized += d.oversized;
-        s.incomplete += d.incomplete;
-        s.invalid_utf8 += d.invalid_utf8;
-        s.bytes += d.bytes;
-        s.errors += d.errors;
-        s.control_codes += d.control_codes;
-        s.json_without_message += d.json_without_message;
-        s.nul_runs += d.nul_runs;
+        if let Some(s) = self.source_mut(source) {
+            s.counts.add(d);
+        }
     }
 
     fn source_mut(&mut self, source: &str) -> Option<&mut SourceStats> {

@@ -38,7 +38,7 @@ struct Server {
     server: String,
     #[serde(default)]
     engine: String,
-    args: Option<SavedArgs>,
+    args: Option<ServerArgs>,
     /// Metric id (as in the pattern file) → value, for server-scope facts.
     facts: BTreeMap<String, f64>,
     ranks: Vec<Rank>,
@@ -54,54 +54,6 @@ struct Rank {
     tp: Option<u32>,
     ep: Option<u32>,
     facts: BTreeMap<String, f64>,
-}
-
-#[derive(Debug, Serialize, Deserialize, PartialEq)]
-struct SavedArgs {
-    model_name: Option<String>,
-    disaggregation_mode: Option<String>,
-    tp_size: Option<u32>,
-    dp_size: Option<u32>,
-    pp_size: Option<u32>,
-    nnodes: Option<u32>,
-    node_rank: Option<u32>,
-    base_gpu_id: Option<u32>,
-    gpu_id_step: Option<u32>,
-    enable_dp_attention: Option<bool>,
-}
-
-impl From<&ServerArgs> for SavedArgs {
-    fn from(a: &ServerArgs) -> SavedArgs {
-        SavedArgs {
-            model_name: a.model_name.clone(),
-            disaggregation_mode: a.disaggregation_mode.clone(),
-            tp_size: a.tp_size,
-            dp_size: a.dp_size,
-            pp_size: a.pp_size,
-            nnodes: a.nnodes,
-            node_rank: a.node_rank,
-            base_gpu_id: a.base_gpu_id,
-            gpu_id_step: a.gpu_id_step,
-            enable_dp_attention: a.enable_dp_attention,
-        }
-    }
-}
-
-impl From<SavedArgs> for ServerArgs {
-    fn from(a: SavedArgs) -> ServerArgs {
-        ServerArgs {
-            model_name: a.model_name,
-            disaggregation_mode: a.disaggregation_mode,
-            tp_size: a.tp_size,
-            dp_size: a.dp_size,
-            pp_size: a.pp_size,
-            nnodes: a.nnodes,
-            node_rank: a.node_rank,
-            base_gpu_id: a.base_gpu_id,
-            gpu_id_step: a.gpu_id_step,
-            enable_dp_attention: a.enable_dp_attention,
-        }
-    }
 }
 
 /// The path of the state file in `dir`.
@@ -126,7 +78,7 @@ pub fn snapshot(state: &State, cursors: &BTreeMap<String, String>) -> String {
         .map(|(k, s)| Server {
             server: k.server.clone(),
             engine: k.engine.clone(),
-            args: s.args.as_ref().map(SavedArgs::from),
+            args: s.args.clone(),
             facts: facts(&s.values),
             ranks: s
                 .ranks
@@ -203,7 +155,7 @@ pub fn restore(state: &mut State, path: &Path) -> Result<BTreeMap<String, String
             engine: s.engine,
         };
         let mut srv = ServerState::new(n);
-        srv.args = s.args.map(ServerArgs::from);
+        srv.args = s.args;
         srv.last_seen = s.last_seen;
         put(&s.facts, &mut srv.values, &mut state.fact_metrics);
         for r in s.ranks {

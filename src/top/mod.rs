@@ -80,21 +80,9 @@ pub struct TopArgs {
     #[command(flatten)]
     pub read: ReadArgs,
 
-    /// A systemd unit to follow through journalctl, as in the main mode (repeatable).
-    #[arg(long = "journal-unit", value_name = "UNIT")]
-    pub journal_units: Vec<String>,
-
-    /// A journal file for the `--journal-unit` children (repeatable).
-    #[arg(long = "journal-file", value_name = "PATH")]
-    pub journal_files: Vec<PathBuf>,
-
-    /// A journal directory for the `--journal-unit` children (repeatable).
-    #[arg(long = "journal-directory", value_name = "DIR")]
-    pub journal_directories: Vec<PathBuf>,
-
-    /// The journalctl binary run for `--journal-unit`.
-    #[arg(long, value_name = "PATH", default_value = "journalctl")]
-    pub journalctl: PathBuf,
+    /// journald units to follow, as in the main mode.
+    #[command(flatten)]
+    pub journal: crate::cli::JournalArgs,
 
     /// GPUs of a server, `SERVER=LIST`, as in the main mode (repeatable).
     #[arg(long = "gpus", value_name = "SERVER=LIST")]
@@ -196,7 +184,7 @@ pub fn run(a: TopArgs) -> ExitCode {
 }
 
 fn start(a: TopArgs) -> Result<ExitCode, String> {
-    let local = !a.inputs.is_empty() || !a.journal_units.is_empty();
+    let local = !a.inputs.is_empty() || !a.journal.units.is_empty();
     if local != a.urls.is_empty() {
         return Err(if local {
             "give either local inputs or --url, not both".into()
@@ -267,10 +255,7 @@ fn run_args(a: TopArgs) -> crate::cli::RunArgs {
     let mut run = crate::cli::Cli::parse_from(["sglang-log-exporter"]).run;
     run.inputs = a.inputs;
     run.once = a.snapshot;
-    run.journal_units = a.journal_units;
-    run.journal_files = a.journal_files;
-    run.journal_directories = a.journal_directories;
-    run.journalctl = a.journalctl;
+    run.journal = a.journal;
     run.gpus = a.gpus;
     run.gpu_nvml_library = a.gpu_nvml_library;
     run.gpu_disable = a.gpu_disable;

@@ -266,8 +266,14 @@ fn top_terminal_shows_the_sample_and_answers_keys() {
     let log = sample("pd-decode-session.log");
     let cmd = top_command(&["--gpu.disable", "--now", PD_NOW, log.to_str().unwrap()]);
     let t = Tmux::start(&cmd, 100, 30);
-    // Wait for the file to be read to its end (the last rank's last line).
-    let s = t.wait_for("the ranks", 20, |s| s.contains("5226/786.4k"));
+    // Wait for the file to be read to its end: every rank's last line drawn (DP3's comes
+    // before the others' in the file).
+    let s = t.wait_for("the ranks", 20, |s| {
+        ["2290/786.4k", "2707/786.4k", "5035/786.4k", "5226/786.4k"]
+            .iter()
+            .all(|v| s.contains(v))
+            && s.contains("RETR/1m 0")
+    });
     let l = lines(&s);
     assert_eq!(
         l[0],
