@@ -150,22 +150,22 @@ fn self_families(state: &State) -> Vec<Family> {
     let pat = state.patterns();
     for (name, s) in &state.sources {
         let l = || vec![("source", name.clone())];
-        lines.push(l(), s.counts.lines as f64);
-        bytes.push(l(), s.counts.bytes as f64);
-        unmatched.push(l(), s.counts.unmatched as f64);
-        oversized.push(l(), s.counts.oversized as f64);
-        invalid.push(l(), s.counts.invalid_utf8 as f64);
-        incomplete.push(l(), s.counts.incomplete as f64);
-        errors.push(l(), s.counts.errors as f64);
+        lines.push(l(), s.lines as f64);
+        bytes.push(l(), s.bytes as f64);
+        unmatched.push(l(), s.unmatched as f64);
+        oversized.push(l(), s.oversized as f64);
+        invalid.push(l(), s.invalid_utf8 as f64);
+        incomplete.push(l(), s.incomplete as f64);
+        errors.push(l(), s.errors as f64);
         bad.push(l(), s.bad_values as f64);
-        control.push(l(), s.counts.control_codes as f64);
-        json_none.push(l(), s.counts.json_without_message as f64);
-        nul.push(l(), s.counts.nul_runs as f64);
-        for (k, n) in &s.matched {
+        control.push(l(), s.control_codes as f64);
+        json_none.push(l(), s.json_without_message as f64);
+        nul.push(l(), s.nul_runs as f64);
+        for (k, n) in s.matched.iter().enumerate().filter(|(_, n)| **n > 0) {
             matched.push(
                 vec![
                     ("source", name.clone()),
-                    ("kind", pat.lines[*k].name.clone()),
+                    ("kind", pat.lines[k].name.clone()),
                 ],
                 *n as f64,
             );

@@ -89,6 +89,11 @@ impl<'a> Iterator for Fields<'a> {
 /// Splits a field into key and value at the earliest of the `kv` separators.
 /// Returns `None` for a piece with no separator (a continuation of a compound value, or prose).
 pub fn split_kv<'a>(field: &'a str, kv: &[String]) -> Option<(&'a str, &'a str)> {
+    if let [one] = kv {
+        // The common case: one separator.
+        let p = find_str(field, one)?;
+        return Some((field[..p].trim_ascii(), field[p + one.len()..].trim_ascii()));
+    }
     let mut best: Option<(usize, usize)> = None;
     for sep in kv {
         if let Some(p) = find_str(field, sep) {
@@ -97,7 +102,7 @@ pub fn split_kv<'a>(field: &'a str, kv: &[String]) -> Option<(&'a str, &'a str)>
             }
         }
     }
-    best.map(|(p, l)| (field[..p].trim(), field[p + l..].trim()))
+    best.map(|(p, l)| (field[..p].trim_ascii(), field[p + l..].trim_ascii()))
 }
 
 /// The first occurrence of `needle` in `hay` (as `str::find`), by memchr on its first byte:
@@ -150,7 +155,7 @@ pub enum ValueError {
 /// [`ValueError::NotANumber`] for anything else: `nan`, `inf`, exponents, hex, trailing garbage,
 /// numbers beyond 2^53.
 pub fn parse_value(v: &str) -> Result<f64, ValueError> {
-    let v = v.trim();
+    let v = v.trim_ascii();
     let v = match rfind_arrow(v) {
         Some(p) => &v[p + 3..],
         None => v,
@@ -186,7 +191,11 @@ pub fn parse_value(v: &str) -> Result<f64, ValueError> {
     if !unit_ok {
         return Err(ValueError::NotANumber);
     }
-    if b.get(i) == Some(&b'%') {
+    let percent = b.get(i) == Some(&b'%');
+    if let Some(v) = fast_decimal(&b[..i], if percent { 2 } else { 0 }) {
+        return Ok(v);
+    }
+    if percent {
         // Parse `12.89%` as 12.89e-2 so the ratio is the nearest double to 0.1289 (dividing by
         // 100 would print 0.12890000000000001).
         let mut buf = [0u8; 48];
@@ -208,6 +217,48 @@ pub fn parse_value(v: &str) -> Result<f64, ValueError> {
     } else {
         n
     })
+}
+
+/// The value of `num` (an optional sign, digits, at most one `.`) times 10^-`shift`, when it can
+/// be computed exactly fast: a mantissa of at most 15 digits and at most 22 fraction digits make
+/// `mantissa / 10^k` the correctly rounded double (both operands are exact doubles, and IEEE
+/// division rounds once), the same as `str::parse` gives. `None` sends the caller to the general
+/// parser.
+fn fast_decimal(num: &[u8], shift: u32) -> Option<f64> {
+    const POW10: [f64; 23] = [
+        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+        1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+    ];
+    let (neg, digits) = match num.first() {
+        Some(b'-') => (true, &num[1..]),
+        Some(b'+') => (false, &num[1..]),
+        _ => (false, num),
+    };
+    let mut m: u64 = 0;
+    let mut n = 0u32;
+    let mut frac: Option<u32> = None;
+    for &c in digits {
+        match c {
+            b'0'..=b'9' => {
+                m = m * 10 + u64::from(c - b'0');
+                n += 1;
+                if let Some(f) = frac.as_mut() {
+                    *f += 1;
+                }
+            }
+            b'.' if frac.is_none() => frac = Some(0),
+            _ => return None,
+        }
+        if n > 15 {
+            return None;
+        }
+    }
+    if n == 0 {
+        return None;
+    }
+    let k = frac.unwrap_or(0) + shift;
+    let v = m as f64 / *POW10.get(k as usize)?;
+    Some(if neg { -v } else { v })
 }
 
 /// Largest magnitude read: up to 2^53 a double holds every integer exactly.
@@ -251,12 +302,15 @@ pub fn compound_key<'b>(key: &str, sub: &str, buf: &'b mut String) -> &'b str {
 
 /// If `value` is a compound value part `name=number` (and not a plain number), returns the parts.
 pub fn compound_part(value: &str) -> Option<(&str, &str)> {
-    let (name, num) = value.split_once('=')?;
-    if !name.is_empty() && name.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_') {
-        Some((name, num))
-    } else {
-        None
+    // Nearly every value is a number: a compound part starts with a letter.
+    if !value.as_bytes().first()?.is_ascii_alphabetic() {
+        return None;
     }
+    let eq = memchr::memchr(b'=', value.as_bytes())?;
+    let (name, num) = (&value[..eq], &value[eq + 1..]);
+    name.bytes()
+        .all(|c| c.is_ascii_alphanumeric() || c == b'_')
+        .then_some((name, num))
 }
 
 #[cfg(test)]
@@ -338,6 +392,41 @@ mod tests {
         }
         assert_eq!(parse_value("torch.bfloat16"), Err(ValueError::NotANumber));
         assert_eq!(parse_value(""), Err(ValueError::NotANumber));
+    }
+
+    #[test]
+    fn the_fast_decimal_path_reads_what_the_general_parser_reads() {
+        // Every value shape SGLang prints, and edges of the fast path, against `str::parse`.
+        let cases = [
+            "0",
+            "7",
+            "0.08",
+            "1635.11",
+            "12.89",
+            "0.0980",
+            "786432",
+            "-3.5",
+            "+2",
+            "55265491681",
+            "123456789012345",
+            "0.000000000000000000001",
+            "99.99",
+            "1.",
+            ".5",
+        ];
+        for c in cases {
+            let want: f64 = c.parse().unwrap();
+            assert_eq!(parse_value(c), Ok(want), "{c}");
+            let pct = format!("{c}%");
+            let want_pct: f64 = format!("{c}e-2").parse().unwrap();
+            assert_eq!(parse_value(&pct), Ok(want_pct), "{pct}");
+        }
+        // Beyond the fast path's 15 digits: the general parser, same result.
+        assert_eq!(parse_value("1234567890123456"), Ok(1234567890123456.0));
+        assert_eq!(
+            parse_value("0.1234567890123456789"),
+            Ok("0.1234567890123456789".parse::<f64>().unwrap())
+        );
     }
 
     #[test]

@@ -171,6 +171,28 @@ pub fn plausible_time(t: f64, now: f64) -> bool {
     (EARLIEST..now + 86_400.0).contains(&t)
 }
 
+/// The time of a parsed line: the wrapper's, else (live) its arrival or (history) its prefix
+/// time, else the history's fallback; implausible times are not used.
+fn line_time(
+    times: &mut TimeResolver,
+    timing: Timing,
+    fallback: Option<f64>,
+    rec: &Record<'_>,
+    realtime: Option<f64>,
+) -> Option<f64> {
+    let now = now_unix();
+    realtime
+        .filter(|t| plausible_time(*t, now))
+        .or_else(|| match timing {
+            Timing::Arrival => Some(now),
+            Timing::LogTime => rec
+                .time
+                .and_then(|t| times.resolve(t))
+                .filter(|t| plausible_time(*t, now))
+                .or(fallback),
+        })
+}
+
 /// Parses lines of one source and applies them to the state.
 #[derive(Debug)]
 pub struct Ingest {
@@ -186,6 +208,8 @@ pub struct Ingest {
     delta: SourceDelta,
     /// Lines read so far (for messages: "line N").
     line_no: u64,
+    /// The key of the last line's server (reused).
+    key: crate::state::ServerKey,
     null_warned: bool,
     panic_logged: bool,
 }
@@ -213,6 +237,7 @@ impl Ingest {
             fallback_time: None,
             delta: SourceDelta::default(),
             line_no: 0,
+            key: crate::state::ServerKey::plain(server),
             null_warned: false,
             panic_logged: false,
         }
@@ -261,8 +286,7 @@ impl Ingest {
         self.line_no += 1;
         // Outside the per-line guard: lets a test make the whole reader fail (see `fault`).
         fault::check(fault::Stage::Reader, raw);
-        let now = now_unix();
-        let (source, server, line_no) = (&self.source, &self.server, self.line_no);
+        let line_no = self.line_no;
         let outcome = self.pipeline.run(raw, &mut self.delta);
         let applied = match outcome {
             Outcome::Parsed {
@@ -270,21 +294,26 @@ impl Ingest {
                 unit,
                 realtime,
             } => {
-                let ts =
-                    realtime
-                        .filter(|t| plausible_time(*t, now))
-                        .or_else(|| match self.timing {
-                            Timing::Arrival => Some(now),
-                            Timing::LogTime => rec
-                                .time
-                                .and_then(|t| self.times.resolve(t))
-                                .filter(|t| plausible_time(*t, now))
-                                .or(self.fallback_time),
-                        });
-                let server = unit.unwrap_or(server);
-                let state = &self.state;
-                let apply =
-                    std::panic::AssertUnwindSafe(|| lock(state).apply(source, server, &rec, ts));
+                let ts = line_time(
+                    &mut self.times,
+                    self.timing,
+                    self.fallback_time,
+                    &rec,
+                    realtime,
+                );
+                // The key is rebuilt only when the server or engine changes: no allocation
+                // per line.
+                let server = unit.unwrap_or(&self.server);
+                let engine = rec.engine.unwrap_or("");
+                if self.key.server != server || self.key.engine != engine {
+                    self.key.server.clear();
+                    self.key.server.push_str(server);
+                    self.key.engine.clear();
+                    self.key.engine.push_str(engine);
+                }
+                self.delta.count_record(&rec);
+                let (state, key) = (&self.state, &self.key);
+                let apply = std::panic::AssertUnwindSafe(|| lock(state).apply_to(key, &rec, ts));
                 std::panic::catch_unwind(apply).is_ok()
             }
             Outcome::Skipped | Outcome::Unmatched(_) => true,

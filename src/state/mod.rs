@@ -219,16 +219,8 @@ impl ServerState {
     }
 }
 
-/// Per-source line counters (self metrics).
-#[derive(Debug, Clone, Default)]
-pub struct SourceStats {
-    /// The counters a source hands in batches.
-    pub counts: SourceDelta,
-    /// Lines by matched line kind index.
-    pub matched: BTreeMap<usize, u64>,
-    /// Field values that were not numbers, and stats-line pieces that were not `key: value`.
-    pub bad_values: u64,
-}
+/// Per-source line counters (self metrics): the sum of what the source handed in.
+pub type SourceStats = SourceDelta;
 
 /// Counts a source gathers locally and hands to the state in batches (not per line).
 #[derive(Debug, Clone, Default)]
@@ -255,9 +247,22 @@ pub struct SourceDelta {
     pub nul_runs: u64,
     /// journald entries whose MESSAGE was null (also counted as unmatched).
     pub null_messages: u64,
+    /// Lines by matched line kind index.
+    pub matched: Vec<u64>,
+    /// Field values that were not numbers, and stats-line pieces that were not `key: value`.
+    pub bad_values: u64,
 }
 
 impl SourceDelta {
+    /// Counts a parsed record: its kind, its unreadable values.
+    pub fn count_record(&mut self, rec: &Record<'_>) {
+        if self.matched.len() <= rec.kind {
+            self.matched.resize(rec.kind + 1, 0);
+        }
+        self.matched[rec.kind] += 1;
+        self.bad_values += u64::from(rec.bad_values);
+    }
+
     /// Adds `d` to these counts.
     pub fn add(&mut self, d: &SourceDelta) {
         self.lines += d.lines;
@@ -271,6 +276,13 @@ impl SourceDelta {
         self.json_without_message += d.json_without_message;
         self.nul_runs += d.nul_runs;
         self.null_messages += d.null_messages;
+        self.bad_values += d.bad_values;
+        if self.matched.len() < d.matched.len() {
+            self.matched.resize(d.matched.len(), 0);
+        }
+        for (a, b) in self.matched.iter_mut().zip(&d.matched) {
+            *a += b;
+        }
     }
 }
 
@@ -559,7 +571,7 @@ impl State {
     pub fn add_source_counts(&mut self, source: &str, d: &SourceDelta) {
         self.generation += 1;
         if let Some(s) = self.source_mut(source) {
-            s.counts.add(d);
+            s.add(d);
         }
     }
 
@@ -579,28 +591,33 @@ impl State {
     /// names one). `ts` is the line's time in Unix seconds (journald's or a wrapper's timestamp,
     /// the prefix time, or the arrival time); `None` for a line without a usable time.
     pub fn apply(&mut self, source: &str, server: &str, rec: &Record<'_>, ts: Option<f64>) {
+        let key = ServerKey {
+            server: server.to_string(),
+            engine: rec.engine.unwrap_or("").to_string(),
+        };
+        let mut d = SourceDelta::default();
+        d.count_record(rec);
+        self.add_source_counts(source, &d);
+        self.apply_to(&key, rec, ts);
+    }
+
+    /// [`State::apply`] for a caller that keeps the server's key (and counts the record in its
+    /// own [`SourceDelta`], [`SourceDelta::count_record`]): no allocation per line.
+    pub fn apply_to(&mut self, key: &ServerKey, rec: &Record<'_>, ts: Option<f64>) {
         self.generation += 1;
-        if let Some(s) = self.source_mut(source) {
-            *s.matched.entry(rec.kind).or_insert(0) += 1;
-            s.bad_values += u64::from(rec.bad_values);
-        }
-        for key in rec.unknown_keys() {
-            self.count_unknown(key);
+        for k in rec.unknown_keys() {
+            self.count_unknown(k);
         }
         let carries_rank_state = !matches!(rec.class, Class::Access | Class::ServerArgs);
         if let (true, Some(t)) = (carries_rank_state, ts) {
             self.clock.observe(t);
         }
-        let key = ServerKey {
-            server: server.to_string(),
-            engine: rec.engine.unwrap_or("").to_string(),
-        };
         let (max_ranks, max_total) = (self.cfg.max_ranks, self.cfg.max_ranks_total);
         let room = self.ranks_total < max_total;
         let max_http = self.cfg.max_http_series;
         let pat = self.pat.clone();
         let d = self.derived.clone();
-        let Some(srv) = self.server_mut(&key) else {
+        let Some(srv) = self.server_mut(key) else {
             return;
         };
         if let Some(t) = ts {
