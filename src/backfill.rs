@@ -297,8 +297,7 @@ impl Out<'_> {
         stats.families_into(&base, &mut fams);
         for f in fams {
             for (labels, v) in &f.samples {
-                self.om
-                    .add(&f.name, &f.help, f.kind, labels, at, *v);
+                self.om.add(&f.name, &f.help, f.kind, labels, at, *v);
             }
             for (labels, h) in f.histograms {
                 self.om

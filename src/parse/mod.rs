@@ -360,8 +360,17 @@ impl Parser {
     /// when the literal sits inside a quoted string of another line (user text in a `Receive:`
     /// record): the text before the match must hold no quote. A record that cannot be read is
     /// still of this kind, with one bad value and no request.
-    fn request(&mut self, k: usize, line: &str, m_start: usize, found: &mut Found<'_>) -> Option<()> {
-        if line.as_bytes()[..m_start].iter().any(|&c| c == b'\'' || c == b'"') {
+    fn request(
+        &mut self,
+        k: usize,
+        line: &str,
+        m_start: usize,
+        found: &mut Found<'_>,
+    ) -> Option<()> {
+        if line.as_bytes()[..m_start]
+            .iter()
+            .any(|&c| c == b'\'' || c == b'"')
+        {
             return None;
         }
         let (_, m_end) = self.locs[k].get(0)?;

@@ -217,8 +217,8 @@ impl<'a> Lex<'a> {
         let start = self.i + 1;
         let mut j = start;
         loop {
-            let p = memchr::memchr2(q, b'\\', self.s.get(j..).ok_or(Unreadable)?)
-                .ok_or(Unreadable)?;
+            let p =
+                memchr::memchr2(q, b'\\', self.s.get(j..).ok_or(Unreadable)?).ok_or(Unreadable)?;
             j += p;
             if self.s[j] == b'\\' {
                 j += 2;
@@ -267,7 +267,10 @@ impl<'a> Lex<'a> {
             open @ (b'(' | b'[' | b'{') => {
                 self.i += 1;
                 self.spaces();
-                let empty = matches!((open, self.peek()), (b'(', Some(b')')) | (b'[', Some(b']')) | (b'{', Some(b'}')));
+                let empty = matches!(
+                    (open, self.peek()),
+                    (b'(', Some(b')')) | (b'[', Some(b']')) | (b'{', Some(b'}'))
+                );
                 self.i = start;
                 self.skip_value()?;
                 Ok(Scalar::Other(!empty))

@@ -386,7 +386,8 @@ mod tests {
         let mut f = Framer::new(1 << 20);
         let l = br#"{"timestamp": "2026-04-20T09:30:00.595406", "event": "request.finished", "rid": "x", "out": {}}"#;
         assert_eq!(f.frame(l), Framed::Plain(&l[..]));
-        let l = br#"{"timestamp": "2026-04-20T09:30:00.4124", "event": "request.received", "obj": {}}"#;
+        let l =
+            br#"{"timestamp": "2026-04-20T09:30:00.4124", "event": "request.received", "obj": {}}"#;
         assert_eq!(f.frame(l), Framed::Plain(&l[..]));
         // A shipper's record with a timestamp and a message is still unwrapped.
         let l = br#"{"timestamp": "2026-06-03T10:00:01Z", "message": "x7"}"#;

@@ -603,8 +603,10 @@ impl State {
         for key in rec.unknown_keys() {
             self.count_unknown(key);
         }
-        let carries_rank_state =
-            !matches!(rec.class, Class::Access | Class::ServerArgs | Class::Request);
+        let carries_rank_state = !matches!(
+            rec.class,
+            Class::Access | Class::ServerArgs | Class::Request
+        );
         if let (true, Some(t)) = (carries_rank_state, ts) {
             self.clock.observe(t);
         }

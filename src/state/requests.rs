@@ -41,8 +41,8 @@ pub const QUEUE_BUCKETS: [f64; 40] = [
 pub const TOKEN_BUCKETS: [f64; 35] = [
     100.0, 300.0, 500.0, 700.0, 1000.0, 1500.0, 2000.0, 3000.0, 4000.0, 5000.0, 6000.0, 7000.0,
     8000.0, 9000.0, 10000.0, 12500.0, 15000.0, 17500.0, 20000.0, 22500.0, 25000.0, 27500.0,
-    30000.0, 35000.0, 40000.0, 60000.0, 80000.0, 100000.0, 200000.0, 300000.0, 400000.0,
-    600000.0, 800000.0, 1000000.0, 1100000.0,
+    30000.0, 35000.0, 40000.0, 60000.0, 80000.0, 100000.0, 200000.0, 300000.0, 400000.0, 600000.0,
+    800000.0, 1000000.0, 1100000.0,
 ];
 
 /// `SGLANG_FORCE_STREAM_INTERVAL`'s default: a non-streaming request sends an intermediate
@@ -235,7 +235,11 @@ impl RequestStats {
                 fams[PROMPT_TOKENS].push(l.clone(), self.prompt_tokens[s]);
                 fams[GENERATION_TOKENS].push(l.clone(), self.generation_tokens[s]);
             }
-            for (i, h) in [(E2E, &self.e2e[s]), (TTFT, &self.ttft[s]), (TPOT, &self.tpot[s])] {
+            for (i, h) in [
+                (E2E, &self.e2e[s]),
+                (TTFT, &self.ttft[s]),
+                (TPOT, &self.tpot[s]),
+            ] {
                 if let Some(h) = h {
                     fams[i].push_histogram(l.clone(), h.snapshot());
                 }

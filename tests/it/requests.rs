@@ -101,7 +101,8 @@ fn differences(got: &[Sample], want: &[Sample]) -> Vec<String> {
 fn every_sample_log_gives_its_expected_values() {
     for log in logs() {
         let expo = once(&["--gpu.disable", log.to_str().unwrap()]);
-        let want = parse_exposition(&std::fs::read_to_string(log.with_extension("expected")).unwrap());
+        let want =
+            parse_exposition(&std::fs::read_to_string(log.with_extension("expected")).unwrap());
         assert!(want.len() > 100, "{log:?}");
         let got = parse_exposition(&expo);
         let bad = differences(&got, &want);
@@ -190,7 +191,10 @@ fn backfilled_histograms_answer_histogram_quantile() {
     for (series, v) in &last {
         assert_eq!(crate::common::value(&now, series), Some(*v), "{series}");
     }
-    assert_eq!(last.keys().filter(|k| k.contains("_bucket{")).count(), 2 * 23 + 2 * 19 + 2 * 24 + 41 + 3 * 36);
+    assert_eq!(
+        last.keys().filter(|k| k.contains("_bucket{")).count(),
+        2 * 23 + 2 * 19 + 2 * 24 + 41 + 3 * 36
+    );
 
     let data = dir.path().join("data");
     let out = Command::new("promtool")
@@ -199,13 +203,15 @@ fn backfilled_histograms_answer_histogram_quantile() {
         .arg(&data)
         .output()
         .expect("run promtool (Debian package prometheus)");
-    assert!(out.status.success(), "promtool: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "promtool: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let prom = promtools::prometheus("scrape_configs: []\n", dir.path());
     // The last Finish record: 2026-11-05 14:02:23 UTC.
     let at = 1793887343.0 + 1.0;
-    let want = parse_exposition(
-        &std::fs::read_to_string(log.with_extension("expected")).unwrap(),
-    );
+    let want = parse_exposition(&std::fs::read_to_string(log.with_extension("expected")).unwrap());
     for (family, stream) in [
         ("sglang:e2e_request_latency_seconds", "false"),
         ("sglang:e2e_request_latency_seconds", "true"),
@@ -214,15 +220,31 @@ fn backfilled_histograms_answer_histogram_quantile() {
     ] {
         let buckets: Vec<(f64, f64)> = want
             .iter()
-            .filter(|s| s.name == format!("{family}_bucket") && s.label("is_streaming") == Some(stream))
-            .map(|s| (s.label("le").unwrap().replace("+Inf", "inf").parse().unwrap(), s.value))
+            .filter(|s| {
+                s.name == format!("{family}_bucket") && s.label("is_streaming") == Some(stream)
+            })
+            .map(|s| {
+                (
+                    s.label("le")
+                        .unwrap()
+                        .replace("+Inf", "inf")
+                        .parse()
+                        .unwrap(),
+                    s.value,
+                )
+            })
             .collect();
         for q in [0.5, 0.9] {
-            let query = format!("histogram_quantile({q}, {family}_bucket{{is_streaming=\"{stream}\"}})");
+            let query =
+                format!("histogram_quantile({q}, {family}_bucket{{is_streaming=\"{stream}\"}})");
             let r = promtools::query(&prom, &query, Some(at));
             assert_eq!(r.len(), 1, "{query}: {r:?}");
             let expected = quantile(q, &buckets);
-            assert!((r[0].1 - expected).abs() <= 1e-9 * expected, "{query}: {} vs {expected}", r[0].1);
+            assert!(
+                (r[0].1 - expected).abs() <= 1e-9 * expected,
+                "{query}: {} vs {expected}",
+                r[0].1
+            );
         }
     }
     let r = promtools::query(&prom, "sum(sglang:num_requests_total)", Some(at));
@@ -235,7 +257,10 @@ fn backfilled_histograms_answer_histogram_quantile() {
 /// A level-3 Finish line of about `mib` MiB: untruncated prompt and output ids.
 fn huge_finish_line(mib: usize) -> String {
     let text = "It\\'s {a} [b] (c), \"q\" ".repeat(mib * 21_000);
-    let ids = (0..mib * 50_000).map(|i| (i % 150_000).to_string()).collect::<Vec<_>>().join(", ");
+    let ids = (0..mib * 50_000)
+        .map(|i| (i % 150_000).to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
     format!(
         "[2026-11-05 14:00:00] Finish: obj=GenerateReqInput(text='{text}', stream=False), out={{'text': '{text}', 'output_ids': [{ids}], 'meta_info': {{'prompt_tokens': 8, 'completion_tokens': 3, 'e2e_latency': 0.5}}}}\n"
     )
@@ -253,11 +278,20 @@ fn a_finish_line_of_8_mib_needs_a_higher_line_limit() {
     let value = |expo: &str, name: &str| crate::common::value(expo, &format!("{name}{source}"));
     // Over the default 1 MiB: skipped and counted, never read in part.
     let expo = once(&["--gpu.disable", path]);
-    assert_eq!(value(&expo, "sglang_log_exporter_lines_oversized_total"), Some(1.0));
+    assert_eq!(
+        value(&expo, "sglang_log_exporter_lines_oversized_total"),
+        Some(1.0)
+    );
     assert!(!expo.contains("sglang:num_requests_total"));
     let expo = once(&["--gpu.disable", "--max-line-bytes", "16777216", path]);
-    assert_eq!(value(&expo, "sglang_log_exporter_lines_oversized_total"), Some(0.0));
-    assert_eq!(value(&expo, "sglang_log_exporter_field_value_errors_total"), Some(0.0));
+    assert_eq!(
+        value(&expo, "sglang_log_exporter_lines_oversized_total"),
+        Some(0.0)
+    );
+    assert_eq!(
+        value(&expo, "sglang_log_exporter_field_value_errors_total"),
+        Some(0.0)
+    );
     let req = "sglang:num_requests_total{server=\"huge\",model_name=\"\",engine_type=\"unified\",is_streaming=\"false\"}";
     assert_eq!(crate::common::value(&expo, req), Some(1.0));
 }

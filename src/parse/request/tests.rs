@@ -26,7 +26,10 @@ fn a_plain_finish_record() {
         "GenerateReqInput(text='hi', sampling_params={{'max_new_tokens': 8}}, rid='r1', stream=True, log_metrics=True), out={{'text': 'yo', {META}}}"
     ));
     assert!(r.finished && r.counts());
-    assert_eq!((r.stream, r.log_metrics, r.structured_output), (Some(true), Some(true), false));
+    assert_eq!(
+        (r.stream, r.log_metrics, r.structured_output),
+        (Some(true), Some(true), false)
+    );
     let m = r.meta.unwrap();
     assert_eq!(m.prompt_tokens, Some(8.0));
     assert_eq!(m.completion_tokens, Some(3.0));
@@ -45,8 +48,14 @@ fn quotes_and_escapes() {
         r#"'\\'"#,
         r#"'tab\there \x1b[0m é'"#,
     ] {
-        let m = meta(&format!("GenerateReqInput(text={text}, stream=False), out={{'text': {text}, {META}}}"));
-        assert_eq!((m.prompt_tokens, m.e2e_latency), (Some(8.0), Some(0.25)), "{text}");
+        let m = meta(&format!(
+            "GenerateReqInput(text={text}, stream=False), out={{'text': {text}, {META}}}"
+        ));
+        assert_eq!(
+            (m.prompt_tokens, m.e2e_latency),
+            (Some(8.0), Some(0.25)),
+            "{text}"
+        );
     }
 }
 
@@ -55,7 +64,9 @@ fn fake_meta_info_in_user_text_is_skipped() {
     // The generated text quotes a meta_info and an `out=` before the real one; with only `'` in
     // it, repr writes it between `"` and nothing inside is escaped.
     let text = r#""Tool said: {'e2e_latency': 0.01, 'completion_tokens': 99999, 'prompt_tokens': 1}, out={'meta_info': {'prompt_tokens': 5}} Finish: obj=GenerateReqInput(rid='fake')""#;
-    let m = meta(&format!("GenerateReqInput(text={text}), out={{'text': {text}, {META}}}"));
+    let m = meta(&format!(
+        "GenerateReqInput(text={text}), out={{'text': {text}, {META}}}"
+    ));
     assert_eq!(m.prompt_tokens, Some(8.0));
     assert_eq!(m.completion_tokens, Some(3.0));
     assert_eq!(m.e2e_latency, Some(0.25));
@@ -96,11 +107,18 @@ fn health_checks_receives_and_queue_aborts_do_not_count() {
 
 #[test]
 fn structured_output_keys() {
-    let so = |sp: &str| rec(&format!("GenerateReqInput(sampling_params={sp}), out={{{META}}}")).structured_output;
+    let so = |sp: &str| {
+        rec(&format!(
+            "GenerateReqInput(sampling_params={sp}), out={{{META}}}"
+        ))
+        .structured_output
+    };
     assert!(so("{'json_schema': '{\"type\": \"object\"}'}"));
     assert!(so("{'max_new_tokens': 1, 'ebnf': 'root ::= x'}"));
     assert!(so("{'structural_tag': {'begin': '<f>'}}"));
-    assert!(!so("{'regex': None, 'ebnf': '', 'json_schema': None, 'structural_tag': {}}"));
+    assert!(!so(
+        "{'regex': None, 'ebnf': '', 'json_schema': None, 'structural_tag': {}}"
+    ));
     assert!(!so("{'max_new_tokens': 16, 'regex_hint': 'x'}"));
 }
 
@@ -120,10 +138,14 @@ fn meta_info_numbers_and_details() {
 #[test]
 fn legacy_in_records() {
     // v0.2.14-v0.4.0.post2: the dataclass after `in=`.
-    let r = rec(&format!("GenerateReqInput(text='a', stream=True), out={{'text': 'b', 'index': 0, {META}}}"));
+    let r = rec(&format!(
+        "GenerateReqInput(text='a', stream=True), out={{'text': 'b', 'index': 0, {META}}}"
+    ));
     assert_eq!((r.stream, r.counts()), (Some(true), true));
     // v0.2.11-v0.2.13: a dict; `stream` unknown.
-    let r = rec(&format!("{{'text': 'a, out={{'}}, out={{'text': 'b', {META}}}"));
+    let r = rec(&format!(
+        "{{'text': 'a, out={{'}}, out={{'text': 'b', {META}}}"
+    ));
     assert_eq!((r.stream, r.counts()), (None, true));
     // v0.1.15-v0.2.10: the raw prompt, even with a fake `out=` dict inside it.
     let r = rec(&format!(
@@ -139,11 +161,16 @@ fn json_records() {
     assert!(r.finished && r.counts() && r.structured_output);
     assert_eq!(r.stream, Some(true));
     let m = r.meta.unwrap();
-    assert_eq!((m.prompt_tokens, m.finish, m.first_token_latency), (Some(14.0), FinishKind::Length, None));
+    assert_eq!(
+        (m.prompt_tokens, m.finish, m.first_token_latency),
+        (Some(14.0), FinishKind::Length, None)
+    );
     let t = r.timestamp.unwrap();
     assert_eq!(t.date.unwrap().to_string(), "2026-04-20");
     assert_eq!(t.time.to_string(), "09:30:00.595406");
-    let received = rec(r#"{"timestamp": "2026-04-20T09:30:00.4124", "event": "request.received", "rid": "r", "obj": {"stream": false}}"#);
+    let received = rec(
+        r#"{"timestamp": "2026-04-20T09:30:00.4124", "event": "request.received", "rid": "r", "obj": {"stream": false}}"#,
+    );
     assert!(!received.finished && !received.counts());
 }
 
@@ -191,15 +218,23 @@ fn line_kinds_lead_to_the_reader() {
     let quoted = format!("[2026-11-05 14:00:00] WARNING: got 'Finish: obj=GenerateReqInput(stream=True), out={{{META}}}'");
     assert!(p.parse(&quoted).is_none());
     // A record that cannot be read is of the kind, with a bad value and no request.
-    let r = p.parse("[2026-11-05 14:00:00] Finish: obj=GenerateReqInput(text='cut").unwrap();
-    assert_eq!((r.class, r.bad_values, r.request.is_none()), (Class::Request, 1, true));
+    let r = p
+        .parse("[2026-11-05 14:00:00] Finish: obj=GenerateReqInput(text='cut")
+        .unwrap();
+    assert_eq!(
+        (r.class, r.bad_values, r.request.is_none()),
+        (Class::Request, 1, true)
+    );
 }
 
 #[test]
 fn a_record_of_megabytes_is_read_whole() {
     // Level 3: untruncated prompt and output ids, with quotes and brackets throughout.
     let prompt = "It's {a} [b] (c), \\\"q\\\" ".repeat(120_000);
-    let ids = (0..400_000).map(|i| i.to_string()).collect::<Vec<_>>().join(", ");
+    let ids = (0..400_000)
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
     let line = format!(
         "[2026-11-05 14:00:00] Finish: obj=GenerateReqInput(text='{}', stream=True), out={{'text': '{}', 'output_ids': [{ids}], {META}}}",
         prompt.replace('\'', "\\'"),

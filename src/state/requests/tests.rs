@@ -42,7 +42,10 @@ fn hist(fams: &[Family], name: &str) -> Vec<(Option<String>, u64, f64)> {
         .histograms
         .iter()
         .map(|(l, h)| {
-            let s = l.iter().find(|(k, _)| *k == "is_streaming").map(|(_, v)| v.clone());
+            let s = l
+                .iter()
+                .find(|(k, _)| *k == "is_streaming")
+                .map(|(_, v)| v.clone());
             (s, h.count, h.sum)
         })
         .collect()
@@ -73,7 +76,10 @@ fn buckets_are_le_and_cumulative() {
     assert_eq!(&e2e.cumulative[..3], &[0, 1, 2]);
     let (_, prompt) = &family(&fams, "sglang:prompt_tokens_histogram").histograms[0];
     // 2e6 is above the last bound: only in +Inf (the count).
-    assert_eq!((prompt.cumulative[0], *prompt.cumulative.last().unwrap()), (1, 1));
+    assert_eq!(
+        (prompt.cumulative[0], *prompt.cumulative.last().unwrap()),
+        (1, 1)
+    );
     assert_eq!((prompt.count, prompt.sum), (2, 2_000_100.0));
 }
 
@@ -95,11 +101,19 @@ fn ttft_of_aborts_only_after_an_earlier_output() {
         false,
     );
     let got = hist(&fams, "sglang:time_to_first_token_seconds");
-    assert_eq!(got, [(Some("false".into()), 1, 0.5), (Some("true".into()), 1, 0.5)]);
+    assert_eq!(
+        got,
+        [
+            (Some("false".into()), 1, 0.5),
+            (Some("true".into()), 1, 0.5)
+        ]
+    );
     // Aborts never feed time per output token.
-    assert!(family(&fams, "sglang:request_time_per_output_token_seconds")
-        .histograms
-        .is_empty());
+    assert!(
+        family(&fams, "sglang:request_time_per_output_token_seconds")
+            .histograms
+            .is_empty()
+    );
 }
 
 #[test]
@@ -109,12 +123,26 @@ fn time_per_output_token_and_pd_prefill() {
     m.e2e_latency = Some(1.5);
     let r = record(Some(false), m);
     let fams = families(&[r], false);
-    assert_eq!(hist(&fams, "sglang:request_time_per_output_token_seconds"), [(Some("false".into()), 1, 0.1)]);
+    assert_eq!(
+        hist(&fams, "sglang:request_time_per_output_token_seconds"),
+        [(Some("false".into()), 1, 0.1)]
+    );
     // A PD prefill server observes neither TTFT nor time per output token.
     let fams = families(&[r], true);
-    assert!(family(&fams, "sglang:time_to_first_token_seconds").histograms.is_empty());
-    assert!(family(&fams, "sglang:request_time_per_output_token_seconds").histograms.is_empty());
-    assert_eq!(family(&fams, "sglang:e2e_request_latency_seconds").histograms.len(), 1);
+    assert!(family(&fams, "sglang:time_to_first_token_seconds")
+        .histograms
+        .is_empty());
+    assert!(
+        family(&fams, "sglang:request_time_per_output_token_seconds")
+            .histograms
+            .is_empty()
+    );
+    assert_eq!(
+        family(&fams, "sglang:e2e_request_latency_seconds")
+            .histograms
+            .len(),
+        1
+    );
 }
 
 #[test]
@@ -141,7 +169,10 @@ fn ttft_derived_for_older_releases() {
     // A derivation below 0 is dropped; nothing to derive from is nothing.
     m.request_received_ts = Some(1001.0);
     assert_eq!(latencies(&m), Latencies::default());
-    assert_eq!(latencies(&meta(1.0, 1.0, FinishKind::Stop)), Latencies::default());
+    assert_eq!(
+        latencies(&meta(1.0, 1.0, FinishKind::Stop)),
+        Latencies::default()
+    );
 }
 
 #[test]
@@ -173,26 +204,55 @@ fn labels_of_the_counters() {
     so.structured_output = true;
     let mut spec = meta(1.0, 1.0, FinishKind::Stop);
     spec.spec_verify_ct = Some(4.0);
-    let fams = families(&[record(Some(true), details), so, record(Some(false), spec)], false);
+    let fams = families(
+        &[record(Some(true), details), so, record(Some(false), spec)],
+        false,
+    );
     let values = |name: &str| {
         family(&fams, name)
             .samples
             .iter()
-            .map(|(l, v)| (l.iter().skip(1).map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(","), *v))
+            .map(|(l, v)| {
+                (
+                    l.iter()
+                        .skip(1)
+                        .map(|(k, v)| format!("{k}={v}"))
+                        .collect::<Vec<_>>()
+                        .join(","),
+                    *v,
+                )
+            })
             .collect::<Vec<_>>()
     };
     // The record that does not tell `stream` has no is_streaming label.
     assert_eq!(
         values("sglang:num_requests_total"),
-        [("is_streaming=false".into(), 1.0), ("is_streaming=true".into(), 1.0), (String::new(), 1.0)]
+        [
+            ("is_streaming=false".into(), 1.0),
+            ("is_streaming=true".into(), 1.0),
+            (String::new(), 1.0)
+        ]
     );
     assert_eq!(
         values("sglang:cached_tokens_total"),
-        [("cache_source=device".into(), 64.0), ("cache_source=host".into(), 32.0), ("cache_source=total".into(), 40.0)]
+        [
+            ("cache_source=device".into(), 64.0),
+            ("cache_source=host".into(), 32.0),
+            ("cache_source=total".into(), 40.0)
+        ]
     );
-    assert_eq!(values("sglang:num_so_requests_total"), [(String::new(), 1.0)]);
-    assert_eq!(values("sglang:spec_verify_calls_total"), [(String::new(), 4.0)]);
-    assert_eq!(values("sglang:generation_tokens_total")[1], ("is_streaming=true".into(), 7.0));
+    assert_eq!(
+        values("sglang:num_so_requests_total"),
+        [(String::new(), 1.0)]
+    );
+    assert_eq!(
+        values("sglang:spec_verify_calls_total"),
+        [(String::new(), 4.0)]
+    );
+    assert_eq!(
+        values("sglang:generation_tokens_total")[1],
+        ("is_streaming=true".into(), 7.0)
+    );
     let (_, uncached) = &family(&fams, "sglang:uncached_prompt_tokens_histogram").histograms[0];
     assert_eq!(uncached.sum, 4.0 + 10.0 + 1.0);
 }
