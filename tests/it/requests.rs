@@ -295,3 +295,87 @@ fn a_finish_line_of_8_mib_needs_a_higher_line_limit() {
     let req = "sglang:num_requests_total{server=\"huge\",model_name=\"\",engine_type=\"unified\",is_streaming=\"false\"}";
     assert_eq!(crate::common::value(&expo, req), Some(1.0));
 }
+
+/// `top --snapshot` and `--once`'s summary of a log show the same whether or not request
+/// records (and so histograms) are mixed into it; `top --url` reads an exposition with
+/// histograms as the local frame.
+#[test]
+fn top_and_the_summary_ignore_request_metrics() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let stats = root().join("samples/single-gpu-2025.log");
+    let mixed = dir.path().join("mixed.log");
+    let mut text = std::fs::read_to_string(&stats).unwrap();
+    text.push_str(
+        &std::fs::read_to_string(root().join("tests/data/request-logs/v0.5.23-text.log")).unwrap(),
+    );
+    std::fs::write(&mixed, &text).unwrap();
+    let run = |args: &[&str]| {
+        let o = crate::common::run(args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        (
+            String::from_utf8(o.stdout).unwrap(),
+            String::from_utf8(o.stderr).unwrap(),
+        )
+    };
+    let now = "1749823671";
+    let frame = |input: &str| {
+        run(&[
+            "top",
+            "--snapshot",
+            "--timezone",
+            "UTC",
+            "--width",
+            "100",
+            "--now",
+            now,
+            input,
+        ])
+        .0
+    };
+    let plain = frame(&format!("s={}", stats.display()));
+    assert_eq!(frame(&format!("s={}", mixed.display())), plain);
+    let summary = |input: &str| run(&["--once", "--gpu.disable", "--timezone", "UTC", input]).1;
+    let (a, b) = (
+        summary(&format!("s={}", stats.display())),
+        summary(&format!("s={}", mixed.display())),
+    );
+    assert_eq!(a, b);
+    assert!(a.contains("KV cache at the end of the input"), "{a}");
+
+    let e = crate::common::Exporter::start(&[
+        "--idle-after",
+        "100000000",
+        "--gpu.disable",
+        &format!("s={}", mixed.display()),
+    ]);
+    let lines = text.lines().count() as f64;
+    let source = format!(
+        "sglang_log_exporter_lines_read_total{{source=\"{}\"}}",
+        mixed.display()
+    );
+    let expo = e.scrape_until(30, |s| crate::common::value(s, &source) == Some(lines));
+    assert!(expo.contains("# TYPE sglang:e2e_request_latency_seconds histogram"));
+    let url = format!("http://127.0.0.1:{}/metrics", e.port);
+    let got = run(&[
+        "top",
+        "--snapshot",
+        "--timezone",
+        "UTC",
+        "--width",
+        "100",
+        "--now",
+        now,
+        "--url",
+        &url,
+    ])
+    .0;
+    let instance = format!(" · @ 127.0.0.1:{}", e.port);
+    let want: String = plain
+        .lines()
+        .map(|l| match l.starts_with("s ") {
+            true => format!("{l}{instance}\n"),
+            false => format!("{l}\n"),
+        })
+        .collect();
+    assert_eq!(got, want);
+}
