@@ -176,7 +176,8 @@ impl Scalar<'_> {
     }
 }
 
-/// A cursor over the record. Every method advances or fails, so a walk is linear in the text.
+/// A cursor over the record. Every loop advances the cursor or fails, and nothing is scanned
+/// twice (but by the bounded retries of [`read_raw_prompt`]), so a walk is linear in the text.
 struct Lex<'a> {
     s: &'a [u8],
     i: usize,
