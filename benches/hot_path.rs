@@ -1,6 +1,8 @@
 //! The hot path, one line at a time: `Parser::parse` on a decode, a prefill, an access and a
 //! non-matching line, the journald JSON unwrap plus parse, and a whole `Ingest::line` (parse,
-//! stamp, state update). divan prints time per line, lines/s and bytes/s, and — through its
+//! stamp, state update). `request` runs `Ingest::line` on `--log-requests` Finish records: the
+//! sample ones (text and JSON, a few KiB) and level-3 lines of 1, 4 and 8 MiB, whose time per
+//! byte must stay flat (one pass, no allocation growing with the line). divan prints time per line, lines/s and bytes/s, and — through its
 //! counting allocator — allocations per line (the aim: none for a line that matches nothing).
 //!
 //! Run: `cargo bench --bench hot_path` (add `-- decode` to filter).
@@ -130,5 +132,66 @@ mod ingest {
     #[divan::bench]
     fn journal_json(b: Bencher) {
         ingest_one(b, JOURNAL);
+    }
+}
+
+/// `--log-requests` Finish records through `Ingest::line` (line limit 16 MiB).
+mod request {
+    use super::*;
+
+    const TEXT_LOG: &str = include_str!("../tests/data/request-logs/v0.5.23-text.log");
+    const JSON_LOG: &str = include_str!("../tests/data/request-logs/v0.5.23-json.log");
+
+    fn ingest(b: Bencher, line: &str) {
+        let pat = Arc::new(Patterns::embedded().expect("embedded patterns"));
+        let state = State::shared(pat.clone(), StateConfig::default());
+        let mut ing = Ingest::new(
+            Pipeline::new(Parser::new(pat), 16 << 20, None),
+            state,
+            "bench.log",
+            "bench",
+            TimeResolver::new(jiff::tz::TimeZone::UTC, None),
+        );
+        ing.line(line.as_bytes());
+        b.counter(ItemsCount::new(1usize))
+            .counter(BytesCount::of_str(line))
+            .bench_local(|| ing.line(black_box(line.as_bytes())));
+    }
+
+    /// The longest Finish record of a sample log (the trap texts, a truncated output list).
+    fn longest(log: &str, marker: &str) -> String {
+        log.lines()
+            .filter(|l| l.contains(marker))
+            .max_by_key(|l| l.len())
+            .expect("a Finish record")
+            .to_string()
+    }
+
+    #[divan::bench]
+    fn finish_text(b: Bencher) {
+        ingest(b, &longest(TEXT_LOG, "] Finish: obj="));
+    }
+
+    #[divan::bench]
+    fn finish_json(b: Bencher) {
+        ingest(b, &longest(JSON_LOG, "\"event\": \"request.finished\""));
+    }
+
+    /// A level-3 Finish record of `mib` MiB: untruncated prompt and output (quotes, escapes and
+    /// brackets throughout) and output ids.
+    fn level3(mib: usize) -> String {
+        let text = "It\\'s {a} [b] (c), \"q\" \\n ".repeat(mib * 19_000);
+        let ids: Vec<String> = (0..mib * 50_000)
+            .map(|i| (i % 150_000).to_string())
+            .collect();
+        format!(
+            "[2026-11-05 14:00:00] Finish: obj=GenerateReqInput(text='{text}', stream=True), out={{'text': '{text}', 'output_ids': [{}], 'meta_info': {{'prompt_tokens': 8, 'completion_tokens': 3, 'e2e_latency': 0.5}}}}",
+            ids.join(", ")
+        )
+    }
+
+    #[divan::bench(args = [1, 4, 8], sample_count = 20, sample_size = 1)]
+    fn finish_level3_mib(b: Bencher, mib: usize) {
+        ingest(b, &level3(mib));
     }
 }

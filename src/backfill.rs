@@ -7,6 +7,10 @@
 //! After each stats or retraction line the series of that line's rank are sampled at the line's
 //! time: journald's realtime timestamp when present, else the SGLang prefix time in `--timezone`.
 //!
+//! After each counted request record (`--log-requests` Finish record) the request families of
+//! its server (counters and histograms, [`view::request_families`]) are sampled at the record's
+//! time: its prefix time, else the JSON record's own `timestamp`.
+//!
 //! The idle policy applies as live (`--idle-after`): when a rank's next stats line, or the end of
 //! the input (the latest time read), comes more than idle-after after its previous one, its
 //! activity gauges are written as 0 and `sglang_idle` as 1 at previous + idle-after, and
@@ -59,6 +63,10 @@ pub struct Summary {
     pub implausible: u64,
     /// Lines whose reading hit a bug (caught panics), skipped.
     pub panics: u64,
+    /// Counted request records (`--log-requests` Finish records) skipped because they carry no
+    /// usable time: none (text records of v0.5.8-v0.5.11 have no prefix), a time without a date
+    /// and no `--date`, or an implausible one.
+    pub untimed_requests: u64,
 }
 
 /// Runs the subcommand; exit status 0, 1 when writing failed, 2 for a bad argument or input.
@@ -74,6 +82,12 @@ pub fn run(a: &BackfillArgs) -> ExitCode {
                 if n > 0 {
                     eprintln!("warning: {n} stats lines were skipped: they {what}");
                 }
+            }
+            if s.untimed_requests > 0 {
+                eprintln!(
+                    "warning: {} request records were skipped: they carry no usable time (no prefix and no JSON timestamp, as SGLang v0.5.8-v0.5.11 text records; a time without a date and no --date; or an implausible time)",
+                    s.untimed_requests
+                );
             }
             if s.recent > 0 {
                 eprintln!(
@@ -267,6 +281,31 @@ impl Out<'_> {
         self.rank_as_of(state, key, ranks, at, at + MIN_IDLE_GAP);
     }
 
+    /// Writes every request series of one server as a scrape at `at` would show it
+    /// ([`view::request_families`]).
+    fn requests(&mut self, state: &State, key: &ServerKey, at: f64) {
+        let Some((srv, stats)) = state
+            .servers()
+            .get(key)
+            .and_then(|s| s.requests.as_ref().map(|r| (s, r)))
+        else {
+            return;
+        };
+        let mut base = self.extra.clone();
+        base.extend(view::server_labels(key, srv));
+        let mut fams = crate::state::requests::request_catalog();
+        stats.families_into(&base, &mut fams);
+        for f in fams {
+            for (labels, v) in &f.samples {
+                self.om.add(&f.name, &f.help, f.kind, labels, at, *v);
+            }
+            for (labels, h) in f.histograms {
+                self.om
+                    .add_histogram(&f.name, &f.help, &render_labels(&labels), at, h);
+            }
+        }
+    }
+
     fn rank_as_of(&mut self, state: &State, key: &ServerKey, ranks: &Ranks, at: f64, judged: f64) {
         let Some(srv) = state.servers().get(key) else {
             return;
@@ -340,21 +379,25 @@ impl Ctx<'_> {
         self.key.engine.clear();
         self.key.engine.push_str(rec.engine.unwrap_or(""));
         let stats = matches!(rec.class, Class::Prefill | Class::Decode | Class::Retract);
+        let request = rec.request.is_some_and(|r| r.counts());
         let ts = match (realtime, rec.time) {
             (Some(t), _) => Some(t),
             // A time without a date would be placed on today: refused without --date.
             (None, Some(t)) if t.date.is_none() && !self.date_given => {
                 self.sum.dateless += u64::from(stats);
+                self.sum.untimed_requests += u64::from(request);
                 return;
             }
             (None, Some(t)) => self.times.resolve(t),
             (None, None) => {
                 self.sum.timeless += u64::from(stats);
+                self.sum.untimed_requests += u64::from(request);
                 return;
             }
         };
         let Some(ts) = ts.filter(|t| plausible_time(*t, self.now)) else {
             self.sum.implausible += u64::from(stats);
+            self.sum.untimed_requests += u64::from(request);
             return;
         };
         let ranks = rec.ranks;
@@ -375,6 +418,9 @@ impl Ctx<'_> {
             .apply(self.source, &self.key.server, &rec, Some(ts));
         if stats {
             self.out.rank(self.state, &self.key, &ranks, ts);
+        }
+        if request {
+            self.out.requests(self.state, &self.key, ts);
         }
     }
 }

@@ -296,7 +296,9 @@ pub struct ReadArgs {
     #[arg(long)]
     pub date: Option<jiff::civil::Date>,
 
-    /// Longest line kept, in bytes; longer lines are skipped and counted.
+    /// Longest line kept, in bytes; longer lines are skipped and counted. A `--log-requests`
+    /// record at level 2-3 holds the prompt and the output: raise this for long ones, or log at
+    /// level 0-1.
     #[arg(long = "max-line-bytes", default_value_t = 1 << 20)]
     pub max_line_bytes: usize,
 

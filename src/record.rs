@@ -1,6 +1,7 @@
 //! The typed output of the parser: what one log line says.
 
 use crate::parse::patterns::{Class, MetricId};
+use crate::parse::request::RequestRecord;
 
 /// The parallelism ranks named by a line's prefix tags (`DP0 PP1 ATTN_CP0 MOE_DP0 TP1 EP1`),
 /// `None` where the tag is absent. Single-GPU servers print no tags (v0.4.6.post2+).
@@ -101,6 +102,9 @@ pub struct Record<'a> {
     pub access: Option<Access<'a>>,
     /// The arguments, for a `server_args=` line.
     pub server_args: Option<Box<ServerArgs>>,
+    /// What a request record (`--log-requests`, class `request`) says; `None` for other lines
+    /// and for a request record whose structure could not be read (counted in `bad_values`).
+    pub request: Option<&'a RequestRecord>,
 }
 
 impl<'a> Record<'a> {

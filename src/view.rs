@@ -260,3 +260,16 @@ pub fn rank_families(state: &State, now: f64) -> Vec<Family> {
     }
     fams
 }
+
+/// The request families of the whole state (empty ones included): SGLang's tokenizer metrics
+/// rebuilt from `--log-requests` records (see [`crate::state::requests`]), each series labelled
+/// with [`server_labels`].
+pub fn request_families(state: &State) -> Vec<Family> {
+    let mut fams = crate::state::requests::request_catalog();
+    for (key, srv) in state.servers() {
+        if let Some(r) = &srv.requests {
+            r.families_into(&server_labels(key, srv), &mut fams);
+        }
+    }
+    fams
+}

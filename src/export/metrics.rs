@@ -17,12 +17,16 @@ pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Every family of the state at time `now` (Unix seconds): SGLang-compatible metrics, ours, and
 /// the exporter's self metrics. Families without samples are left out.
+///
+/// The request families (counters and histograms from `--log-requests` Finish records) follow
+/// the per-rank ones.
 pub fn families(state: &State, now: f64) -> Vec<Family> {
     let mut out = view::rank_families(state, now);
+    out.extend(view::request_families(state));
     out.extend(server_families(state));
     out.extend(self_families(state));
     out.extend(state.collected.values().flatten().cloned());
-    out.retain(|f| !f.samples.is_empty());
+    out.retain(|f| !f.is_empty());
     out
 }
 
@@ -222,7 +226,7 @@ fn self_families(state: &State) -> Vec<Family> {
 pub fn encode_text(families: &[Family]) -> String {
     let protos: Vec<proto::MetricFamily> = families
         .iter()
-        .filter(|f| !f.samples.is_empty())
+        .filter(|f| !f.is_empty())
         .map(to_proto)
         .collect();
     let mut out = String::new();
@@ -240,20 +244,10 @@ fn to_proto(f: &Family) -> proto::MetricFamily {
     mf.set_field_type(match f.kind {
         Kind::Gauge => proto::MetricType::GAUGE,
         Kind::Counter => proto::MetricType::COUNTER,
+        Kind::Histogram => proto::MetricType::HISTOGRAM,
     });
     for (labels, v) in &f.samples {
-        let mut m = proto::Metric::default();
-        m.set_label(
-            labels
-                .iter()
-                .map(|(k, v)| {
-                    let mut lp = proto::LabelPair::default();
-                    lp.set_name(k.to_string());
-                    lp.set_value(v.clone());
-                    lp
-                })
-                .collect(),
-        );
+        let mut m = proto_metric(labels);
         match f.kind {
             Kind::Gauge => {
                 let mut g = proto::Gauge::default();
@@ -265,8 +259,56 @@ fn to_proto(f: &Family) -> proto::MetricFamily {
                 c.set_value(*v);
                 m.set_counter(c);
             }
+            // A histogram's series are in `histograms`; a stray plain sample is not encoded.
+            Kind::Histogram => continue,
         }
         mf.mut_metric().push(m);
     }
+    if f.kind == Kind::Histogram {
+        for (labels, h) in &f.histograms {
+            let mut m = proto_metric(labels);
+            m.set_histogram(histogram_proto(h));
+            mf.mut_metric().push(m);
+        }
+    }
     mf
+}
+
+/// A metric with its label pairs and no value yet.
+fn proto_metric(labels: &crate::family::Labels) -> proto::Metric {
+    let mut m = proto::Metric::default();
+    m.set_label(
+        labels
+            .iter()
+            .map(|(k, v)| {
+                let mut lp = proto::LabelPair::default();
+                lp.set_name(k.to_string());
+                lp.set_value(v.clone());
+                lp
+            })
+            .collect(),
+    );
+    m
+}
+
+/// The histogram proto: one bucket per bound with its cumulative count (the encoder adds the
+/// `+Inf` bucket from the count, writes `le` with the bound's `to_string`, then `_sum` and
+/// `_count`).
+fn histogram_proto(h: &crate::family::Histogram) -> proto::Histogram {
+    let mut p = proto::Histogram::default();
+    p.set_sample_count(h.count);
+    p.set_sample_sum(h.sum);
+    p.set_bucket(
+        h.bounds
+            .iter()
+            .zip(&h.cumulative)
+            .map(|(&b, &c)| {
+                let mut bucket = proto::Bucket::default();
+                bucket.set_upper_bound(b);
+                bucket.set_cumulative_count(c);
+                bucket
+            })
+            .collect(),
+    );
+    p
 }

@@ -1,12 +1,16 @@
 //! OpenMetrics text with timestamps, for `promtool tsdb create-blocks-from openmetrics`.
 //!
 //! Samples are collected first and written at the end, because the format wants every sample of
-//! a family in one block and `promtool` wants each series in time order.
+//! a family in one block and `promtool` wants each series in time order. Of several samples of a
+//! series at one time only the last is kept (already when added, so a burst of lines within one
+//! second of the log costs one sample). Histograms are written point by point: at each time,
+//! the `_bucket` samples (`le` as [`crate::family::le_value`] writes it, then `+Inf`), `_count`
+//! and `_sum`.
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
-use crate::family::{Kind, Labels};
+use crate::family::{le_value, Histogram, Kind, Labels};
 
 #[derive(Debug)]
 struct FamilyData {
@@ -14,6 +18,32 @@ struct FamilyData {
     kind: Kind,
     /// Rendered label set (`{a="b"}` or empty) → (Unix seconds, value).
     series: BTreeMap<String, Vec<(f64, f64)>>,
+    /// Of a histogram family: rendered label set (without `le`) → (Unix seconds, state).
+    histograms: BTreeMap<String, Vec<(f64, Histogram)>>,
+}
+
+impl FamilyData {
+    fn new(help: &str, kind: Kind) -> FamilyData {
+        FamilyData {
+            help: help.to_string(),
+            kind,
+            series: BTreeMap::new(),
+            histograms: BTreeMap::new(),
+        }
+    }
+}
+
+/// Appends `(ts, v)` to a series, replacing its last point when that has the same time.
+fn push_point<T>(points: &mut Vec<(f64, T)>, ts: f64, v: T) {
+    match points.last_mut() {
+        Some(last) if last.0 == ts => last.1 = v,
+        _ => points.push((ts, v)),
+    }
+}
+
+/// Samples a histogram point is written as: its buckets, `+Inf`, `_count` and `_sum`.
+fn histogram_samples(h: &Histogram) -> u64 {
+    h.bounds.len() as u64 + 3
 }
 
 /// Timestamped samples grouped by family and series.
@@ -59,21 +89,9 @@ impl OpenMetrics {
         if !v.is_finite() || !ts.is_finite() {
             return;
         }
-        if !self.families.contains_key(name) {
-            self.families.insert(
-                name.to_string(),
-                FamilyData {
-                    help: help.to_string(),
-                    kind,
-                    series: BTreeMap::new(),
-                },
-            );
-        }
-        let Some(fam) = self.families.get_mut(name) else {
-            return;
-        };
+        let fam = self.family(name, help, kind);
         match fam.series.get_mut(labels) {
-            Some(s) => s.push((ts, v)),
+            Some(s) => push_point(s, ts, v),
             None => {
                 fam.series.insert(labels.to_string(), vec![(ts, v)]);
             }
@@ -81,13 +99,49 @@ impl OpenMetrics {
         self.samples += 1;
     }
 
+    /// Adds one point of histogram family `name` (its base name, without `_bucket`) at `ts`,
+    /// with labels rendered by [`render_labels`] (without `le`). A point whose sum is not
+    /// finite is skipped.
+    pub fn add_histogram(&mut self, name: &str, help: &str, labels: &str, ts: f64, h: Histogram) {
+        if !h.sum.is_finite() || !ts.is_finite() {
+            return;
+        }
+        self.samples += histogram_samples(&h);
+        let fam = self.family(name, help, Kind::Histogram);
+        match fam.histograms.get_mut(labels) {
+            Some(s) => push_point(s, ts, h),
+            None => {
+                fam.histograms.insert(labels.to_string(), vec![(ts, h)]);
+            }
+        }
+    }
+
+    fn family(&mut self, name: &str, help: &str, kind: Kind) -> &mut FamilyData {
+        if !self.families.contains_key(name) {
+            self.families
+                .insert(name.to_string(), FamilyData::new(help, kind));
+        }
+        self.families
+            .get_mut(name)
+            .expect("the family was just inserted")
+    }
+
     /// Samples with a timestamp after `t` (Unix seconds).
     pub fn count_after(&self, t: f64) -> u64 {
-        self.families
+        let plain = self
+            .families
             .values()
             .flat_map(|f| f.series.values().flatten())
             .filter(|(ts, _)| *ts > t)
-            .count() as u64
+            .count() as u64;
+        let hist: u64 = self
+            .families
+            .values()
+            .flat_map(|f| f.histograms.values().flatten())
+            .filter(|(ts, _)| *ts > t)
+            .map(|(_, h)| histogram_samples(h))
+            .sum();
+        plain + hist
     }
 
     /// Writes every family, each series in time order (of samples with the same timestamp the
@@ -105,6 +159,7 @@ impl OpenMetrics {
                     None => (name.as_str(), "unknown"),
                 },
                 Kind::Gauge => (name.as_str(), "gauge"),
+                Kind::Histogram => (name.as_str(), "histogram"),
             };
             writeln!(w, "# HELP {fname} {}", escape_help(&fam.help))?;
             writeln!(w, "# TYPE {fname} {kind}")?;
@@ -119,9 +174,50 @@ impl OpenMetrics {
                     written += 1;
                 }
             }
+            for (labels, points) in &mut fam.histograms {
+                points.sort_by(|a, b| a.0.total_cmp(&b.0));
+                for (i, (ts, h)) in points.iter().enumerate() {
+                    if points.get(i + 1).is_some_and(|n| n.0 == *ts) {
+                        continue;
+                    }
+                    written += write_histogram(w, name, labels, &format_ts(*ts), h)?;
+                }
+            }
         }
         writeln!(w, "# EOF")?;
         Ok(written)
+    }
+}
+
+/// Writes one histogram point: `_bucket` per bound and `+Inf`, `_count`, `_sum`. Returns the
+/// number of samples written.
+fn write_histogram<W: Write>(
+    w: &mut W,
+    name: &str,
+    labels: &str,
+    ts: &str,
+    h: &Histogram,
+) -> io::Result<u64> {
+    let buckets = h
+        .bounds
+        .iter()
+        .zip(&h.cumulative)
+        .map(|(&b, &c)| (b, c))
+        .chain([(f64::INFINITY, h.count)]);
+    for (b, c) in buckets {
+        let l = with_label(labels, "le", &le_value(b));
+        writeln!(w, "{name}_bucket{l} {c} {ts}")?;
+    }
+    writeln!(w, "{name}_count{labels} {} {ts}", h.count)?;
+    writeln!(w, "{name}_sum{labels} {} {ts}", h.sum)?;
+    Ok(histogram_samples(h))
+}
+
+/// Rendered labels with one more pair (`k="v"`, `v` needing no escapes) at the end.
+fn with_label(labels: &str, k: &str, v: &str) -> String {
+    match labels.strip_suffix('}') {
+        Some(open) => format!("{open},{k}=\"{v}\"}}"),
+        None => format!("{{{k}=\"{v}\"}}"),
     }
 }
 
@@ -189,6 +285,47 @@ mod tests {
              a_total{tp_rank=\"1\"} 3 20\n\
              # HELP g G \\\\ x\n# TYPE g gauge\n\
              g{tp_rank=\"0\"} 0.25 10.5\n# EOF\n"
+        );
+    }
+
+    #[test]
+    fn histogram_points_with_le_last() {
+        static BOUNDS: [f64; 2] = [0.5, 1000000.0];
+        let h = |c: [u64; 2], n, sum| Histogram {
+            bounds: &BOUNDS,
+            cumulative: c.to_vec(),
+            sum,
+            count: n,
+        };
+        let mut om = OpenMetrics::new();
+        let l = render_labels(&vec![("server", "s".to_string())]);
+        om.add_histogram("x_seconds", "X.", &l, 20.0, h([1, 2], 3, 7.5));
+        om.add_histogram("x_seconds", "X.", &l, 10.0, h([0, 0], 1, 2e6));
+        // Same time as the previous point: replaces it.
+        om.add_histogram("x_seconds", "X.", &l, 10.0, h([1, 1], 1, 0.25));
+        om.add_histogram("x_seconds", "X.", "", 10.0, h([0, 0], 0, 0.0));
+        assert_eq!(om.len(), 20);
+        let mut out = Vec::new();
+        assert_eq!(om.write(&mut out).unwrap(), 15);
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(
+            text,
+            "# HELP x_seconds X.\n# TYPE x_seconds histogram\n\
+             x_seconds_bucket{le=\"0.5\"} 0 10\n\
+             x_seconds_bucket{le=\"1000000\"} 0 10\n\
+             x_seconds_bucket{le=\"+Inf\"} 0 10\n\
+             x_seconds_count 0 10\n\
+             x_seconds_sum 0 10\n\
+             x_seconds_bucket{server=\"s\",le=\"0.5\"} 1 10\n\
+             x_seconds_bucket{server=\"s\",le=\"1000000\"} 1 10\n\
+             x_seconds_bucket{server=\"s\",le=\"+Inf\"} 1 10\n\
+             x_seconds_count{server=\"s\"} 1 10\n\
+             x_seconds_sum{server=\"s\"} 0.25 10\n\
+             x_seconds_bucket{server=\"s\",le=\"0.5\"} 1 20\n\
+             x_seconds_bucket{server=\"s\",le=\"1000000\"} 2 20\n\
+             x_seconds_bucket{server=\"s\",le=\"+Inf\"} 3 20\n\
+             x_seconds_count{server=\"s\"} 3 20\n\
+             x_seconds_sum{server=\"s\"} 7.5 20\n# EOF\n"
         );
     }
 

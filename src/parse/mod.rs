@@ -14,6 +14,7 @@ pub mod clean;
 pub mod fields;
 pub mod patterns;
 pub mod prefix;
+pub mod request;
 pub mod server_args;
 
 use std::sync::Arc;
@@ -55,6 +56,8 @@ struct Scratch {
     key_buf: String,
     /// The engine label of the line (Ray's actor prefix).
     engine: String,
+    /// What the last request record said.
+    request: request::RequestRecord,
 }
 
 impl Scratch {
@@ -172,6 +175,8 @@ struct Found<'a> {
     bad_values: u32,
     access: Option<Access<'a>>,
     server_args: Option<Box<ServerArgs>>,
+    /// A request record was read into the scratch.
+    request: bool,
 }
 
 impl Parser {
@@ -252,6 +257,7 @@ impl Parser {
             access: found.access,
             server_args: found.server_args,
             engine: engine.then_some(s.engine.as_str()),
+            request: found.request.then_some(&s.request),
         })
     }
 
@@ -337,15 +343,52 @@ impl Parser {
             bad_values: 0,
             access: None,
             server_args: None,
+            request: false,
         };
         match kind.class {
             Class::Access => found.access = Some(self.access(k, line)),
             Class::ServerArgs => {
                 found.server_args = Some(Box::new(parse_server_args(&line[m_end..])))
             }
+            Class::Request => self.request(k, line, m_start, &mut found)?,
             _ => found.bad_values = self.fields(k, line, m_end)?,
         }
         Some(found)
+    }
+
+    /// Reads a request record from the kind's `fields` group on ([`request::read`]). `None`
+    /// when the literal sits inside a quoted string of another line (user text in a `Receive:`
+    /// record): the text before the match must hold no quote. A record that cannot be read is
+    /// still of this kind, with one bad value and no request.
+    fn request(
+        &mut self,
+        k: usize,
+        line: &str,
+        m_start: usize,
+        found: &mut Found<'_>,
+    ) -> Option<()> {
+        if line.as_bytes()[..m_start]
+            .iter()
+            .any(|&c| c == b'\'' || c == b'"')
+        {
+            return None;
+        }
+        let (_, m_end) = self.locs[k].get(0)?;
+        let start = self.pat.lines[k]
+            .fields_group
+            .and_then(|g| self.locs[k].get(g))
+            .map_or(m_end, |(s, _)| s);
+        let rec = &mut self.scratch.request;
+        match request::read(&line[start..], rec) {
+            Ok(()) => {
+                found.request = true;
+                if found.time.is_none() {
+                    found.time = rec.timestamp;
+                }
+            }
+            Err(_) => found.bad_values = 1,
+        }
+        Some(())
     }
 
     /// The request of an access line.

@@ -60,6 +60,9 @@ pub enum Class {
     Access,
     /// The main process's `server_args=ServerArgs(...)` dump.
     ServerArgs,
+    /// A per-request record of `--log-requests` (text `Receive:`/`Finish:`/`in=` lines, JSON
+    /// `request.*` events), read by [`crate::parse::request`] from the `fields` group on.
+    Request,
 }
 
 /// Whether a metric is per rank or shared by every rank of a server.

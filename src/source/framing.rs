@@ -10,7 +10,10 @@
 //!   and any key given with `--input.json-message-key`. A wrapper timestamp (`time`,
 //!   `timestamp`, `@timestamp`, `ts`: RFC 3339 or Unix seconds/ms/µs/ns) becomes the line's
 //!   time. A JSON object without a message under those keys (a runner's own record) is skipped
-//!   and counted.
+//!   and counted. SGLang's own JSON request records (`--log-requests-format json`, v0.5.7+:
+//!   `{"timestamp": "...", "event": "request.finished", ...}`, printed bare in v0.5.7-v0.5.11)
+//!   are no wrapper: they pass through unparsed, to the request reader
+//!   ([`crate::parse::request`]), which reads them in one pass without building the object.
 //! * Kubernetes CRI lines: `<RFC 3339 time> <stdout|stderr> <P|F> <text>`; `P` pieces continue
 //!   in the next record.
 //!
@@ -101,6 +104,9 @@ impl Framer {
     /// Unwraps one line.
     pub fn frame<'a>(&'a mut self, line: &'a [u8]) -> Framed<'a> {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if is_request_event(line) {
+            return Framed::Plain(line);
+        }
         if line.first() == Some(&b'{') {
             return match serde_json::from_slice::<serde_json::Map<String, Value>>(line) {
                 Ok(obj) => self.envelope(obj),
@@ -198,6 +204,20 @@ impl Framer {
             realtime: self.partial_time.take(),
         }
     }
+}
+
+/// Whether `line` starts as SGLang's JSON request record does (`log_json` in
+/// `sglang/srt/utils/log_utils.py`, `json.dumps` with default separators, `timestamp` first):
+/// `{"timestamp": "<ISO time>", "event": "request.`.
+pub fn is_request_event(line: &[u8]) -> bool {
+    const HEAD: &[u8] = b"{\"timestamp\": \"";
+    const EVENT: &[u8] = b"\", \"event\": \"request.";
+    let Some(rest) = line.strip_prefix(HEAD) else {
+        return false;
+    };
+    // An ISO time is 19 to 32 characters; look no further.
+    let window = &rest[..rest.len().min(40)];
+    memchr::memchr(b'"', window).is_some_and(|q| rest[q..].starts_with(EVENT))
 }
 
 /// The value at a (dotted) key path of a JSON object.
@@ -359,6 +379,21 @@ mod tests {
         assert_eq!(msg(&mut u, l).0, "x6");
         // Not JSON after all.
         assert_eq!(f.frame(b"{not json"), Framed::Plain(b"{not json"));
+    }
+
+    #[test]
+    fn sglang_request_events_pass_through() {
+        let mut f = Framer::new(1 << 20);
+        let l = br#"{"timestamp": "2026-04-20T09:30:00.595406", "event": "request.finished", "rid": "x", "out": {}}"#;
+        assert_eq!(f.frame(l), Framed::Plain(&l[..]));
+        let l =
+            br#"{"timestamp": "2026-04-20T09:30:00.4124", "event": "request.received", "obj": {}}"#;
+        assert_eq!(f.frame(l), Framed::Plain(&l[..]));
+        // A shipper's record with a timestamp and a message is still unwrapped.
+        let l = br#"{"timestamp": "2026-06-03T10:00:01Z", "message": "x7"}"#;
+        assert_eq!(msg(&mut f, l).0, "x7");
+        let l = br#"{"timestamp": "2026-06-03T10:00:01Z", "event": "other"}"#;
+        assert_eq!(f.frame(l), Framed::NoMessage);
     }
 
     #[test]

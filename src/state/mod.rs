@@ -8,6 +8,7 @@
 pub mod clock;
 pub mod http;
 pub mod persist;
+pub mod requests;
 pub mod selfmetric;
 
 use std::collections::BTreeMap;
@@ -164,6 +165,9 @@ pub struct ServerState {
     pub ranks: BTreeMap<Ranks, RankState>,
     /// HTTP requests by (method, normalised path, status).
     pub http: BTreeMap<(&'static str, &'static str, u16), u64>,
+    /// Request metrics from `--log-requests` Finish records; `None` until the first counted
+    /// one.
+    pub requests: Option<Box<requests::RequestStats>>,
     /// Time of the last line (Unix seconds), for the expiry of engines.
     pub last_seen: Option<f64>,
     /// When its source went away (a discovered file deleted); its series are removed
@@ -182,6 +186,7 @@ impl ServerState {
             values: vec![f64::NAN; n],
             ranks: BTreeMap::new(),
             http: BTreeMap::new(),
+            requests: None,
             last_seen: None,
             retired_at: None,
             source_labels: Vec::new(),
@@ -608,7 +613,10 @@ impl State {
         for k in rec.unknown_keys() {
             self.count_unknown(k);
         }
-        let carries_rank_state = !matches!(rec.class, Class::Access | Class::ServerArgs);
+        let carries_rank_state = !matches!(
+            rec.class,
+            Class::Access | Class::ServerArgs | Class::Request
+        );
         if let (true, Some(t)) = (carries_rank_state, ts) {
             self.clock.observe(t);
         }
@@ -627,6 +635,15 @@ impl State {
             Class::ServerArgs => {
                 if let Some(a) = &rec.server_args {
                     srv.args = Some((**a).clone());
+                }
+                false
+            }
+            Class::Request => {
+                if let Some(r) = rec.request.filter(|r| r.counts()) {
+                    let prefill = srv.engine_type(&key.server) == EngineType::Prefill;
+                    srv.requests
+                        .get_or_insert_with(Box::default)
+                        .observe(r, prefill);
                 }
                 false
             }

@@ -17,6 +17,7 @@ mod once;
 mod promtools;
 mod push;
 mod repro;
+mod requests;
 mod top;
 mod variants;
 mod webconfig;

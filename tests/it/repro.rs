@@ -77,7 +77,12 @@ fn repro_1_a_followed_file_goes_on_after_the_malformed_line() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("live.log");
     std::fs::write(&log, "").unwrap();
-    let e = Exporter::start(&["--gpu.disable", "--idle-after", "1h", log.to_str().unwrap()]);
+    let e = Exporter::start(&[
+        "--gpu.disable",
+        "--idle-after",
+        "1000000h",
+        log.to_str().unwrap(),
+    ]);
     append(
         &log,
         b"[2026-11-30 15:00:00 TP0] Decode batch, #running-req: 5, #queue-req: 0\n",
@@ -200,7 +205,12 @@ fn repro_5_a_copytruncate_hole_is_skipped_and_the_next_line_read() {
         .truncate(true)
         .open(&log)
         .unwrap();
-    let e = Exporter::start(&["--gpu.disable", "--idle-after", "1h", log.to_str().unwrap()]);
+    let e = Exporter::start(&[
+        "--gpu.disable",
+        "--idle-after",
+        "1000000h",
+        log.to_str().unwrap(),
+    ]);
     let line = |i: u32| {
         format!("[2026-11-30 15:00:00 TP0] Decode batch, #running-req: {i}, #token: 1, token usage: 0.01, #queue-req: 0\n")
     };

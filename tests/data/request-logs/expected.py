@@ -23,7 +23,8 @@ out in docs/request-log-formats.md:
 * counters: num_requests_total, prompt_tokens_total, generation_tokens_total (by is_streaming),
   cached_tokens_total (by cache_source: device/host/storage from meta_info.cached_tokens_details
   when it is a dict, else "total"; only sources with a positive count), num_so_requests_total
-  (sampling_params carries a truthy json_schema, regex, ebnf or structural_tag);
+  (sampling_params carries a truthy json_schema, regex, ebnf or structural_tag),
+  spec_verify_calls_total (meta_info.spec_verify_ct when positive; speculative decoding only);
 * e2e_request_latency_seconds observes meta_info.e2e_latency;
 * time_to_first_token_seconds observes meta_info.first_token_latency, except for an abort that
   was the request's first output (upstream observes TTFT at the first output and skips aborts):
@@ -394,6 +395,9 @@ def compute(path):
             if isinstance(sp, dict) and any(sp.get(k) for k in
                                             ("json_schema", "regex", "ebnf", "structural_tag")):
                 inc("sglang:num_so_requests_total", {}, 1)
+            spec = meta.get("spec_verify_ct") or 0
+            if spec > 0:
+                inc("sglang:spec_verify_calls_total", {}, spec)
 
             e2e = meta.get("e2e_latency")
             if e2e is not None:
@@ -421,7 +425,7 @@ def compute(path):
     ]
     for name in ("sglang:num_requests_total", "sglang:prompt_tokens_total",
                  "sglang:generation_tokens_total", "sglang:cached_tokens_total",
-                 "sglang:num_so_requests_total"):
+                 "sglang:num_so_requests_total", "sglang:spec_verify_calls_total"):
         for (n, lab), v in sorted(counters.items()):
             if n == name:
                 lines.append(f"{n}{labels(dict(lab))} {num(v)}")
