@@ -4,6 +4,7 @@
 mod backfill;
 mod cases;
 mod common;
+mod discover;
 mod follow;
 mod formats;
 mod gpu;
