@@ -11,6 +11,7 @@ mod gpu;
 mod hostile;
 mod journald;
 mod monitoring;
+mod multinode;
 mod once;
 mod promtools;
 mod push;
