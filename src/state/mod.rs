@@ -249,7 +249,7 @@ pub struct SourceStats {
 }
 
 /// Counts a source gathers locally and hands to the state in batches (not per line).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SourceDelta {
     /// Lines read.
     pub lines: u64,
