@@ -252,8 +252,9 @@ def pd_node(a, d):
                            os.path.join(logs, "sglang-prefill.log"), os.path.join(logs, "sglang-decode.log")],
                    {"FAKE_NVML_SCRIPT": script})
     try:
-        text = exp.wait(lambda t: "sglang_retractions_total" in t and "sglang_gpu_memory_used_bytes" in t
-                        and lines_read(t) >= want)
+        # Read to the end, and a GPU sample taken since (both servers' 16 ranks mapped).
+        text = exp.wait(lambda t: "sglang_retractions_total" in t and lines_read(t) >= want
+                        and t.count("sglang_rank_gpu_info{") == 16)
         text = exp.get()[1].decode()
         plain = len(text)
         gz = len(exp.get(True)[1])
@@ -296,13 +297,14 @@ def crowded_node(a, d):
 
     try:
         text = exp.wait(lambda t: t.count("sglang:num_running_reqs{") == 256)
+        rss_read = exp.status()["VmRSS"]
         w = threading.Thread(target=writer)
         w.start()
         time.sleep(3)
         # Reading and parsing alone: written, not scraped.
         cpu0, t0 = exp.cpu(), time.time()
         time.sleep(10)
-        res = {"series": series(text), "files": 64, "ranks": 256}
+        res = {"series": series(text), "files": 64, "ranks": 256, "rss_read": rss_read}
         res["cpu_read"] = (exp.cpu() - cpu0) / (time.time() - t0)
         cpu0, t0 = exp.cpu(), time.time()
         res["lat1"] = timed_scrapes(exp, a.scrapes, 1)
@@ -351,7 +353,7 @@ def main():
           f"{pd['gzip'] * n / iv / 1e6:.2f} MB/s gzip\n")
     print("## 64 followed files, 256 ranks, 256 lines/s appended\n")
     print(f"- series: {cr['series']}; exposition {cr['plain']:,} bytes plain, {cr['gzip']:,} gzip")
-    print(f"- RSS {cr['rss']} (peak {cr['hwm']}), {cr['threads']} threads; CPU {cr['cpu_read'] * 100:.1f} % of a core "
+    print(f"- RSS {cr['rss_read']} after reading, {cr['rss']} after the scrapes (peak {cr['hwm']}), {cr['threads']} threads; CPU {cr['cpu_read'] * 100:.1f} % of a core "
           f"reading the writes alone, {cr['cpu'] * 100:.1f} % while also scraped back to back")
     print(f"- scrape p50 / p99 ms over {a.scrapes}: 1 scraper {ms(cr['lat1'])}, 20 concurrent {ms(cr['lat20'])}, "
           f"1 scraper gzip {ms(cr['lat1z'])}, 1 scraper without writes (cached) {ms(cr['lat1_idle'])}")
