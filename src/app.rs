@@ -321,8 +321,8 @@ pub fn read_to_end(cfg: &Config) -> Result<Shared, ConfigError> {
         }
     }
     if let Some(d) = &cfg.discover {
-        for (f, labels) in discover::snapshot(d, &cfg.input_names()) {
-            crate::state::lock(&state).set_source_labels(&f.server, labels);
+        for (f, pod) in discover::snapshot(d, &cfg.input_names()) {
+            discover::register(&mut crate::state::lock(&state), &f.server, pod.as_ref());
             let mut ing = cfg.ingest(&state, &f.source, &f.server);
             Tailer::new(&f.path, cfg.tail.clone()).run(&mut ing, &stop);
         }

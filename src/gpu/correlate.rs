@@ -6,12 +6,14 @@
 //!    `sglang::scheduler_…` names its ranks, and its cgroup's systemd unit names its server (a
 //!    server called like the unit, with or without `.service`). A process outside any service
 //!    unit (a container, a login session) belongs to the only server when there is exactly one.
-//!    A scheduler with contexts on several GPUs (a stray context on GPU 0 is common) is mapped to
+//!    A process in a Kubernetes pod (its cgroup names the pod UID) belongs to the server read
+//!    from that pod's log directory. A scheduler with contexts on several GPUs (a stray context on GPU 0 is common) is mapped to
 //!    the GPU where it holds the most memory.
 //! 3. `server_args` — SGLang's own placement (`scheduler.py`/`data_parallel_controller.py`):
 //!    GPU id = `base_gpu_id` + `dp_rank`·`tp_size`·`pp_size`·`gpu_id_step` (plain DP only) +
 //!    `pp_rank`·`tp_size` + `tp_rank`·`gpu_id_step`, read through the server's
-//!    `CUDA_VISIBLE_DEVICES` when one of its scheduler processes shows it, else as an NVML index.
+//!    `CUDA_VISIBLE_DEVICES` (within a container's `NVIDIA_VISIBLE_DEVICES`) when one of its
+//!    scheduler processes shows it, else as an NVML index.
 //!    A server on several hosts (`--nnodes`) counts from each host's first rank (see [`local`]).
 
 use std::collections::BTreeMap;
@@ -111,6 +113,8 @@ pub struct ServerView {
     pub ranks: Vec<Ranks>,
     /// The labels its source gives every series (Kubernetes `namespace`, `pod`, `container`).
     pub source_labels: Vec<(&'static str, String)>,
+    /// The Kubernetes pod UID of its source (a discovered pod log), if any.
+    pub pod_uid: Option<String>,
 }
 
 /// One rank's GPU.
@@ -132,8 +136,14 @@ pub struct Mapping {
     pub method: Method,
 }
 
-/// The server a process belongs to: the one named like its unit; without a unit, the only one.
+/// The server a process belongs to: the one whose pod log names the process's pod UID; else
+/// the one named like its unit; without a unit, the only one.
 pub fn server_of<'a>(p: &ProcInfo, servers: &'a [ServerView]) -> Option<&'a ServerView> {
+    if let Some(uid) = &p.pod_uid {
+        if let Some(s) = servers.iter().find(|s| s.pod_uid.as_ref() == Some(uid)) {
+            return Some(s);
+        }
+    }
     match &p.unit {
         Some(u) => {
             let stem = crate::source::server_name_of_unit(u);

@@ -350,6 +350,7 @@ fn views(s: &State) -> Vec<ServerView> {
             args: srv.args.clone(),
             ranks: srv.ranks.keys().copied().collect::<Vec<Ranks>>(),
             source_labels: srv.source_labels.clone(),
+            pod_uid: s.source_pod(&key.server).map(str::to_string),
         });
     }
     out

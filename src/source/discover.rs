@@ -559,8 +559,7 @@ impl Discovery {
         };
         {
             let mut s = lock(&self.state);
-            let labels = f.pod.as_ref().map(PodLog::labels).unwrap_or_default();
-            s.set_source_labels(&server, labels);
+            register(&mut s, &server, f.pod.as_ref());
             s.retire_source(&follow.source, None);
         }
         let stop = Arc::new(Stop::new());
@@ -708,12 +707,18 @@ fn watch_bases(globs: &[String], tx: &Sender<()>) -> Vec<notify::RecommendedWatc
     out
 }
 
-/// The files to read once (`--once`), with their server names and labels, named as the live
-/// discovery names them.
-pub fn snapshot(
-    cfg: &DiscoverConfig,
-    reserved: &[String],
-) -> Vec<(Follow, Vec<(&'static str, String)>)> {
+/// Tells the state what a pod log says about the servers named `server`: the `namespace`,
+/// `pod` and `container` labels of their series and the pod UID (for GPU correlation); nothing
+/// for a plain file.
+pub fn register(s: &mut crate::state::State, server: &str, pod: Option<&PodLog>) {
+    s.set_source_labels(server, pod.map(PodLog::labels).unwrap_or_default());
+    let uid = pod.map(|p| p.uid.as_str()).filter(|u| !u.is_empty());
+    s.set_source_pod(server, uid);
+}
+
+/// The files to read once (`--once`), with their server names and pod log places, named as the
+/// live discovery names them.
+pub fn snapshot(cfg: &DiscoverConfig, reserved: &[String]) -> Vec<(Follow, Option<PodLog>)> {
     let mut naming = Naming::new(cfg.expiry);
     for r in reserved {
         naming.reserve(r);
@@ -728,13 +733,12 @@ pub fn snapshot(
         .take(cfg.max_files)
         .map(|f| {
             let server = naming.take(f, now);
-            let labels = f.pod.as_ref().map(PodLog::labels).unwrap_or_default();
             let follow = Follow {
                 path: f.path.clone(),
                 source: f.path.display().to_string(),
                 server,
             };
-            (follow, labels)
+            (follow, f.pod.clone())
         })
         .collect()
 }

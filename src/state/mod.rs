@@ -312,6 +312,8 @@ pub struct State {
     /// Server name → the labels its source gives every series (see [`State::set_source_labels`]);
     /// copied into each server of that name as it is created.
     source_labels: BTreeMap<String, Vec<(&'static str, String)>>,
+    /// Server name → the Kubernetes pod UID of its source (see [`State::set_source_pod`]).
+    source_pods: BTreeMap<String, String>,
     /// Source → when it went away (a discovered file closed): its self metrics are removed
     /// `retired_expiry` seconds later.
     retired_sources: BTreeMap<String, f64>,
@@ -377,6 +379,7 @@ impl State {
             fact_metrics: vec![false; n],
             journal_cursors: BTreeMap::new(),
             source_labels: BTreeMap::new(),
+            source_pods: BTreeMap::new(),
             retired_sources: BTreeMap::new(),
             derived,
         }
@@ -475,6 +478,20 @@ impl State {
         self.source_labels.insert(server.to_string(), labels);
     }
 
+    /// Notes the Kubernetes pod UID of the source of the servers named `server` (a discovered
+    /// pod log), which ties GPU processes to them (their cgroup names it); `None` forgets it.
+    pub fn set_source_pod(&mut self, server: &str, uid: Option<&str>) {
+        match uid {
+            Some(u) => self.source_pods.insert(server.to_string(), u.to_string()),
+            None => self.source_pods.remove(server),
+        };
+    }
+
+    /// The pod UID noted for the servers named `server`.
+    pub fn source_pod(&self, server: &str) -> Option<&str> {
+        self.source_pods.get(server).map(String::as_str)
+    }
+
     /// Marks the servers named `server` (every engine) as gone with their source at `at`: their
     /// series are removed `retired_expiry` seconds later. Labels set for a server that never
     /// logged a line are forgotten now.
@@ -489,6 +506,7 @@ impl State {
         }
         if !any {
             self.source_labels.remove(server);
+            self.source_pods.remove(server);
         }
     }
 
@@ -531,6 +549,7 @@ impl State {
         for name in gone {
             if !self.servers.keys().any(|k| k.server == name) {
                 self.source_labels.remove(&name);
+                self.source_pods.remove(&name);
             }
         }
         let removed = before - self.servers.len();

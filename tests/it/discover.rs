@@ -295,3 +295,114 @@ fn bad_discovery_options_are_refused() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--input.glob"));
 }
+
+/// A prepared proc entry: a scheduler process of a Kubernetes pod (systemd cgroup driver).
+fn pod_proc(root: &Path, pid: u32, title: &str, uid: &str, environ: &str) {
+    let d = root.join(pid.to_string());
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("cmdline"), format!("{title}\0")).unwrap();
+    let slice = uid.replace('-', "_");
+    std::fs::write(
+        d.join("cgroup"),
+        format!("0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{slice}.slice/cri-containerd-0123abcd.scope\n"),
+    )
+    .unwrap();
+    std::fs::write(d.join("environ"), environ).unwrap();
+}
+
+/// Two SGLang pods on one node's four GPUs: each scheduler process's cgroup names its pod's
+/// UID, as the pod log directory does, so NVML's processes map to the right pod's server (the
+/// unit-based rule would only know "the only server"). A third pod whose processes NVML does
+/// not list is placed by its server_args within the container's NVIDIA_VISIBLE_DEVICES.
+#[test]
+fn gpu_processes_map_to_their_pods() {
+    let dir = tempfile::tempdir().unwrap();
+    let pods = dir.path().join("pods");
+    let (up, ud, u3) = (
+        "aaaa1111-0000-4000-8000-000000000001",
+        "bbbb2222-0000-4000-8000-000000000002",
+        "cccc3333-0000-4000-8000-000000000003",
+    );
+    let args = "[2026-06-03 09:59:00] server_args=ServerArgs(model_path='m', tp_size=2, dp_size=1, base_gpu_id=0, gpu_id_step=1, enable_dp_attention=False)";
+    for (pod, uid, with_args) in [
+        ("sglang-prefill-0", up, false),
+        ("sglang-decode-0", ud, false),
+        ("sglang-2", u3, true),
+    ] {
+        let log = pod_log(&pods, "llm", pod, uid, "sglang", 0);
+        if with_args {
+            append(&log, cri(args).as_bytes());
+        }
+        for tp in 0..2 {
+            append(&log, cri(&decode(tp, "0.10")).as_bytes());
+        }
+    }
+    let proc_root = dir.path().join("proc");
+    pod_proc(&proc_root, 101, "sglang::scheduler_TP0", up, "");
+    pod_proc(&proc_root, 102, "sglang::scheduler_TP1", up, "");
+    pod_proc(&proc_root, 201, "sglang::scheduler_TP0", ud, "");
+    pod_proc(&proc_root, 202, "sglang::scheduler_TP1", ud, "");
+    let env3 = "NVIDIA_VISIBLE_DEVICES=GPU-3333,GPU-2222\0";
+    pod_proc(&proc_root, 301, "sglang::scheduler_TP0", u3, env3);
+    let lib = crate::gpu::fake_nvml(dir.path());
+    let script = dir.path().join("nvml-script.txt");
+    let mut s = String::from("driver 560.35.03\n");
+    for i in 0..4u64 {
+        s += &format!(
+            "gpu {i} GPU-{i}{i}{i}{i} 00000000:{:02X}:00.0 {} 0 {} {} NVIDIA A100-SXM4-40GB\n",
+            0x10 + i,
+            40u64 << 30,
+            39u64 << 30,
+            1u64 << 30
+        );
+    }
+    s += "proc 2 101 1000\nproc 3 102 2000\nproc 0 201 3000\nproc 1 202 4000\n";
+    std::fs::write(&script, s).unwrap();
+    let glob = format!("{}/*/*/*.log", pods.display());
+    let out = run_env(
+        &[
+            "--once",
+            "--timezone",
+            "UTC",
+            "--gpu.nvml-library",
+            lib.to_str().unwrap(),
+            &format!("--gpu.proc-root={}", proc_root.display()),
+            "--input.glob",
+            &glob,
+        ],
+        &[("FAKE_NVML_SCRIPT", script.as_os_str())],
+    );
+    let info = |pod: &str, engine: &str, tp: u32, gpu: u32, method: &str| {
+        format!("sglang_rank_gpu_info{{server=\"{pod}\",namespace=\"llm\",pod=\"{pod}\",container=\"sglang\",engine_type=\"{engine}\",pp_rank=\"0\",tp_rank=\"{tp}\",moe_ep_rank=\"0\",gpu=\"{gpu}\",uuid=\"GPU-{gpu}{gpu}{gpu}{gpu}\",method=\"{method}\"}} 1")
+    };
+    assert_eq!(
+        samples(&out, "sglang_rank_gpu_info"),
+        [
+            info("sglang-2", "unified", 0, 3, "server_args"),
+            info("sglang-2", "unified", 1, 2, "server_args"),
+            info("sglang-decode-0", "decode", 0, 0, "process"),
+            info("sglang-decode-0", "decode", 1, 1, "process"),
+            info("sglang-prefill-0", "prefill", 0, 2, "process"),
+            info("sglang-prefill-0", "prefill", 1, 3, "process"),
+        ]
+    );
+}
+
+/// Runs the binary with `args` and extra environment variables; returns stdout, panicking
+/// (with stderr) on a non-zero exit.
+fn run_env(args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> String {
+    let out = std::process::Command::new(crate::common::bin())
+        .args(args)
+        .env("TZ", "UTC")
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run the binary");
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 exposition")
+}
