@@ -153,14 +153,18 @@ fn pods_appear_rotate_restart_and_go() {
         "the closed file's source expired"
     );
 
-    // A pod goes: its series stay for the grace and the expiry, then disappear, with its
-    // source's self metrics.
-    std::fs::remove_dir_all(pods.join("batch_sglang-b_uid-b")).unwrap();
+    a_pod_goes(&e, &pods.join("batch_sglang-b_uid-b"), &b0);
+}
+
+/// The pod of `b0` goes: its series stay for the grace and the expiry, then disappear, with
+/// its source's self metrics; pod `sglang-a` stays.
+fn a_pod_goes(e: &Exporter, pod_dir: &Path, b0: &Path) {
+    std::fs::remove_dir_all(pod_dir).unwrap();
     let m = e.scrape();
     assert_eq!(usages(&m).len(), 2, "still shown right after the pod went");
     let m = e.scrape_until(20, |m| usages(m).len() == 1);
     assert_eq!(usages(&m), [usage_of("sglang-a", "llm", 0.4)]);
-    let m = e.scrape_until(20, |m| source_up(m, &b0).is_none());
+    let m = e.scrape_until(20, |m| source_up(m, b0).is_none());
     assert!(
         !m.contains("sglang-b"),
         "every series of the pod is gone:\n{m}"
