@@ -13,6 +13,7 @@ use crate::export::{http, metrics, push, signals, webconfig};
 use crate::parse::patterns::{PatternError, Patterns};
 use crate::parse::prefix::TimeResolver;
 use crate::parse::Parser;
+use crate::source::discover::{self, DiscoverConfig, Discovery, Follow};
 use crate::source::file::{TailConfig, Tailer};
 use crate::source::journald::{self, JournalConfig};
 use crate::source::{now_unix, server_name_of, stdin, Ingest, Pipeline};
@@ -59,6 +60,8 @@ pub struct Config {
     pub gpu: Option<crate::gpu::GpuConfig>,
     /// `--journal-unit` children (no units: none).
     pub journal: JournalConfig,
+    /// `--input.glob` discovery; `None` without globs.
+    pub discover: Option<DiscoverConfig>,
     /// Pushgateway settings (`--push.url`).
     pub push: Option<push::PushConfig>,
     /// `--input.json-message-key`.
@@ -231,10 +234,12 @@ impl Config {
         .map_err(ConfigError)?;
         Ok(Config {
             journal,
+            discover: discover_config(a)?,
             patterns,
             inputs,
             state: StateConfig {
                 idle_after: a.read.idle_after.as_secs_f64(),
+                retired_expiry: a.discover.expiry.as_secs_f64(),
                 ..StateConfig::default()
             },
             tz,
@@ -252,6 +257,16 @@ impl Config {
             state_dir: state_dir(a.state_dir.as_deref())?,
             summary: matches!(a.log_level.as_str(), "info" | "debug" | "trace"),
         })
+    }
+
+    /// Server names of the explicit inputs (discovered files are named apart from them).
+    fn input_names(&self) -> Vec<String> {
+        self.inputs
+            .iter()
+            .map(|i| match i {
+                Input::File { server, .. } | Input::Stdin { server } => server.clone(),
+            })
+            .collect()
     }
 
     fn ingest(&self, state: &Shared, source: &str, server: &str) -> Ingest {
@@ -303,6 +318,13 @@ pub fn read_to_end(cfg: &Config) -> Result<Shared, ConfigError> {
                 let mut ing = cfg.ingest(&state, "-", server);
                 stdin::read_to_end(&mut std::io::stdin().lock(), &mut ing, cfg.tail.max_line);
             }
+        }
+    }
+    if let Some(d) = &cfg.discover {
+        for (f, pod) in discover::snapshot(d, &cfg.input_names()) {
+            discover::register(&mut crate::state::lock(&state), &f.server, pod.as_ref());
+            let mut ing = cfg.ingest(&state, &f.source, &f.server);
+            Tailer::new(&f.path, cfg.tail.clone()).run(&mut ing, &stop);
         }
     }
     for unit in &cfg.journal.units {
@@ -476,6 +498,15 @@ pub fn spawn_sources(
             })?,
         }
     }
+    if let Some(d) = cfg.discover.clone() {
+        let spawn_cfg = cfg.clone();
+        let spawn_state = state.clone();
+        let spawn: discover::Spawn =
+            Box::new(move |f, own| spawn_follower(&spawn_cfg, &spawn_state, f, own));
+        let discovery = Discovery::new(d, state.clone(), spawn, &cfg.input_names());
+        let stop = stop.clone();
+        spawn_source("discovery".into(), move || discovery.run(&stop))?;
+    }
     for unit in cfg.journal.units.clone() {
         let (cfg, state, stop) = (cfg.clone(), state.clone(), stop.clone());
         spawn_source(format!("journal {unit}"), move || {
@@ -493,6 +524,58 @@ pub fn spawn_sources(
         })?;
     }
     Ok(())
+}
+
+/// Starts the follower of a discovered file: a tailer supervised like a file input's, until
+/// `stop` (its own: set when the file is gone, or when the exporter stops).
+fn spawn_follower(
+    cfg: &Arc<Config>,
+    state: &Shared,
+    f: &Follow,
+    stop: Arc<Stop>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    let (cfg, state, f) = (cfg.clone(), state.clone(), f.clone());
+    std::thread::Builder::new()
+        .name(format!("follow {}", f.source))
+        .spawn(move || {
+            let mut ing = cfg.ingest(&state, &f.source, &f.server);
+            let mut tailer = Tailer::new(&f.path, cfg.tail.clone());
+            supervise(
+                &mut ing,
+                &stop,
+                &mut tailer,
+                |t, ing| t.run(ing, &stop),
+                Tailer::recover,
+            );
+            ing.flush();
+        })
+}
+
+/// The discovery settings from `--input.*`; `None` without `--input.glob`.
+///
+/// # Errors
+/// A [`ConfigError`] for a bad pattern or limit, or container names without a glob.
+fn discover_config(a: &RunArgs) -> Result<Option<DiscoverConfig>, ConfigError> {
+    let d = &a.discover;
+    if d.globs.is_empty() {
+        if !d.containers.is_empty() {
+            return Err(ConfigError(
+                "--input.kubernetes-container needs --input.glob (e.g. '/var/log/pods/*/*/*.log')"
+                    .into(),
+            ));
+        }
+        return Ok(None);
+    }
+    DiscoverConfig::new(
+        &d.globs,
+        &d.containers,
+        d.max_files,
+        d.scan_interval,
+        a.deleted_grace,
+        d.expiry,
+    )
+    .map(Some)
+    .map_err(ConfigError)
 }
 
 /// How often the state file is written while the state changes.

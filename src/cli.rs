@@ -113,6 +113,10 @@ pub struct RunArgs {
     #[command(flatten)]
     pub read: ReadArgs,
 
+    /// Files found by glob (Kubernetes pod logs).
+    #[command(flatten)]
+    pub discover: DiscoverArgs,
+
     /// How long a followed file that was renamed away (rotation) or deleted is still read before
     /// it is closed, which frees its disk space.
     #[arg(long = "deleted-file-grace", default_value = "60s", value_parser = parse_duration)]
@@ -168,6 +172,38 @@ pub struct RunArgs {
     /// Pushgateway options.
     #[command(flatten)]
     pub push: PushArgs,
+}
+
+/// Discovery options of the main mode: files found by glob, e.g. a Kubernetes node's pod logs.
+#[derive(Debug, Clone, Args)]
+pub struct DiscoverArgs {
+    /// Follow every file matching this glob (repeatable), found again every
+    /// --input.scan-interval: new files are read from their start, files gone are closed after
+    /// --deleted-file-grace. Kubernetes pod logs (`/var/log/pods/*/*/*.log`,
+    /// `/var/log/containers/*.log`) get `namespace`, `pod` and `container` labels and the pod
+    /// name as `server`.
+    #[arg(long = "input.glob", value_name = "PATTERN")]
+    pub globs: Vec<String>,
+
+    /// Read only the pod logs of containers with this name or glob (repeatable; default: every
+    /// container).
+    #[arg(long = "input.kubernetes-container", value_name = "NAME_OR_GLOB")]
+    pub containers: Vec<String>,
+
+    /// Most files followed at once through --input.glob; more are skipped, counted in
+    /// sglang_log_exporter_discovery_files_skipped_total and warned about once.
+    #[arg(long = "input.max-files", default_value_t = 256)]
+    pub max_files: usize,
+
+    /// Time between two expansions of the globs (entries created in a glob's fixed leading
+    /// directory are looked at sooner).
+    #[arg(long = "input.scan-interval", default_value = "5s", value_parser = parse_duration)]
+    pub scan_interval: std::time::Duration,
+
+    /// How long the series of a server whose discovered file is gone (closed after
+    /// --deleted-file-grace) are still served before they are removed.
+    #[arg(long = "input.expiry", default_value = "5m", value_parser = parse_duration)]
+    pub expiry: std::time::Duration,
 }
 
 /// Pushgateway options of the main mode.

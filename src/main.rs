@@ -35,9 +35,9 @@ fn main() -> ExitCode {
             if cli.run.once {
                 return app::run_once(&cfg);
             }
-            if cfg.inputs.is_empty() && cfg.journal.units.is_empty() {
+            if cfg.inputs.is_empty() && cfg.journal.units.is_empty() && cfg.discover.is_none() {
                 return fail(
-                    "no inputs: give log files, - for stdin or --journal-unit (see --help)",
+                    "no inputs: give log files, - for stdin, --journal-unit or --input.glob (see --help)",
                 );
             }
             match app::run_live(cfg) {

@@ -6,13 +6,15 @@
 //!    `sglang::scheduler_…` names its ranks, and its cgroup's systemd unit names its server (a
 //!    server called like the unit, with or without `.service`). A process outside any service
 //!    unit (a container, a login session) belongs to the only server when there is exactly one.
-//!    A scheduler with contexts on several GPUs (a stray context on GPU 0 is common) is mapped to
+//!    A process in a Kubernetes pod (its cgroup names the pod UID) belongs to the server read
+//!    from that pod's log directory. A scheduler with contexts on several GPUs (a stray context on GPU 0 is common) is mapped to
 //!    the GPU where it holds the most memory.
 //! 3. `server_args` — SGLang's own placement (`scheduler.py`/`data_parallel_controller.py`):
 //!    GPU id = `base_gpu_id` + `dp_rank`·`tp_size`·`pp_size`·`gpu_id_step` (plain DP only) +
 //!    `pp_rank`·`tp_size` + `tp_rank`·`gpu_id_step`, read through the server's
-//!    `CUDA_VISIBLE_DEVICES` when one of its scheduler processes shows it, else as an NVML index.
-//!    Single-node placement only (`nnodes` 1).
+//!    `CUDA_VISIBLE_DEVICES` (within a container's `NVIDIA_VISIBLE_DEVICES`) when one of its
+//!    scheduler processes shows it, else as an NVML index.
+//!    A server on several hosts (`--nnodes`) counts from each host's first rank (see [`local`]).
 
 use std::collections::BTreeMap;
 
@@ -109,6 +111,10 @@ pub struct ServerView {
     pub args: Option<ServerArgs>,
     /// Its ranks, in label order.
     pub ranks: Vec<Ranks>,
+    /// The labels its source gives every series (Kubernetes `namespace`, `pod`, `container`).
+    pub source_labels: Vec<(&'static str, String)>,
+    /// The Kubernetes pod UID of its source (a discovered pod log), if any.
+    pub pod_uid: Option<String>,
 }
 
 /// One rank's GPU.
@@ -118,6 +124,8 @@ pub struct Mapping {
     pub server: String,
     /// `engine_type` label.
     pub engine_type: &'static str,
+    /// The server's source labels (see [`ServerView::source_labels`]).
+    pub source_labels: Vec<(&'static str, String)>,
     /// The rank.
     pub ranks: Ranks,
     /// NVML index of the GPU.
@@ -128,8 +136,14 @@ pub struct Mapping {
     pub method: Method,
 }
 
-/// The server a process belongs to: the one named like its unit; without a unit, the only one.
+/// The server a process belongs to: the one whose pod log names the process's pod UID; else
+/// the one named like its unit; without a unit, the only one.
 pub fn server_of<'a>(p: &ProcInfo, servers: &'a [ServerView]) -> Option<&'a ServerView> {
+    if let Some(uid) = &p.pod_uid {
+        if let Some(s) = servers.iter().find(|s| s.pod_uid.as_ref() == Some(uid)) {
+            return Some(s);
+        }
+    }
     match &p.unit {
         Some(u) => {
             let stem = crate::source::server_name_of_unit(u);
@@ -166,33 +180,91 @@ fn sizes(args: Option<&ServerArgs>, ranks: &[Ranks]) -> (u32, u32) {
     (tp.max(1), pp.max(1))
 }
 
-/// The rank's position in SGLang's launch order, which `--gpus` lists follow:
-/// `pp_rank`·`tp_size` + `tp_rank`, plus `dp_rank`·`tp_size`·`pp_size` for plain DP (where TP
-/// ranks restart at 0 in each replica; under DP attention TP ranks are already global).
-/// `tp_size`/`pp_size` come from `server_args`, else from the largest rank seen.
+/// Where a rank sits on this host: its TP and PP rank among the host's ranks and the TP ranks
+/// per host (`tp_size_per_node`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Local {
+    /// TP rank on this host (`tp_rank % tp_size_per_node`).
+    pub tp: u32,
+    /// PP rank on this host (`pp_rank % pp_size_per_node`).
+    pub pp: u32,
+    /// TP ranks per host.
+    pub tp_per_node: u32,
+}
+
+/// A rank's place on this host. A server started with `--nnodes N` runs its ranks on N hosts,
+/// and each host's log (and exporter) sees only its own, under their global numbers (TP8-TP15
+/// on the second host of a TP16). SGLang's rule (`engine.py` `_calculate_rank_ranges`, v0.5.23):
+/// `pp_size_per_node = max(pp_size / nnodes, 1)`, `tp_size_per_node = tp_size / max(nnodes /
+/// pp_size, 1)`, and the local ranks are `pp_rank % pp_size_per_node` and `tp_rank %
+/// tp_size_per_node`. Without `server_args`, the smallest TP (and PP) rank seen is taken as the
+/// host's first when the ranks seen fill whole blocks above it (TP8-TP15 seen: 8; TP2-TP7: 0).
+pub fn local(r: &Ranks, args: Option<&ServerArgs>, all: &[Ranks]) -> Local {
+    let (tp_size, pp_size) = sizes(args, all);
+    let (tp, pp) = (r.tp.unwrap_or(0), r.pp.unwrap_or(0));
+    match args {
+        Some(a) => {
+            let nnodes = a.nnodes.unwrap_or(1).max(1);
+            let pp_per_node = (pp_size / nnodes).max(1);
+            let tp_per_node = (tp_size / (nnodes / pp_size).max(1)).max(1);
+            Local {
+                tp: tp % tp_per_node,
+                pp: pp % pp_per_node,
+                tp_per_node,
+            }
+        }
+        None => {
+            let tp_off = host_offset(all, |r| r.tp);
+            let pp_off = host_offset(all, |r| r.pp);
+            Local {
+                tp: tp.saturating_sub(tp_off),
+                pp: pp.saturating_sub(pp_off),
+                tp_per_node: tp_size.saturating_sub(tp_off).max(1),
+            }
+        }
+    }
+}
+
+/// The first rank of this host, judged from the ranks seen: the smallest, when it is a multiple
+/// of the span seen (the host holds a whole block: TP8-TP15), else 0.
+fn host_offset(all: &[Ranks], f: fn(&Ranks) -> Option<u32>) -> u32 {
+    let seen = || all.iter().filter_map(f);
+    match (seen().min(), seen().max()) {
+        (Some(min), Some(max)) if min > 0 && min % (max - min + 1) == 0 => min,
+        _ => 0,
+    }
+}
+
+/// The rank's position in SGLang's launch order on this host, which `--gpus` lists follow:
+/// `pp`·`tp_size_per_node` + `tp` of its [`local`] ranks, plus `dp_rank`·`tp_size`·`pp_size`
+/// for plain DP (where TP ranks restart at 0 in each replica; under DP attention TP ranks are
+/// already global). `tp_size`/`pp_size` come from `server_args`, else from the largest rank
+/// seen.
 pub fn launch_slot(r: &Ranks, args: Option<&ServerArgs>, all: &[Ranks]) -> u32 {
     let (tp_size, pp_size) = sizes(args, all);
-    let (dp, pp, tp) = (r.dp.unwrap_or(0), r.pp.unwrap_or(0), r.tp.unwrap_or(0));
+    let l = local(r, args, all);
     let dp_part = if plain_dp(args, all) {
-        dp * tp_size * pp_size
+        r.dp.unwrap_or(0) * tp_size * pp_size
     } else {
         0
     };
-    dp_part + pp * tp_size + tp
+    dp_part + l.pp * l.tp_per_node + l.tp
 }
 
-/// SGLang's `gpu_id` of a rank (before `CUDA_VISIBLE_DEVICES`), from its `server_args`.
+/// SGLang's `gpu_id` of a rank on its host (before `CUDA_VISIBLE_DEVICES`), from its
+/// `server_args`, as `data_parallel_controller.py` computes it: `base_gpu_id` + the DP
+/// replica's base (plain DP) + `local pp`·`tp_size_per_node` + `local tp`·`gpu_id_step`.
 pub fn server_args_gpu(r: &Ranks, args: &ServerArgs, all: &[Ranks]) -> u32 {
     let (tp_size, pp_size) = sizes(Some(args), all);
     let base = args.base_gpu_id.unwrap_or(0);
     let step = args.gpu_id_step.unwrap_or(1).max(1);
-    let (dp, pp, tp) = (r.dp.unwrap_or(0), r.pp.unwrap_or(0), r.tp.unwrap_or(0));
+    let l = local(r, Some(args), all);
     let dp_part = if plain_dp(Some(args), all) {
-        dp * tp_size * pp_size * step
+        r.dp.unwrap_or(0) * tp_size * pp_size * step
     } else {
         0
     };
-    base + dp_part + pp * tp_size + tp * step
+    base + dp_part + l.pp * l.tp_per_node + l.tp * step
 }
 
 /// Inputs of [`correlate`].
@@ -220,6 +292,7 @@ pub fn correlate(i: &Inputs<'_>) -> Vec<Mapping> {
                 Mapping {
                     server: s.name.clone(),
                     engine_type: s.engine_type,
+                    source_labels: s.source_labels.clone(),
                     ranks: r,
                     gpu: g.index,
                     uuid: g.uuid.clone(),
@@ -331,6 +404,67 @@ mod tests {
             .map(|r| server_args_gpu(r, &a, &plain))
             .collect();
         assert_eq!(ids, [1, 3, 5, 7]);
+    }
+
+    #[test]
+    fn second_node_of_a_multi_node_server() {
+        // TP16 on two hosts: the second one runs TP8-TP15 on its GPUs 0-7.
+        let a = ServerArgs {
+            tp_size: Some(16),
+            nnodes: Some(2),
+            node_rank: Some(1),
+            ..ServerArgs::default()
+        };
+        let node1: Vec<Ranks> = (8..16).map(|t| rk(None, None, Some(t))).collect();
+        let ids: Vec<u32> = node1
+            .iter()
+            .map(|r| server_args_gpu(r, &a, &node1))
+            .collect();
+        assert_eq!(ids, (0..8).collect::<Vec<_>>());
+        // Without server_args: from the smallest rank seen.
+        let slots: Vec<u32> = node1.iter().map(|r| launch_slot(r, None, &node1)).collect();
+        assert_eq!(slots, (0..8).collect::<Vec<_>>());
+        // A host that saw TP2-TP7 only (TP0-1 silent) is the first host.
+        let part: Vec<Ranks> = (2..8).map(|t| rk(None, None, Some(t))).collect();
+        assert_eq!(launch_slot(&part[0], None, &part), 2);
+        // PP2 x TP8 on two hosts: a PP stage per host, TP ranks 0-7 on each.
+        let pp = ServerArgs {
+            tp_size: Some(8),
+            pp_size: Some(2),
+            nnodes: Some(2),
+            node_rank: Some(1),
+            ..ServerArgs::default()
+        };
+        let stage1: Vec<Ranks> = (0..8).map(|t| rk(None, Some(1), Some(t))).collect();
+        let ids: Vec<u32> = stage1
+            .iter()
+            .map(|r| server_args_gpu(r, &pp, &stage1))
+            .collect();
+        assert_eq!(ids, (0..8).collect::<Vec<_>>());
+        // PP4 x TP4 on two hosts: two stages per host.
+        let pp4 = ServerArgs {
+            tp_size: Some(4),
+            pp_size: Some(4),
+            nnodes: Some(2),
+            ..ServerArgs::default()
+        };
+        let r = rk(None, Some(3), Some(2));
+        assert_eq!(server_args_gpu(&r, &pp4, &[r]), 4 + 2);
+        // DP attention over two hosts: DP8-15 TP8-15 on the second.
+        let att = ServerArgs {
+            tp_size: Some(16),
+            dp_size: Some(16),
+            enable_dp_attention: Some(true),
+            nnodes: Some(2),
+            node_rank: Some(1),
+            ..ServerArgs::default()
+        };
+        let ranks: Vec<Ranks> = (8..16).map(|t| rk(Some(t), None, Some(t))).collect();
+        let ids: Vec<u32> = ranks
+            .iter()
+            .map(|r| server_args_gpu(r, &att, &ranks))
+            .collect();
+        assert_eq!(ids, (0..8).collect::<Vec<_>>());
     }
 
     #[test]

@@ -243,13 +243,12 @@ fn find_visible(
     out
 }
 
-/// `server`, `engine_type`, the rank labels of the rank series ([`view::rank_label_pairs`]),
-/// `gpu` and `uuid`.
+/// `server`, the source's labels (Kubernetes `namespace`, `pod`, `container`), `engine_type`,
+/// the rank labels of the rank series ([`view::rank_label_pairs`]), `gpu` and `uuid`.
 fn rank_labels(m: &Mapping) -> Labels {
-    let mut l = vec![
-        ("server", m.server.clone()),
-        ("engine_type", m.engine_type.to_string()),
-    ];
+    let mut l = vec![("server", m.server.clone())];
+    l.extend(m.source_labels.iter().cloned());
+    l.push(("engine_type", m.engine_type.to_string()));
     l.extend(view::rank_label_pairs(&m.ranks));
     l.push(("gpu", m.gpu.to_string()));
     l.push(("uuid", m.uuid.clone()));
@@ -350,6 +349,8 @@ fn views(s: &State) -> Vec<ServerView> {
             engine_type: srv.engine_type(&key.server).as_str(),
             args: srv.args.clone(),
             ranks: srv.ranks.keys().copied().collect::<Vec<Ranks>>(),
+            source_labels: srv.source_labels.clone(),
+            pod_uid: s.source_pod(&key.server).map(str::to_string),
         });
     }
     out

@@ -22,6 +22,8 @@ pub struct ProcInfo {
     pub mentions_sglang: bool,
     /// The deepest systemd service unit named in `cgroup`, e.g. `sglang-decode.service`.
     pub unit: Option<String>,
+    /// The Kubernetes pod UID named in `cgroup` (see [`pod_uid_of_cgroup`]).
+    pub pod_uid: Option<String>,
 }
 
 impl ProcInfo {
@@ -54,14 +56,13 @@ pub fn read(root: &Path, pid: u32) -> ProcInfo {
     let mentions_sglang = cmdline
         .split(|&b| b == 0)
         .any(|a| a.starts_with(b"sglang.") || memchr::memmem::find(a, b"/sglang/").is_some());
-    let unit = std::fs::read_to_string(dir.join("cgroup"))
-        .ok()
-        .and_then(|c| unit_of_cgroup(&c));
+    let cgroup = std::fs::read_to_string(dir.join("cgroup")).unwrap_or_default();
     ProcInfo {
         pid,
         argv0,
         mentions_sglang,
-        unit,
+        unit: unit_of_cgroup(&cgroup),
+        pod_uid: pod_uid_of_cgroup(&cgroup),
     }
 }
 
@@ -78,13 +79,65 @@ pub fn pids(root: &Path) -> Vec<u32> {
     out
 }
 
-/// `CUDA_VISIBLE_DEVICES` from `environ` of `pid` (readable for our own user or as root).
+/// The GPUs a process sees, from `environ` of `pid` (readable for our own user or as root):
+/// `CUDA_VISIBLE_DEVICES`, counted within `NVIDIA_VISIBLE_DEVICES` where a container runtime
+/// set that to a list (Kubernetes' NVIDIA device plugin: `GPU-…` UUIDs; the container sees
+/// them as devices 0, 1, …). `None` when neither names GPUs.
 pub fn visible_devices(root: &Path, pid: u32) -> Option<String> {
     let env = std::fs::read(root.join(pid.to_string()).join("environ")).ok()?;
-    env.split(|&b| b == 0).find_map(|kv| {
-        kv.strip_prefix(b"CUDA_VISIBLE_DEVICES=")
-            .map(|v| String::from_utf8_lossy(v).trim().to_string())
-    })
+    let var = |name: &[u8]| {
+        env.split(|&b| b == 0).find_map(|kv| {
+            kv.strip_prefix(name)
+                .map(|v| String::from_utf8_lossy(v).trim().to_string())
+        })
+    };
+    let nvidia = var(b"NVIDIA_VISIBLE_DEVICES=")
+        .filter(|v| !v.is_empty() && !matches!(v.as_str(), "all" | "none" | "void"));
+    match (var(b"CUDA_VISIBLE_DEVICES="), nvidia) {
+        (Some(cuda), Some(nv)) => {
+            let nv: Vec<&str> = nv.split(',').map(str::trim).collect();
+            let list: Vec<&str> = cuda
+                .split(',')
+                .map(str::trim)
+                .map(|e| match e.parse::<usize>() {
+                    Ok(i) => nv.get(i).copied().unwrap_or(e),
+                    Err(_) => e,
+                })
+                .collect();
+            Some(list.join(","))
+        }
+        (cuda, nv) => cuda.or(nv),
+    }
+}
+
+/// The Kubernetes pod UID in a `/proc/PID/cgroup` text, for both cgroup drivers: systemd
+/// (`/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid with _>.slice/…`) and
+/// cgroupfs (`/kubepods/burstable/pod<uid>/…`). The pod log directory names the same UID
+/// (`/var/log/pods/<namespace>_<pod>_<uid>/`), which ties a GPU process to its pod's server.
+pub fn pod_uid_of_cgroup(text: &str) -> Option<String> {
+    for line in text.lines() {
+        let Some(path) = line.splitn(3, ':').nth(2) else {
+            continue;
+        };
+        let mut in_kubepods = false;
+        for comp in path.split('/') {
+            if let Some(rest) = comp
+                .strip_suffix(".slice")
+                .filter(|c| c.starts_with("kubepods"))
+            {
+                if let Some((_, uid)) = rest.rsplit_once("-pod") {
+                    return Some(uid.replace('_', "-"));
+                }
+            }
+            if in_kubepods {
+                if let Some(uid) = comp.strip_prefix("pod").filter(|u| !u.is_empty()) {
+                    return Some(uid.to_string());
+                }
+            }
+            in_kubepods |= comp.starts_with("kubepods");
+        }
+    }
+    None
 }
 
 /// The deepest `*.service` unit in a `/proc/PID/cgroup` text (v1 or v2 lines
@@ -167,6 +220,49 @@ mod tests {
         assert_eq!(scheduler_ranks("sglang::scheduler_XY1"), None);
         assert_eq!(scheduler_ranks("sglang::scheduler_TP"), None);
         assert_eq!(scheduler_ranks("python3"), None);
+    }
+
+    #[test]
+    fn pod_uids() {
+        assert_eq!(
+            pod_uid_of_cgroup("0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod6b9a8f5e_1c2d_4e3f_8a9b_0c1d2e3f4a5b.slice/cri-containerd-abc.scope\n").as_deref(),
+            Some("6b9a8f5e-1c2d-4e3f-8a9b-0c1d2e3f4a5b")
+        );
+        assert_eq!(
+            pod_uid_of_cgroup(
+                "0::/kubepods.slice/kubepods-pod11_22.slice/cri-containerd-abc.scope\n"
+            )
+            .as_deref(),
+            Some("11-22")
+        );
+        assert_eq!(
+            pod_uid_of_cgroup("12:pids:/kubepods/burstable/pod6b9a-1c2d/0123abcd\n").as_deref(),
+            Some("6b9a-1c2d")
+        );
+        assert_eq!(pod_uid_of_cgroup("0::/system.slice/sglang.service\n"), None);
+        assert_eq!(pod_uid_of_cgroup("0::/pod12/x\n"), None);
+    }
+
+    #[test]
+    fn visible_devices_in_containers() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = |pid: u32, text: &str| {
+            let d = dir.path().join(pid.to_string());
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("environ"), text).unwrap();
+        };
+        env(1, "CUDA_VISIBLE_DEVICES=2,3\0");
+        env(2, "NVIDIA_VISIBLE_DEVICES=GPU-a,GPU-b\0");
+        env(
+            3,
+            "NVIDIA_VISIBLE_DEVICES=GPU-a,GPU-b\0CUDA_VISIBLE_DEVICES=1\0",
+        );
+        env(4, "NVIDIA_VISIBLE_DEVICES=all\0");
+        let v = |pid| visible_devices(dir.path(), pid);
+        assert_eq!(v(1).as_deref(), Some("2,3"));
+        assert_eq!(v(2).as_deref(), Some("GPU-a,GPU-b"));
+        assert_eq!(v(3).as_deref(), Some("GPU-b"));
+        assert_eq!(v(4), None);
     }
 
     #[test]

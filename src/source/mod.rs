@@ -4,6 +4,7 @@
 //! A source yields whole lines (never a partial one) to an [`Ingest`]; the ingest unwraps
 //! wrappers, parses, stamps the line with a time and applies it to the shared state.
 
+pub mod discover;
 pub mod fault;
 pub mod file;
 pub mod framing;
@@ -352,8 +353,13 @@ impl Ingest {
         self.flush();
     }
 
-    /// Hands the batched counters to the state.
+    /// Hands the batched counters to the state. Nothing to hand is no change: the state's
+    /// generation stays, so followers that wake with nothing new (every poll of every followed
+    /// file) do not make each scrape encode the exposition anew.
     pub fn flush(&mut self) {
+        if self.delta == SourceDelta::default() {
+            return;
+        }
         let d = std::mem::take(&mut self.delta);
         lock(&self.state).add_source_counts(&self.source, &d);
     }

@@ -228,7 +228,7 @@ impl ServerState {
 pub type SourceStats = SourceDelta;
 
 /// Counts a source gathers locally and hands to the state in batches (not per line).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SourceDelta {
     /// Lines read.
     pub lines: u64,
@@ -325,6 +325,14 @@ pub struct State {
     fact_metrics: Vec<bool>,
     /// Unit → cursor of the last journal entry read (kept in the state file).
     journal_cursors: BTreeMap<String, String>,
+    /// Server name → the labels its source gives every series (see [`State::set_source_labels`]);
+    /// copied into each server of that name as it is created.
+    source_labels: BTreeMap<String, Vec<(&'static str, String)>>,
+    /// Server name → the Kubernetes pod UID of its source (see [`State::set_source_pod`]).
+    source_pods: BTreeMap<String, String>,
+    /// Source → when it went away (a discovered file closed): its self metrics are removed
+    /// `retired_expiry` seconds later.
+    retired_sources: BTreeMap<String, f64>,
     /// Shared so applying a line can hold it while the state is borrowed mutably.
     derived: Arc<Derived>,
 }
@@ -403,6 +411,9 @@ impl State {
             generation: 0,
             fact_metrics: vec![false; n],
             journal_cursors: BTreeMap::new(),
+            source_labels: BTreeMap::new(),
+            source_pods: BTreeMap::new(),
+            retired_sources: BTreeMap::new(),
             derived: Arc::new(derived),
         }
     }
@@ -485,32 +496,75 @@ impl State {
         self.journal_cursors.get(unit).map(String::as_str)
     }
 
-    /// Sets the labels a source gives every series of its server (Kubernetes pod labels).
+    /// Sets the labels a source gives every series of the servers named `server` (Kubernetes
+    /// `namespace`, `pod`, `container`): those that exist now (every engine) and those created
+    /// later, so a server's first series already carry them. It also undoes a
+    /// [`State::retire_server`] of that name (the source is back). Creates no server.
     pub fn set_source_labels(&mut self, server: &str, labels: Vec<(&'static str, String)>) {
-        self.generation += 1;
-        if let Some(s) = self.server_mut(&ServerKey::plain(server)) {
-            s.source_labels = labels;
-            s.retired_at = None;
-        }
-    }
-
-    /// Marks the servers named `server` (every engine) as gone with their source at `at`: their
-    /// series are removed `retired_expiry` seconds later.
-    pub fn retire_server(&mut self, server: &str, at: f64) {
         self.generation += 1;
         for (k, s) in self.servers.iter_mut() {
             if k.server == server {
+                s.source_labels = labels.clone();
+                s.retired_at = None;
+            }
+        }
+        self.source_labels.insert(server.to_string(), labels);
+    }
+
+    /// Notes the Kubernetes pod UID of the source of the servers named `server` (a discovered
+    /// pod log), which ties GPU processes to them (their cgroup names it); `None` forgets it.
+    pub fn set_source_pod(&mut self, server: &str, uid: Option<&str>) {
+        match uid {
+            Some(u) => self.source_pods.insert(server.to_string(), u.to_string()),
+            None => self.source_pods.remove(server),
+        };
+    }
+
+    /// The pod UID noted for the servers named `server`.
+    pub fn source_pod(&self, server: &str) -> Option<&str> {
+        self.source_pods.get(server).map(String::as_str)
+    }
+
+    /// Marks the servers named `server` (every engine) as gone with their source at `at`: their
+    /// series are removed `retired_expiry` seconds later. Labels set for a server that never
+    /// logged a line are forgotten now.
+    pub fn retire_server(&mut self, server: &str, at: f64) {
+        self.generation += 1;
+        let mut any = false;
+        for (k, s) in self.servers.iter_mut() {
+            if k.server == server {
                 s.retired_at = Some(at);
+                any = true;
+            }
+        }
+        if !any {
+            self.source_labels.remove(server);
+            self.source_pods.remove(server);
+        }
+    }
+
+    /// Marks a source as gone at `at` (`Some`): its self metrics (`source` label) are removed
+    /// `retired_expiry` seconds later, so sources that come and go (pods' log files) do not
+    /// grow the exposition. `None`: the source is back, keep it.
+    pub fn retire_source(&mut self, source: &str, at: Option<f64>) {
+        self.generation += 1;
+        match at {
+            Some(t) => {
+                self.retired_sources.insert(source.to_string(), t);
+            }
+            None => {
+                self.retired_sources.remove(source);
             }
         }
     }
 
-    /// Removes engines silent for `engine_expiry` and servers retired for `retired_expiry`
-    /// before `now`. Returns how many servers were removed.
+    /// Removes engines silent for `engine_expiry`, and servers and sources retired for
+    /// `retired_expiry`, before `now`. Returns how many servers were removed.
     pub fn expire(&mut self, now: f64) -> usize {
         let (engine_expiry, retired_expiry) = (self.cfg.engine_expiry, self.cfg.retired_expiry);
         let before = self.servers.len();
         let mut ranks_removed = 0;
+        let mut gone: Vec<String> = Vec::new();
         self.servers.retain(|k, s| {
             let stale_engine =
                 !k.engine.is_empty() && s.last_seen.is_some_and(|t| now - t > engine_expiry);
@@ -518,15 +572,46 @@ impl State {
             let keep = !(stale_engine || retired);
             if !keep {
                 ranks_removed += s.ranks.len();
+                if retired {
+                    gone.push(k.server.clone());
+                }
             }
             keep
         });
         self.ranks_total -= ranks_removed;
+        for name in gone {
+            if !self.servers.keys().any(|k| k.server == name) {
+                self.source_labels.remove(&name);
+                self.source_pods.remove(&name);
+            }
+        }
         let removed = before - self.servers.len();
-        if removed > 0 {
+        let sources = self.expire_sources(now);
+        if removed > 0 || sources {
             self.generation += 1;
         }
         removed
+    }
+
+    /// Removes the self metrics of sources retired for `retired_expiry`; whether any were.
+    fn expire_sources(&mut self, now: f64) -> bool {
+        if self.retired_sources.is_empty() {
+            return false;
+        }
+        let expiry = self.cfg.retired_expiry;
+        let due: Vec<String> = self
+            .retired_sources
+            .iter()
+            .filter(|(_, &t)| now - t > expiry)
+            .map(|(s, _)| s.clone())
+            .collect();
+        for s in &due {
+            self.retired_sources.remove(s);
+            self.sources.remove(s);
+            self.self_metrics
+                .retain(|(m, label), _| !(m.def().3 == "source" && label == s));
+        }
+        !due.is_empty()
     }
 
     /// The first moment after `now` at which what a scrape shows changes without a new line:
@@ -547,6 +632,7 @@ impl State {
                 let retired = s.retired_at.map(|t| t + c.retired_expiry);
                 ranks.chain(engine).chain(retired)
             })
+            .chain(self.retired_sources.values().map(|t| t + c.retired_expiry))
             // `>=`: a rank is idle once strictly more than idle-after has passed.
             .filter(|&t| t >= now)
             .min_by(f64::total_cmp)
@@ -567,7 +653,11 @@ impl State {
                 return None;
             }
             let n = self.pat.metrics.len();
-            self.servers.insert(key.clone(), ServerState::new(n));
+            let mut srv = ServerState::new(n);
+            if let Some(l) = self.source_labels.get(&key.server) {
+                srv.source_labels = l.clone();
+            }
+            self.servers.insert(key.clone(), srv);
         }
         self.servers.get_mut(key)
     }

@@ -22,11 +22,15 @@ pub enum SelfMetric {
     PushFailures,
     /// `sglang_log_exporter_push_last_status`.
     PushLastStatus,
+    /// `sglang_log_exporter_discovery_files_followed`.
+    DiscoveryFollowed,
+    /// `sglang_log_exporter_discovery_files_skipped_total`.
+    DiscoverySkipped,
 }
 
 impl SelfMetric {
     /// Every self metric, in exposition order.
-    pub const ALL: [SelfMetric; 8] = [
+    pub const ALL: [SelfMetric; 10] = [
         SelfMetric::SourceUp,
         SelfMetric::SourcePanics,
         SelfMetric::JournalctlRestarts,
@@ -35,6 +39,8 @@ impl SelfMetric {
         SelfMetric::Pushes,
         SelfMetric::PushFailures,
         SelfMetric::PushLastStatus,
+        SelfMetric::DiscoveryFollowed,
+        SelfMetric::DiscoverySkipped,
     ];
 
     /// Name, HELP, type and label name (empty: no label).
@@ -87,6 +93,18 @@ impl SelfMetric {
                 "sglang_log_exporter_push_last_status",
                 "HTTP status of the last push request to the Pushgateway; 0 when none came back.",
                 Kind::Gauge,
+                "",
+            ),
+            S::DiscoveryFollowed => (
+                "sglang_log_exporter_discovery_files_followed",
+                "Files found by --input.glob that are being followed now.",
+                Kind::Gauge,
+                "",
+            ),
+            S::DiscoverySkipped => (
+                "sglang_log_exporter_discovery_files_skipped_total",
+                "Files found by --input.glob that were not followed because --input.max-files were followed already (each file counted once per time it is skipped).",
+                Kind::Counter,
                 "",
             ),
         }
