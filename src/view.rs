@@ -22,18 +22,21 @@ pub enum RankFamily {
     DecodeLines,
     /// `sglang_retractions_total`.
     Retractions,
+    /// `sglang_last_retraction_timestamp_seconds`.
+    LastRetraction,
     /// `sglang_kv_pool_used_estimate_bytes`.
     KvUsedEstimate,
 }
 
 impl RankFamily {
     /// Every rank family, in exposition order.
-    pub const ALL: [RankFamily; 6] = [
+    pub const ALL: [RankFamily; 7] = [
         RankFamily::Idle,
         RankFamily::LastStats,
         RankFamily::PrefillBatches,
         RankFamily::DecodeLines,
         RankFamily::Retractions,
+        RankFamily::LastRetraction,
         RankFamily::KvUsedEstimate,
     ];
 
@@ -64,6 +67,11 @@ impl RankFamily {
                 "sglang_retractions_total",
                 "Retraction events (KV cache pool full), one per retraction line.",
                 Kind::Counter,
+            ),
+            RankFamily::LastRetraction => (
+                "sglang_last_retraction_timestamp_seconds",
+                "Unix time in seconds of the rank's last retraction line (KV cache pool full); absent until one.",
+                Kind::Gauge,
             ),
             RankFamily::KvUsedEstimate => (
                 "sglang_kv_pool_used_estimate_bytes",
@@ -164,6 +172,7 @@ pub fn rank_samples(
             RankFamily::Retractions => {
                 (stats || rank.retractions > 0).then_some(rank.retractions as f64)
             }
+            RankFamily::LastRetraction => rank.last_retraction,
             RankFamily::KvUsedEstimate => kv_used_estimate(state, srv, rank, now),
         };
         if let Some(v) = v {

@@ -101,6 +101,8 @@ pub struct RankState {
     pub decode_lines: u64,
     /// Retraction lines seen.
     pub retractions: u64,
+    /// Unix seconds of the last retraction line that carried a time.
+    pub last_retraction: Option<f64>,
 }
 
 impl RankState {
@@ -111,6 +113,7 @@ impl RankState {
             prefill_lines: 0,
             decode_lines: 0,
             retractions: 0,
+            last_retraction: None,
         }
     }
 
@@ -839,7 +842,10 @@ fn apply_rank_line(
                 srv.engine_hint = Some(hint);
             }
         }
-        Class::Retract => rank.retractions += 1,
+        Class::Retract => {
+            rank.retractions += 1;
+            rank.last_retraction = ts.or(rank.last_retraction);
+        }
         _ => {}
     }
 }

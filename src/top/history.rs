@@ -1,8 +1,8 @@
 //! Retractions in the last minute: `sglang_retractions_total` is a counter, so `top` keeps the
 //! totals it saw at each refresh and reports the increase over the window (a drop, from a
 //! restarted exporter, counts as a reset to 0, as `increase()` treats it). Increases seen while
-//! the rank's last stats line was older than the window are not counted: that is a log's
-//! history being read at start-up, not a retraction of the last minute.
+//! the rank's last retraction line, or its last stats line, was older than the window are not
+//! counted: that is a log's history being read at start-up, not a retraction of the last minute.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -40,10 +40,12 @@ impl History {
                 let Some(total) = r.retractions else { continue };
                 let key = (s.instance.clone(), s.name.clone(), r.id.clone());
                 let mut q = self.seen.remove(&key).unwrap_or_default();
-                // A rank whose last stats line is older than the window (history being read
-                // at start-up, or a rank that went quiet) retracted nothing within it: what
-                // its total gained so far becomes the baseline.
-                if r.last_stats.is_some_and(|t| t < now - self.window) {
+                // A rank whose last retraction or last stats line is older than the window
+                // (history being read at start-up, or a rank that went quiet) retracted nothing
+                // within it: what its total gained so far becomes the baseline. The retraction's
+                // own time decides even when a refresh fell between it and a later stats line.
+                let old = |t: Option<f64>| t.is_some_and(|t| t < now - self.window);
+                if old(r.last_stats) || old(r.last_retraction) {
                     q.clear();
                 }
                 q.push_back((now, total));
@@ -127,6 +129,26 @@ mod tests {
         assert_eq!(h.recent("", "d", &id), Some(0.0));
         // Live lines: a retraction now counts.
         h.observe(&at(3.0, 1001.5), 1002.0);
+        assert_eq!(h.recent("", "d", &id), Some(1.0));
+    }
+
+    /// A refresh between an old retraction and a recent stats line (the reader mid-way through
+    /// a log's history): the retraction is still not of the last minute.
+    #[test]
+    fn an_old_retraction_read_after_a_refresh_is_not_recent() {
+        let id = RankId::default();
+        let mut h = History::new(60.0);
+        let at = |total: f64, last: f64, retracted: Option<f64>| {
+            let mut m = model(total);
+            m.servers[0].ranks[0].last_stats = Some(last);
+            m.servers[0].ranks[0].last_retraction = retracted;
+            m
+        };
+        h.observe(&at(0.0, 100.0, None), 1000.0);
+        h.observe(&at(1.0, 990.0, Some(200.0)), 1000.0);
+        assert_eq!(h.recent("", "d", &id), Some(0.0));
+        // A retraction of the last minute counts.
+        h.observe(&at(2.0, 995.0, Some(995.0)), 1001.0);
         assert_eq!(h.recent("", "d", &id), Some(1.0));
     }
 }

@@ -109,6 +109,8 @@ pub struct Rank {
     pub inflight: Option<f64>,
     /// `sglang_retractions_total`.
     pub retractions: Option<f64>,
+    /// `sglang_last_retraction_timestamp_seconds`.
+    pub last_retraction: Option<f64>,
     /// `sglang_idle` (1: no stats line for `--idle-after`).
     pub idle: Option<f64>,
     /// `sglang_last_stats_timestamp_seconds`.
@@ -158,6 +160,7 @@ impl Rank {
             "sglang:num_prefill_bootstrap_queue_reqs" => &mut self.bootstrap,
             "sglang:num_prefill_inflight_queue_reqs" => &mut self.inflight,
             "sglang_retractions_total" => &mut self.retractions,
+            "sglang_last_retraction_timestamp_seconds" => &mut self.last_retraction,
             "sglang_idle" => &mut self.idle,
             "sglang_last_stats_timestamp_seconds" => &mut self.last_stats,
             "sglang_kv_pool_size_bytes" => &mut self.pool_bytes,

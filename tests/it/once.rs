@@ -211,6 +211,32 @@ fn idle_after_decides_what_the_end_of_an_old_log_shows() {
 }
 
 #[test]
+fn the_last_retraction_of_each_rank_has_its_time() {
+    let p = sample("pd-decode-session.log");
+    let expo = once(&["--idle-after", "1h", p.to_str().unwrap()]);
+    let name = "sglang_last_retraction_timestamp_seconds";
+    // DP3's only retraction line is at 10:07:40 UTC, DP2's last at 10:09:36.
+    assert_eq!(
+        get(&expo, name, &decode_rank("pd-decode-session", 3)),
+        1780481260.0
+    );
+    assert_eq!(
+        get(&expo, name, &decode_rank("pd-decode-session", 2)),
+        1780481376.0
+    );
+    assert_eq!(
+        get(
+            &expo,
+            "sglang_retractions_total",
+            &decode_rank("pd-decode-session", 3)
+        ),
+        1.0
+    );
+    // Ranks that never retracted have no such series.
+    assert_eq!(samples(&expo, name).len(), 2, "{expo}");
+}
+
+#[test]
 fn prefill_session_counts_tokens_and_labels_the_engine() {
     let p = sample("prefill-session.log");
     let expo = once(&["--idle-after", "1h", p.to_str().unwrap()]);
