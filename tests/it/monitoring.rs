@@ -1,7 +1,8 @@
 //! The shipped alert rules and Grafana dashboard: promtool checks and unit-tests the rules (every
 //! alert is tested, two hosts included), and a real Prometheus scraping two exporters (two
 //! "hosts" that run servers of the same name) answers every dashboard query with data, one
-//! result per host, and no matching error.
+//! result per host, and no matching error. SGLang's own dashboard answers every panel from a log
+//! with stats lines and `--log-requests` records.
 
 use std::collections::BTreeSet;
 use std::process::Command;
@@ -140,4 +141,106 @@ fn every_dashboard_query_answers_per_host_from_two_exporters() {
     for (_, v) in pool {
         assert!((v - 4.0 * 55265491681.28).abs() < 1.0, "{v}");
     }
+}
+
+/// Every PromQL target of SGLang's own dashboard, from `tests/data/upstream-dashboard-queries.tsv`
+/// (panel title, expression; the file names the upstream commit).
+fn upstream_dashboard_queries() -> Vec<(String, String)> {
+    std::fs::read_to_string(root().join("tests/data/upstream-dashboard-queries.tsv"))
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| {
+            let (panel, expr) = l.split_once('\t').expect("panel<TAB>expr");
+            (panel.to_string(), expr.to_string())
+        })
+        .collect()
+}
+
+/// The session log `upstream_dashboard_answers_every_panel` writes: stats lines and the
+/// `--log-requests` records of `v0.5.23-text.log` (`half` 0: its first half, 1: the rest), every
+/// prefix at the current time so nothing reads as idle.
+fn session_part(half: usize, running: u32) -> String {
+    let now = jiff::Timestamp::now()
+        .strftime("%Y-%m-%d %H:%M:%S")
+        .to_string();
+    let requests =
+        std::fs::read_to_string(root().join("tests/data/request-logs/v0.5.23-text.log")).unwrap();
+    let requests: Vec<&str> = requests.lines().collect();
+    let mid = requests.len() / 2;
+    let part = if half == 0 {
+        &requests[..mid]
+    } else {
+        &requests[mid..]
+    };
+    let mut out = format!(
+        "[{now}] Prefill batch, #new-seq: 1, #new-token: 600, #cached-token: 200, token usage: 0.02, #running-req: {running}, #queue-req: 2\n\
+         [{now}] Decode batch, #running-req: {running}, #token: 4000, token usage: 0.03, cuda graph: True, gen throughput (token/s): 123.45, #queue-req: 2\n"
+    );
+    for l in part {
+        // `[2026-11-05 14:00:05] Finish: ...`: the same record, stamped now.
+        let body = l.split_once("] ").map_or(*l, |(_, b)| b);
+        out.push_str(&format!("[{now}] {body}\n"));
+    }
+    out
+}
+
+#[test]
+fn upstream_dashboard_answers_every_panel() {
+    let queries = upstream_dashboard_queries();
+    assert_eq!(queries.len(), 14, "upstream's 8 panels have 14 targets");
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("sglang.log");
+    std::fs::write(&log, session_part(0, 3)).unwrap();
+    let e = Exporter::start(&["--gpu.disable", "--idle-after", "1h", log.to_str().unwrap()]);
+    let prom = prometheus(
+        &format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: sglang\n    static_configs:\n      - targets: ['127.0.0.1:{}']\n",
+            e.port
+        ),
+        dir.path(),
+    );
+    // The first half scraped twice, then the rest appended: rates over [1m] see requests.
+    poll(60, "two scrapes of the first half", || {
+        let n = query(
+            &prom,
+            "count_over_time(sglang:num_requests_total[1m])",
+            None,
+        );
+        n.iter().any(|(_, v)| *v >= 2.0).then_some(())
+    });
+    crate::common::append(&log, session_part(1, 5).as_bytes());
+    poll(60, "the second half in Prometheus", || {
+        let r = query(&prom, "sglang:num_running_reqs", None);
+        r.iter().any(|(_, v)| *v == 5.0).then_some(())
+    });
+    // Two more scrapes, so every series has moved within the window.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    for (panel, q) in &queries {
+        let r = query(&prom, q, None);
+        assert!(!r.is_empty(), "{panel}: no data for {q}");
+        for (labels, v) in &r {
+            assert!(v.is_finite(), "{panel}: {q} gives {v} for {labels:?}");
+        }
+    }
+    // The gauges are the last stats lines' values.
+    let one = |q: &str| {
+        let r = query(&prom, q, None);
+        assert_eq!(r.len(), 1, "{q}: {r:?}");
+        r[0].1
+    };
+    assert_eq!(one("sglang:num_running_reqs"), 5.0);
+    assert_eq!(one("sglang:num_queue_reqs"), 2.0);
+    assert_eq!(one("sglang:gen_throughput"), 123.45);
+    assert_eq!(one("sglang:cache_hit_rate"), 0.25);
+    // Every request of the log is in the histograms: the .expected file's count.
+    let expected =
+        std::fs::read_to_string(root().join("tests/data/request-logs/v0.5.23-text.expected"))
+            .unwrap();
+    let count: f64 = expected
+        .lines()
+        .filter(|l| l.starts_with("sglang:e2e_request_latency_seconds_count"))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+        .sum();
+    assert_eq!(one("sum(sglang:e2e_request_latency_seconds_count)"), count);
 }
