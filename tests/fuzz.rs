@@ -398,22 +398,14 @@ enum Mutation {
 fn mutation() -> impl Strategy<Value = Mutation> {
     let at = any::<usize>();
     prop_oneof![
-        (at.clone(), 0u8..8).prop_map(|(at, bit)| Mutation::Flip { at, bit }),
-        (at.clone(), token()).prop_map(|(at, token)| Mutation::Insert { at, token }),
-        (at.clone(), 0usize..8, token()).prop_map(|(at, len, token)| Mutation::Replace {
-            at,
-            len,
-            token
-        }),
-        at.clone().prop_map(|at| Mutation::Truncate { at }),
-        (at.clone(), 0usize..16).prop_map(|(at, len)| Mutation::Delete { at, len }),
+        (at, 0u8..8).prop_map(|(at, bit)| Mutation::Flip { at, bit }),
+        (at, token()).prop_map(|(at, token)| Mutation::Insert { at, token }),
+        (at, 0usize..8, token()).prop_map(|(at, len, token)| Mutation::Replace { at, len, token }),
+        at.prop_map(|at| Mutation::Truncate { at }),
+        (at, 0usize..16).prop_map(|(at, len)| Mutation::Delete { at, len }),
         (any::<usize>(), any::<usize>()).prop_map(|(nth, to)| Mutation::DupField { nth, to }),
         (any::<usize>(), token()).prop_map(|(nth, token)| Mutation::Number { nth, token }),
-        (any::<usize>(), at.clone(), at).prop_map(|(other, at, from)| Mutation::Splice {
-            other,
-            at,
-            from
-        }),
+        (any::<usize>(), at, at).prop_map(|(other, at, from)| Mutation::Splice { other, at, from }),
     ]
 }
 
@@ -1503,11 +1495,17 @@ const ZONES: &[&str] = &[
     "Pacific/Apia",
 ];
 
+/// Year, month, day.
+type Ymd = (i16, i8, i8);
+/// A prefix: maybe a date, and hour, minute, second, nanosecond.
+type Stamp = (Option<Ymd>, (i8, i8, i8, i32));
+
 #[derive(Debug, Clone)]
 struct TimeCase {
     zone: usize,
-    fixed: Option<(i16, i8, i8)>,
-    times: Vec<(Option<(i16, i8, i8)>, (i8, i8, i8, i32))>,
+    fixed: Option<Ymd>,
+    /// Lines: an optional date (year, month, day) and a time (h, m, s, ns).
+    times: Vec<Stamp>,
 }
 
 fn time_case() -> impl Strategy<Value = TimeCase> {
