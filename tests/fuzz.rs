@@ -695,6 +695,7 @@ struct Rerendered {
 
 /// Values that are no number as SGLang prints one (`parse_value` refuses them).
 const UNREADABLE: &[&str] = &[
+    "",
     "nan",
     "inf",
     "-inf",
@@ -1875,4 +1876,35 @@ fn regression_a_negative_token_count_derives_no_cache_hit_rate() {
         .next()
         .unwrap();
     assert_eq!(rank.values[hit], 0.75);
+}
+
+/// Found by `fuzz_parser_values_round_trip_and_bad_values_are_counted_exactly` (an emptied
+/// value): a last field without its value (`#queue-req:` once the trailing space is trimmed)
+/// was counted as a bad piece but left its gauge at the previous line's value.
+#[test]
+fn regression_a_last_field_without_its_value_withdraws_its_gauge() {
+    let pat = patterns();
+    let queue = pat.metric_by_id("num_queue_reqs").unwrap();
+    let mut p = Parser::new(pat.clone());
+    let mut st = State::new(pat.clone(), StateConfig::default());
+    let full = "[2026-07-21 15:00:13 TP0 EP0] Decode batch, #running-req: 3, #queue-req: 5";
+    st.apply("src", "srv", &p.parse(full).unwrap(), None);
+    let cut = "[2026-07-21 15:00:14 TP0 EP0] Decode batch, #running-req: 4, #queue-req: ";
+    let r = p.parse(cut).unwrap();
+    assert_eq!((r.bad_values, r.bad_metrics), (1, &[queue][..]));
+    st.apply("src", "srv", &r, None);
+    let rank = st
+        .servers()
+        .values()
+        .next()
+        .unwrap()
+        .ranks
+        .values()
+        .next()
+        .unwrap();
+    assert!(
+        rank.values[queue as usize].is_nan(),
+        "still {}",
+        rank.values[queue as usize]
+    );
 }
