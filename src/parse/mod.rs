@@ -449,6 +449,13 @@ impl Parser {
                 // (never silently dropped); startup lines may carry prose between fields.
                 if matches!(kind.class, Class::Prefill | Class::Decode | Class::Retract) {
                     bad += 1;
+                    // A last field cut to `#queue-req:`: its gauge is withdrawn too, rather
+                    // than left showing an older value.
+                    if let Some(key) = empty_value(piece, &kind.kv) {
+                        if let (Some(t), _) = field_memo[k].get(pat, kind, key) {
+                            push_value(scratch, t, "", &mut 0);
+                        }
+                    }
                 }
                 continue;
             };
@@ -484,6 +491,17 @@ impl Parser {
         }
         required.then_some(bad)
     }
+}
+
+/// The key of a field whose value is missing (`#queue-req:`, once the line's trailing space is
+/// trimmed), if `piece` is one.
+fn empty_value<'a>(piece: &'a str, kv: &[String]) -> Option<&'a str> {
+    let piece = piece.trim_end();
+    kv.iter().find_map(|sep| {
+        let sep = sep.trim_end();
+        let key = piece.strip_suffix(sep).filter(|_| !sep.is_empty())?.trim();
+        (!key.is_empty()).then_some(key)
+    })
 }
 
 /// The N of a `[gpu_id=N]` / `[gpu=N]` message tag (v0.1.17-v0.2.13).

@@ -175,7 +175,18 @@ impl TimeResolver {
         }
     }
 
+    /// Whether every time of the hour starting at `dt` (placed at `start`) is `start` plus its
+    /// minutes and seconds: the hour's start exists (it is not in a gap) and no offset change
+    /// falls inside the hour. Then the hour's start is cached for the lines of that hour.
+    fn runs_evenly(&self, dt: DateTime, start: jiff::Timestamp) -> bool {
+        let end = jiff::Timestamp::from_second(start.as_second() + 3599);
+        start.to_zoned(self.tz.clone()).datetime() == dt
+            && end.is_ok_and(|e| self.tz.to_offset(e) == self.tz.to_offset(start))
+    }
+
     /// Unix seconds (with fraction) of a prefix time, or `None` if the zone cannot place it.
+    /// The same as the zone database's answer for that local time (a time in a gap is placed
+    /// after it, a repeated one at its first occurrence, as jiff's "compatible" rule does).
     pub fn resolve(&mut self, t: LogTime) -> Option<f64> {
         let date = match t.date {
             Some(d) => {
@@ -199,17 +210,28 @@ impl TimeResolver {
         };
         self.last_time = Some(t.time);
         let hour = t.time.hour();
-        let base = match self.cache {
-            Some((d, h, s)) if d == date && h == hour => s,
+        let within = t.time.minute() as i64 * 60 + t.time.second() as i64;
+        let whole = match self.cache {
+            Some((d, h, s)) if d == date && h == hour => s + within,
             _ => {
                 let dt = DateTime::from_parts(date, Time::new(hour, 0, 0, 0).ok()?);
-                let s = dt.to_zoned(self.tz.clone()).ok()?.timestamp().as_second();
-                self.cache = Some((date, hour, s));
-                s
+                let start = dt.to_zoned(self.tz.clone()).ok()?.timestamp();
+                if self.runs_evenly(dt, start) {
+                    self.cache = Some((date, hour, start.as_second()));
+                    start.as_second() + within
+                } else {
+                    // An hour that starts in a gap or holds an offset change (Lord Howe's
+                    // 30-minute DST, a change at a half hour): this time on its own.
+                    let second = Time::new(hour, t.time.minute(), t.time.second(), 0).ok()?;
+                    DateTime::from_parts(date, second)
+                        .to_zoned(self.tz.clone())
+                        .ok()?
+                        .timestamp()
+                        .as_second()
+                }
             }
         };
-        let within = t.time.minute() as i64 * 60 + t.time.second() as i64;
-        let secs = (base + within) as f64 + t.time.subsec_nanosecond() as f64 / 1e9;
+        let secs = whole as f64 + t.time.subsec_nanosecond() as f64 / 1e9;
         // Without a date anywhere, midnight roll-overs of a log longer than a day can carry the
         // guessed date past today: pull it back a day, so no line is placed in the future.
         if t.date.is_none() && self.fixed_date.is_none() {

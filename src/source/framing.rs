@@ -102,8 +102,11 @@ impl Framer {
     }
 
     /// Unwraps one line.
+    ///
+    /// A `\r` at the end is left for [`crate::parse::clean`] (a CRLF ending): it may belong to
+    /// a CRI `P` piece, where it is the middle of the joined line, not its end. JSON allows it
+    /// as trailing whitespace.
     pub fn frame<'a>(&'a mut self, line: &'a [u8]) -> Framed<'a> {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
         if is_request_event(line) {
             return Framed::Plain(line);
         }
@@ -136,8 +139,9 @@ impl Framer {
         let realtime = obj
             .get("__REALTIME_TIMESTAMP")
             .and_then(Value::as_str)
-            .and_then(|s| s.parse::<f64>().ok())
-            .map(|us| us / 1e6)
+            // journald writes an unsigned count of µs: `nan`, `inf` or `1e400` are no time.
+            .and_then(|s| s.parse::<u64>().ok())
+            .map(|us| us as f64 / 1e6)
             .or_else(|| {
                 TIME_KEYS
                     .iter()

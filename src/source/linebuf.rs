@@ -112,9 +112,16 @@ impl LineBuf {
             self.pos += (nl + 1 - start) as u64;
             if self.skipping {
                 self.skipping = false;
+            } else if nl - start > self.max_line {
+                // Longer than the limit but whole in the buffer (its end came in the same read
+                // as the part held): skipped all the same, so whether a line is read never
+                // depends on where the reads split the input.
+                f(Event::Oversized);
             } else {
                 f(Event::Line(&self.buf[start..nl], self.pos));
             }
+            // A NUL after this newline starts a new run.
+            self.in_nul_run = false;
             scan_from = self.start;
         }
         if self.end - self.start > self.max_line {
@@ -165,6 +172,12 @@ impl LineBuf {
     /// Bytes held for an incomplete line.
     pub fn pending(&self) -> usize {
         self.end - self.start
+    }
+
+    /// Bytes allocated for the buffer: at most `max_line + READ_SIZE` (checked by the fuzz
+    /// harness, `tests/fuzz.rs`).
+    pub fn capacity(&self) -> usize {
+        self.buf.len()
     }
 }
 

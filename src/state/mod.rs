@@ -911,7 +911,8 @@ fn derive(d: &Derived, class: Class, rec: &Record<'_>, values: &mut [f64]) {
         if let (Some(hit), Some(new), Some(cached)) =
             (d.hit_rate, got(d.new_tokens), got(d.cached_tokens))
         {
-            if got(Some(hit)).is_none() && new + cached > 0.0 {
+            // Token counts are never negative (a garbled line's `-1` would give a ratio > 1).
+            if got(Some(hit)).is_none() && new >= 0.0 && cached >= 0.0 && new + cached > 0.0 {
                 values[hit as usize] = cached / (new + cached);
             }
         }
