@@ -5,8 +5,10 @@
 //!   current invocation (`_SYSTEMD_INVOCATION_ID` of its latest entry), so startup lines hours
 //!   old (capacity, model name) and the last stats line of every rank are read, then it follows.
 //! * A child that exits or dies is restarted after a back-off (1 s doubling to 30 s) with
-//!   `--after-cursor` = the `__CURSOR` of the last whole line read, so no entry is lost or counted
-//!   twice. Restarts are counted in `sglang_log_exporter_journalctl_restarts_total{unit}`; the
+//!   `--cursor` = the `__CURSOR` of the last whole line read, whose entry is then dropped, so
+//!   no entry is lost or counted twice. Not `--after-cursor`: journalctl skips one entry after
+//!   seeking without checking that it is the cursor's, and where the cursor's entry is gone (a
+//!   replaced `--journal-file`, a vacuumed journal) that skipped entry is a new one, lost. Restarts are counted in `sglang_log_exporter_journalctl_restarts_total{unit}`; the
 //!   first exit of a failure streak is warned about, later attempts are logged at debug only (our
 //!   own log may land in the journal we read).
 //!
@@ -147,7 +149,8 @@ pub enum Start {
     All,
     /// At this entry, inclusive (the first of the current invocation).
     Cursor(String),
-    /// After this entry (a restart: the last entry read).
+    /// After this entry (a restart: the last entry read). Run as `--cursor`; the child's first
+    /// entry is dropped when it is this one (see the module docs).
     AfterCursor(String),
 }
 
@@ -165,7 +168,7 @@ pub fn argv(cfg: &JournalConfig, unit: &str, start: &Start, follow: bool) -> Vec
     match start {
         Start::All => {}
         Start::Cursor(c) => a.push(format!("--cursor={c}").into()),
-        Start::AfterCursor(c) => a.push(format!("--after-cursor={c}").into()),
+        Start::AfterCursor(c) => a.push(format!("--cursor={c}").into()),
     }
     a
 }
@@ -508,6 +511,12 @@ fn run_child(
     let mut end = None;
     if let Some(mut out) = child.take_stdout() {
         let mut lb = LineBuf::new(cfg.max_line);
+        let mut counted = *entries;
+        // The entry a restart goes on after, if the child prints it first.
+        let mut read_before = match start {
+            Start::AfterCursor(c) => Some(c.as_str()),
+            _ => None,
+        };
         while end.is_none() {
             if follow && !readable(out.as_raw_fd(), WATCH) {
                 end = watch.check();
@@ -519,6 +528,9 @@ fn run_child(
                         return;
                     }
                     if let Some(c) = cursor_of(l) {
+                        if read_before.take() == Some(c) {
+                            return;
+                        }
                         *cursor = Some(c.to_string());
                         *entries += 1;
                     }
@@ -535,7 +547,17 @@ fn run_child(
                 }
             }
             if let Some(c) = cursor.as_deref() {
-                lock(ingest.state()).set_journal_cursor(unit, c);
+                let mut st = lock(ingest.state());
+                st.set_journal_cursor(unit, c);
+                // Counted as read (not when the child ends): a healthy unit's count moves.
+                if follow && *entries > counted {
+                    st.add_self(
+                        SelfMetric::JournalEntries,
+                        unit,
+                        (*entries - counted) as f64,
+                    );
+                    counted = *entries;
+                }
             }
             ingest.flush();
         }
@@ -621,7 +643,6 @@ pub fn follow_unit(
         }
         started_once = true;
         let began = Instant::now();
-        let before = entries;
         let (outcome, failed) = match start {
             Ok(start) => match run_child(cfg, unit, &start, true, ingest, cursor, &mut entries) {
                 Ok(end) => (describe(&end, &cfg.journalctl), end.is_failure()),
@@ -637,7 +658,6 @@ pub fn follow_unit(
             // error of the source.
             ingest.count_error();
         }
-        lock(state).add_self(SelfMetric::JournalEntries, unit, (entries - before) as f64);
         if stop.is_set() {
             return;
         }
@@ -760,7 +780,7 @@ mod tests {
             want
         );
         let mut want: Vec<String> = base.iter().map(|s| s.to_string()).collect();
-        want.extend(["--unit=u.service", "--after-cursor=s=9"].map(String::from));
+        want.extend(["--unit=u.service", "--cursor=s=9"].map(String::from));
         assert_eq!(
             strs(argv(
                 &c,

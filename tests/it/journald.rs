@@ -11,10 +11,10 @@ use crate::common::{once, run_with_input, samples, value, Exporter};
 const JOURNAL_REMOTE: &str = "/lib/systemd/systemd-journal-remote";
 pub const BOOT: &str = "6f1c2a9e4b7d4e0fa3c85d1e2b9f7a64";
 /// The decode unit's invocation in the sample export.
-const INVOCATION: &str = "0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f";
+pub const INVOCATION: &str = "0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f";
 /// An earlier invocation of the same unit, which start-up must skip.
 const OLD_INVOCATION: &str = "00000000000000000000000000000bad";
-const SOURCE: &str = r#"{source="journald:sglang-decode.service"}"#;
+pub const SOURCE: &str = r#"{source="journald:sglang-decode.service"}"#;
 
 /// One entry in journal export format. A `MESSAGE` that is not printable UTF-8 is written in
 /// the binary form (name, little-endian 64-bit length, bytes, newline).
@@ -55,7 +55,7 @@ pub fn write_journal(path: &Path, export: &[u8]) {
     );
 }
 
-fn decode_line(time: &str, dp: u32, running: u32) -> String {
+pub fn decode_line(time: &str, dp: u32, running: u32) -> String {
     format!(
         "[2026-06-03 {time} DP{dp} TP{dp}] Decode batch, #running-req: {running}, #token: 700000, \
          token usage: 0.89, pre-allocated usage: 0.00, #prealloc-req: 0, #transfer-req: 0, \
@@ -65,13 +65,13 @@ fn decode_line(time: &str, dp: u32, running: u32) -> String {
 
 /// A journal holding an older invocation of the decode unit (3 requests, a stats line), then
 /// the sample export (both units' current invocations).
-struct Journal {
+pub struct Journal {
     _dir: tempfile::TempDir,
-    path: PathBuf,
+    pub path: PathBuf,
 }
 
 impl Journal {
-    fn new() -> Journal {
+    pub fn new() -> Journal {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("test.journal");
         let mut old = Vec::new();
@@ -98,12 +98,12 @@ impl Journal {
         Journal { _dir: dir, path }
     }
 
-    fn append(&self, export: &[u8]) {
+    pub fn append(&self, export: &[u8]) {
         write_journal(&self.path, export);
     }
 }
 
-fn rank(dp: u32) -> String {
+pub fn rank(dp: u32) -> String {
     format!(
         r#"{{server="sglang-decode",model_name="deepseek-ai/DeepSeek-V3",engine_type="decode",dp_rank="{dp}",pp_rank="0",tp_rank="{dp}",moe_ep_rank="0"}}"#
     )
@@ -251,7 +251,7 @@ fn bad_journals_and_arguments_fail_clearly() {
     assert_eq!(log.matches("Failed to open files").count(), 1, "{log}");
 }
 
-fn start(j: &Journal) -> Exporter {
+pub fn start(j: &Journal) -> Exporter {
     let path = j.path.display().to_string();
     // Entries are from June 2026: keep the idle policy from zeroing their gauges.
     Exporter::start(&[
@@ -264,7 +264,7 @@ fn start(j: &Journal) -> Exporter {
     ])
 }
 
-fn lines_read(m: &str) -> Option<f64> {
+pub fn lines_read(m: &str) -> Option<f64> {
     get(m, &format!("sglang_log_exporter_lines_read_total{SOURCE}"))
 }
 
@@ -346,7 +346,7 @@ fn follows_appended_entries_and_skips_other_units() {
 }
 
 /// The pids of `pid`'s child processes named `comm`.
-fn children_named(pid: u32, comm: &str) -> Vec<u32> {
+pub fn children_named(pid: u32, comm: &str) -> Vec<u32> {
     let mut out = Vec::new();
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return out;

@@ -20,6 +20,7 @@ mod promtools;
 mod push;
 mod repro;
 mod requests;
+mod resilience;
 mod top;
 mod variants;
 mod webconfig;
