@@ -216,6 +216,7 @@ impl Config {
     /// input that cannot be read.
     pub fn from_args(a: &RunArgs) -> Result<Config, ConfigError> {
         let patterns = load_patterns(a.read.patterns.as_deref())?;
+        let gpu = gpu_config(a, &patterns)?;
         let tz = timezone(a.read.timezone.as_deref())?;
         let inputs = parse_inputs(&a.inputs, a.once)?;
         if a.poll_interval < std::time::Duration::from_millis(10) {
@@ -250,7 +251,7 @@ impl Config {
                 once: a.once,
                 deleted_grace: a.deleted_grace,
             },
-            gpu: gpu_config(a)?,
+            gpu,
             push: push::PushConfig::from_args(&a.push).map_err(ConfigError)?,
             json_message_key: a.read.json_message_key.clone(),
             http: HttpConfig::from_args(a)?,
@@ -723,7 +724,10 @@ fn supervise<T>(
 ///
 /// # Errors
 /// A [`ConfigError`] for a malformed `--gpus` argument.
-pub fn gpu_config(a: &RunArgs) -> Result<Option<crate::gpu::GpuConfig>, ConfigError> {
+pub fn gpu_config(
+    a: &RunArgs,
+    patterns: &Patterns,
+) -> Result<Option<crate::gpu::GpuConfig>, ConfigError> {
     if a.gpu_disable {
         return Ok(None);
     }
@@ -739,5 +743,6 @@ pub fn gpu_config(a: &RunArgs) -> Result<Option<crate::gpu::GpuConfig>, ConfigEr
         retry: a.gpu_retry_interval,
         proc_root: a.gpu_proc_root.clone(),
         explicit,
+        rank_tags: patterns.rank_tags.clone(),
     }))
 }

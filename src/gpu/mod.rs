@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::family::{Family, Kind, Labels};
+use crate::parse::patterns::{Patterns, RankTag};
 use crate::record::Ranks;
 use crate::state::{lock, Shared, State};
 use crate::view;
@@ -40,6 +41,8 @@ pub struct GpuConfig {
     pub proc_root: PathBuf,
     /// `--gpus SERVER=LIST` lists.
     pub explicit: Vec<(String, Vec<GpuRef>)>,
+    /// The pattern file's rank tags, which also name the ranks in schedulers' process titles.
+    pub rank_tags: Vec<(String, RankTag)>,
 }
 
 impl Default for GpuConfig {
@@ -50,6 +53,9 @@ impl Default for GpuConfig {
             retry: Duration::from_secs(30),
             proc_root: PathBuf::from("/proc"),
             explicit: Vec::new(),
+            rank_tags: Patterns::embedded()
+                .map(|p| p.rank_tags)
+                .unwrap_or_default(),
         }
     }
 }
@@ -182,7 +188,7 @@ impl Sampler {
             .collect();
         let procs: BTreeMap<u32, ProcInfo> = pids
             .into_iter()
-            .map(|p| (p, procfs::read(root, p)))
+            .map(|p| (p, procfs::read(root, p, &self.cfg.rank_tags)))
             .collect();
         let none = BTreeMap::new();
         let inputs = |visible| Inputs {
@@ -209,7 +215,7 @@ impl Sampler {
             })
             .collect();
         if !needs.is_empty() {
-            let visible = find_visible(root, servers, &needs);
+            let visible = find_visible(root, &self.cfg.rank_tags, servers, &needs);
             if !visible.is_empty() {
                 maps = correlate::correlate(&inputs(&visible));
             }
@@ -221,12 +227,13 @@ impl Sampler {
 /// The `CUDA_VISIBLE_DEVICES` of a scheduler process of each server in `needs`.
 fn find_visible(
     root: &std::path::Path,
+    tags: &[(String, RankTag)],
     servers: &[ServerView],
     needs: &[&ServerView],
 ) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     for pid in procfs::pids(root) {
-        let p = procfs::read(root, pid);
+        let p = procfs::read(root, pid, tags);
         if p.scheduler_ranks().is_none() {
             continue;
         }

@@ -7,6 +7,7 @@
 
 use std::path::Path;
 
+use crate::parse::patterns::RankTag;
 use crate::record::Ranks;
 
 /// What we read about one process; fields are `None` where unreadable or absent.
@@ -24,6 +25,8 @@ pub struct ProcInfo {
     pub unit: Option<String>,
     /// The Kubernetes pod UID named in `cgroup` (see [`pod_uid_of_cgroup`]).
     pub pod_uid: Option<String>,
+    /// The ranks of an SGLang scheduler, read from its title (see [`scheduler_ranks`]).
+    pub ranks: Option<Ranks>,
 }
 
 impl ProcInfo {
@@ -39,13 +42,14 @@ impl ProcInfo {
 
     /// The scheduler's ranks, when the process is an SGLang scheduler.
     pub fn scheduler_ranks(&self) -> Option<Ranks> {
-        self.argv0.as_deref().and_then(scheduler_ranks)
+        self.ranks
     }
 }
 
-/// Reads `cmdline` and `cgroup` of `pid` under `root`. A process that has exited or cannot be
-/// read yields a record with `None` fields, never an error.
-pub fn read(root: &Path, pid: u32) -> ProcInfo {
+/// Reads `cmdline` and `cgroup` of `pid` under `root`; `tags` are the pattern file's rank tags.
+/// A process that has exited or cannot be read yields a record with `None` fields, never an
+/// error.
+pub fn read(root: &Path, pid: u32, tags: &[(String, RankTag)]) -> ProcInfo {
     let dir = root.join(pid.to_string());
     let cmdline = std::fs::read(dir.join("cmdline")).unwrap_or_default();
     let argv0 = cmdline
@@ -59,6 +63,7 @@ pub fn read(root: &Path, pid: u32) -> ProcInfo {
     let cgroup = std::fs::read_to_string(dir.join("cgroup")).unwrap_or_default();
     ProcInfo {
         pid,
+        ranks: argv0.as_deref().and_then(|t| scheduler_ranks(t, tags)),
         argv0,
         mentions_sglang,
         unit: unit_of_cgroup(&cgroup),
@@ -164,28 +169,23 @@ pub fn unit_of_cgroup(text: &str) -> Option<String> {
 /// `sglang::scheduler_TP1`, `sglang::scheduler_DP0_TP0`, `sglang::scheduler_PP1_TP3_EP3`,
 /// `sglang::scheduler_DP0_ATTN_CP0_MOE_DP0_TP0`. SGLang builds the title from the same tags as its
 /// log prefix (`" DP0 TP0"` with spaces turned into `_`), so these ranks equal the ones its log
-/// lines carry. `None` for any other title.
-pub fn scheduler_ranks(title: &str) -> Option<Ranks> {
+/// lines carry, read with the same `rank_tags` of the pattern file (longest first). `None` for
+/// any other title.
+pub fn scheduler_ranks(title: &str, tags: &[(String, RankTag)]) -> Option<Ranks> {
     let rest = title.strip_prefix("sglang::scheduler")?;
     let mut r = Ranks::default();
     let mut s = rest;
     while !s.is_empty() {
         s = s.strip_prefix('_')?;
-        let (tag, after) = ["ATTN_CP", "MOE_DP", "DP", "PP", "TP", "EP"]
-            .iter()
-            .find_map(|t| s.strip_prefix(t).map(|a| (*t, a)))?;
+        let (which, after) = tags.iter().find_map(|(t, w)| {
+            s.strip_prefix(t.as_str())
+                .filter(|a| a.starts_with(|c: char| c.is_ascii_digit()))
+                .map(|a| (*w, a))
+        })?;
         let digits = after.bytes().take_while(u8::is_ascii_digit).count();
         let n: u32 = after[..digits].parse().ok()?;
         s = &after[digits..];
-        let slot = match tag {
-            "ATTN_CP" => &mut r.attn_cp,
-            "MOE_DP" => &mut r.moe_dp,
-            "DP" => &mut r.dp,
-            "PP" => &mut r.pp,
-            "TP" => &mut r.tp,
-            _ => &mut r.ep,
-        };
-        *slot = Some(n);
+        *which.slot(&mut r) = Some(n);
     }
     Some(r)
 }
@@ -196,6 +196,8 @@ mod tests {
 
     #[test]
     fn titles() {
+        let p = crate::parse::patterns::Patterns::embedded().expect("the embedded patterns");
+        let scheduler_ranks = |t: &str| scheduler_ranks(t, &p.rank_tags);
         assert_eq!(scheduler_ranks("sglang::scheduler"), Some(Ranks::default()));
         assert_eq!(
             scheduler_ranks("sglang::scheduler_DP1_TP3"),
@@ -220,6 +222,25 @@ mod tests {
         assert_eq!(scheduler_ranks("sglang::scheduler_XY1"), None);
         assert_eq!(scheduler_ranks("sglang::scheduler_TP"), None);
         assert_eq!(scheduler_ranks("python3"), None);
+    }
+
+    #[test]
+    fn titles_use_the_pattern_files_rank_tags() {
+        // A pattern file that knows a `CP` tag reads it in titles too; unknown tags end the
+        // title's parse as in a log prefix.
+        let tags = vec![
+            ("TP".to_string(), RankTag::Tp),
+            ("CP".to_string(), RankTag::AttnCp),
+        ];
+        assert_eq!(
+            scheduler_ranks("sglang::scheduler_CP2_TP5", &tags),
+            Some(Ranks {
+                attn_cp: Some(2),
+                tp: Some(5),
+                ..Ranks::default()
+            })
+        );
+        assert_eq!(scheduler_ranks("sglang::scheduler_DP1_TP5", &tags), None);
     }
 
     #[test]

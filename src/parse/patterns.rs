@@ -10,6 +10,8 @@ use aho_corasick::AhoCorasick;
 use regex::Regex;
 use serde::Deserialize;
 
+use crate::record::Ranks;
+
 /// The pattern file shipped with the binary.
 pub const EMBEDDED: &str = include_str!("../../patterns/sglang.yaml");
 
@@ -219,6 +221,20 @@ pub enum RankTag {
     Tp,
     /// `EPn`
     Ep,
+}
+
+impl RankTag {
+    /// The field of `r` this tag sets.
+    pub fn slot(self, r: &mut Ranks) -> &mut Option<u32> {
+        match self {
+            RankTag::Dp => &mut r.dp,
+            RankTag::Pp => &mut r.pp,
+            RankTag::AttnCp => &mut r.attn_cp,
+            RankTag::MoeDp => &mut r.moe_dp,
+            RankTag::Tp => &mut r.tp,
+            RankTag::Ep => &mut r.ep,
+        }
+    }
 }
 
 /// One compiled line kind.

@@ -6,7 +6,7 @@ use jiff::civil::{Date, DateTime, Time};
 use jiff::tz::TimeZone;
 use regex::Captures;
 
-use crate::parse::patterns::{Patterns, RankTag};
+use crate::parse::patterns::Patterns;
 use crate::record::{LogTime, Ranks};
 
 /// Reads the prefix captures (groups `date`, `time`, `frac`, `tags`) into a time and ranks;
@@ -116,15 +116,7 @@ pub fn set_rank_tag(p: &Patterns, tag: &str, ranks: &mut Ranks) {
                     .ok()
                     .filter(|&n| n != BAD_RANK)
                     .unwrap_or(BAD_RANK);
-                let slot = match which {
-                    RankTag::Dp => &mut ranks.dp,
-                    RankTag::Pp => &mut ranks.pp,
-                    RankTag::AttnCp => &mut ranks.attn_cp,
-                    RankTag::MoeDp => &mut ranks.moe_dp,
-                    RankTag::Tp => &mut ranks.tp,
-                    RankTag::Ep => &mut ranks.ep,
-                };
-                *slot = Some(n);
+                *which.slot(ranks) = Some(n);
                 return;
             }
         }
