@@ -861,15 +861,11 @@ const COLOURS: &[&str] = &[
     "\x1bc",
 ];
 
-const JSON_KEYS: &[&str] = &[
-    "log",
-    "message",
-    "msg",
-    "line",
-    "textPayload",
-    "jsonPayload.message",
-    "jsonPayload.msg",
-];
+/// The envelope keys the framer knows, but journald's `MESSAGE` (its records are fuzzed as
+/// journald records).
+fn json_keys() -> &'static [&'static str] {
+    &sglang_log_exporter::source::framing::MESSAGE_KEYS[1..]
+}
 
 fn outer() -> impl Strategy<Value = Outer> {
     let cuts = proptest::collection::vec(any::<usize>(), 0..5);
@@ -877,7 +873,7 @@ fn outer() -> impl Strategy<Value = Outer> {
         Just(Outer::None),
         (any::<bool>(), "[a-z-]{1,12}(\\.service)?")
             .prop_map(|(bytes, unit)| Outer::Journald { bytes, unit }),
-        (0..JSON_KEYS.len()).prop_map(|key| Outer::Json { key }),
+        (0..json_keys().len()).prop_map(|key| Outer::Json { key }),
         cuts.clone().prop_map(|cuts| Outer::Docker { cuts }),
         cuts.prop_map(|cuts| Outer::Cri { cuts }),
     ]
@@ -969,7 +965,7 @@ impl Wrapped {
                 vec![v.to_string().into_bytes()]
             }
             Outer::Json { key } => {
-                let key = JSON_KEYS[*key];
+                let key = json_keys()[*key];
                 let v = match key.split_once('.') {
                     Some((a, b)) => serde_json::json!({ a: { b: s() }, "severity": "INFO" }),
                     None => serde_json::json!({ key: s(), "time": "2026-06-03T10:00:00.5Z" }),
@@ -1853,29 +1849,19 @@ fn regression_a_negative_token_count_derives_no_cache_hit_rate() {
     let hit = pat.metric_by_id("cache_hit_rate").unwrap() as usize;
     let line = "[2025-06-13 14:05:02] Prefill batch. #new-seq: 1, #new-token: -1, #cached-token: 437, token usage: 0.01, #running-req: 2, #queue-req: 0";
     st.apply("src", "srv", &p.parse(line).unwrap(), None);
-    let rank = st
-        .servers()
-        .values()
-        .next()
-        .unwrap()
-        .ranks
-        .values()
-        .next()
-        .unwrap();
+    let rank = only_rank(&st);
     assert!(rank.values[hit].is_nan(), "{}", rank.values[hit]);
     // A sane line still derives it.
     let line = "[2025-06-13 14:05:03] Prefill batch. #new-seq: 1, #new-token: 100, #cached-token: 300, token usage: 0.01, #running-req: 2, #queue-req: 0";
     st.apply("src", "srv", &p.parse(line).unwrap(), None);
-    let rank = st
-        .servers()
-        .values()
-        .next()
-        .unwrap()
-        .ranks
-        .values()
-        .next()
-        .unwrap();
+    let rank = only_rank(&st);
     assert_eq!(rank.values[hit], 0.75);
+}
+
+/// The one rank of the one server of `st`.
+fn only_rank(st: &State) -> &sglang_log_exporter::state::RankState {
+    let srv = st.servers().values().next().expect("a server");
+    srv.ranks.values().next().expect("a rank")
 }
 
 /// Found by `fuzz_parser_values_round_trip_and_bad_values_are_counted_exactly` (an emptied
