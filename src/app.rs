@@ -481,15 +481,7 @@ pub fn spawn_sources(
             Input::File { server, path } => {
                 let source = path.display().to_string();
                 spawn_source(format!("follow {source}"), move || {
-                    let mut ing = cfg.ingest(&state, &source, &server);
-                    let mut tailer = Tailer::new(&path, cfg.tail.clone());
-                    supervise(
-                        &mut ing,
-                        &stop,
-                        &mut tailer,
-                        |t, ing| t.run(ing, &stop),
-                        Tailer::recover,
-                    );
+                    tail_file(&cfg, &state, &stop, &source, &server, &path);
                 })?;
             }
             Input::Stdin { server } => spawn_source("stdin".into(), move || {
@@ -539,17 +531,30 @@ fn spawn_follower(
     std::thread::Builder::new()
         .name(format!("follow {}", f.source))
         .spawn(move || {
-            let mut ing = cfg.ingest(&state, &f.source, &f.server);
-            let mut tailer = Tailer::new(&f.path, cfg.tail.clone());
-            supervise(
-                &mut ing,
-                &stop,
-                &mut tailer,
-                |t, ing| t.run(ing, &stop),
-                Tailer::recover,
-            );
-            ing.flush();
+            tail_file(&cfg, &state, &stop, &f.source, &f.server, &f.path);
         })
+}
+
+/// Follows the file at `path` as `source` of `server` until `stop`: a tailer supervised so a
+/// panic restarts it from where it was (see `supervise`).
+fn tail_file(
+    cfg: &Config,
+    state: &Shared,
+    stop: &Stop,
+    source: &str,
+    server: &str,
+    path: &std::path::Path,
+) {
+    let mut ing = cfg.ingest(state, source, server);
+    let mut tailer = Tailer::new(path, cfg.tail.clone());
+    supervise(
+        &mut ing,
+        stop,
+        &mut tailer,
+        |t, ing| t.run(ing, stop),
+        Tailer::recover,
+    );
+    ing.flush();
 }
 
 /// The discovery settings from `--input.*`; `None` without `--input.glob`.

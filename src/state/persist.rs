@@ -56,6 +56,31 @@ struct Rank {
     facts: BTreeMap<String, f64>,
 }
 
+impl Rank {
+    fn new(r: &Ranks, facts: BTreeMap<String, f64>) -> Rank {
+        Rank {
+            dp: r.dp,
+            pp: r.pp,
+            attn_cp: r.attn_cp,
+            moe_dp: r.moe_dp,
+            tp: r.tp,
+            ep: r.ep,
+            facts,
+        }
+    }
+
+    fn ranks(&self) -> Ranks {
+        Ranks {
+            dp: self.dp,
+            pp: self.pp,
+            attn_cp: self.attn_cp,
+            moe_dp: self.moe_dp,
+            tp: self.tp,
+            ep: self.ep,
+        }
+    }
+}
+
 /// The path of the state file in `dir`.
 pub fn path(dir: &Path) -> PathBuf {
     dir.join(FILE)
@@ -83,15 +108,7 @@ pub fn snapshot(state: &State, cursors: &BTreeMap<String, String>) -> String {
             ranks: s
                 .ranks
                 .iter()
-                .map(|(r, rs)| Rank {
-                    dp: r.dp,
-                    pp: r.pp,
-                    attn_cp: r.attn_cp,
-                    moe_dp: r.moe_dp,
-                    tp: r.tp,
-                    ep: r.ep,
-                    facts: facts(&rs.values),
-                })
+                .map(|(r, rs)| Rank::new(r, facts(&rs.values)))
                 .filter(|r| !r.facts.is_empty())
                 .collect(),
             last_seen: s.last_seen,
@@ -159,14 +176,7 @@ pub fn restore(state: &mut State, path: &Path) -> Result<BTreeMap<String, String
         srv.last_seen = s.last_seen;
         put(&s.facts, &mut srv.values, &mut state.fact_metrics);
         for r in s.ranks {
-            let ranks = Ranks {
-                dp: r.dp,
-                pp: r.pp,
-                attn_cp: r.attn_cp,
-                moe_dp: r.moe_dp,
-                tp: r.tp,
-                ep: r.ep,
-            };
+            let ranks = r.ranks();
             let mut rs = RankState::new(n);
             put(&r.facts, &mut rs.values, &mut state.fact_metrics);
             srv.ranks.insert(ranks, rs);
