@@ -112,26 +112,38 @@ fn a_misspelled_unit_is_warned_about_and_counts_no_entries() {
     let mut e = Exporter::start(&["--journal-unit", "sglang-decod", "--journal-file", &path]);
     let series = r#"sglang_log_exporter_journal_entries_total{unit="sglang-decod.service"}"#;
     let m = e.scrape_until(10, |m| value(m, series).is_some());
-    // The warning comes before the child starts.
-    only_journalctl(&e);
-    assert_eq!(value(&m, series), Some(0.0), "{m}");
     assert!(!m.contains("sglang:num_running_reqs"), "{m}");
+    // Read stderr as it comes; the warning is written while the unit is probed.
+    let err = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let mut pipe = e.child.stderr.take().expect("stderr");
+    let sink = err.clone();
+    let reader = std::thread::spawn(move || {
+        use std::io::Read;
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = pipe.read(&mut buf) {
+            sink.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    let warning = "the journal has no entries of this unit yet";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !err.lock().unwrap().contains(warning) {
+        assert!(
+            Instant::now() < deadline,
+            "no warning within 10 s: {}",
+            err.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Still 0 after the unit was probed, and warned about once however often it is probed.
+    let m = e.scrape();
+    assert_eq!(value(&m, series), Some(0.0), "{m}");
     e.child.kill().expect("kill");
     e.child.wait().expect("wait");
-    let mut err = String::new();
-    use std::io::Read;
-    e.child
-        .stderr
-        .take()
-        .expect("stderr")
-        .read_to_string(&mut err)
-        .expect("read stderr");
-    assert_eq!(
-        err.matches("the journal has no entries of this unit yet")
-            .count(),
-        1,
-        "{err}"
-    );
+    reader.join().expect("the stderr reader");
+    let err = err.lock().unwrap().clone();
+    assert_eq!(err.matches(warning).count(), 1, "{err}");
     assert!(err.contains("unit=\"sglang-decod.service\""), "{err}");
 }
 
