@@ -141,6 +141,8 @@ pub fn check<R: Read>(
         }
     }
     lb.flush_partial(|e| on(e, &mut rep));
+    // Cut JSON records, and container records whose last piece never came.
+    rep.incomplete += d.incomplete + pipeline.drop_pending();
     Ok(rep)
 }
 

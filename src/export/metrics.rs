@@ -125,7 +125,7 @@ fn self_families(state: &State) -> Vec<Family> {
     );
     let mut incomplete = counter(
         "sglang_log_exporter_lines_incomplete_total",
-        "Partial last lines (no newline) dropped at the end of an input or at rotation or truncation, by source.",
+        "Partial last lines (no newline) dropped at the end of an input or at rotation or truncation, JSON records cut short, and container records whose last piece never came, by source.",
     );
     let mut invalid = counter(
         "sglang_log_exporter_lines_invalid_utf8_total",

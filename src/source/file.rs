@@ -39,6 +39,8 @@ pub trait Sink {
     /// are live. `mtime` is the file's modification time, the best time for history lines that
     /// carry none.
     fn history(&mut self, done: bool, mtime: Option<f64>);
+    /// The file ended, or was rotated or truncated: what is held across lines is dropped.
+    fn input_ended(&mut self) {}
 }
 
 /// What happened to the path since the file was opened.
@@ -214,6 +216,7 @@ impl Open {
     /// Drops the partial last line (reported as cut).
     fn flush_partial(&mut self, sink: &mut dyn Sink) {
         self.lb.flush_partial(|e| sink.event(e));
+        sink.input_ended();
     }
 }
 

@@ -63,15 +63,30 @@ pub enum Framed<'a> {
     NoMessage,
     /// A record reassembled from pieces was longer than the line limit: skipped.
     Oversized,
+    /// A line that starts as a JSON object but does not parse (a record cut short): skipped,
+    /// never read as plain text (its last value would be a cut number).
+    CutJson,
 }
 
-/// Undoes wrappers; holds partial container records (bounded by `max_line`).
+/// The pieces of one container record being joined.
+#[derive(Debug, Default)]
+struct Partial {
+    buf: Vec<u8>,
+    time: Option<f64>,
+    /// The pieces went past the line limit.
+    overflow: bool,
+    /// Pieces are held.
+    open: bool,
+}
+
+/// Undoes wrappers; holds partial container records (bounded by `max_line` each).
+///
+/// A container runtime writes stdout and stderr into one file, so the pieces of a record cut on
+/// one stream can have the other stream's records between them: pieces are joined per stream.
 #[derive(Debug)]
 pub struct Framer {
-    partial: Vec<u8>,
-    partial_time: Option<f64>,
-    /// The pieces of the record being joined went past the line limit.
-    overflow: bool,
+    /// Partial records of stdout and stderr.
+    partials: [Partial; 2],
     /// The message of the last record (decoded JSON string, bytes, or a joined record).
     out: Vec<u8>,
     unit: String,
@@ -84,9 +99,7 @@ impl Framer {
     /// A framer whose reassembled records are at most `max_line` bytes.
     pub fn new(max_line: usize) -> Framer {
         Framer {
-            partial: Vec::new(),
-            partial_time: None,
-            overflow: false,
+            partials: Default::default(),
             out: Vec::new(),
             unit: String::new(),
             max_line,
@@ -113,12 +126,13 @@ impl Framer {
         if line.first() == Some(&b'{') {
             return match serde_json::from_slice::<serde_json::Map<String, Value>>(line) {
                 Ok(obj) => self.envelope(obj),
+                Err(_) if looks_cut(line) => Framed::CutJson,
                 Err(_) => Framed::Plain(line),
             };
         }
-        if let Some((t, partial, text)) = cri(line) {
+        if let Some((t, stream, partial, text)) = cri(line) {
             let t = rfc3339(t);
-            return self.piece(text, t, partial);
+            return self.piece(stream, text, t, partial);
         }
         Framed::Plain(line)
     }
@@ -159,10 +173,10 @@ impl Framer {
             self.unit.push_str(super::server_name_of_unit(u));
         }
         // Docker json-file: `log` pieces of one line, the last ending with `\n`.
-        if key == "log" && obj.contains_key("stream") {
+        if let (Some(stream), "log") = (obj.get("stream").and_then(Value::as_str), key) {
             if let Value::String(log) = msg {
                 let partial = !log.ends_with('\n');
-                return self.piece(log.as_bytes(), realtime, partial);
+                return self.piece(stream_index(stream), log.as_bytes(), realtime, partial);
             }
         }
         self.out.clear();
@@ -182,32 +196,55 @@ impl Framer {
         }
     }
 
-    fn piece(&mut self, text: &[u8], t: Option<f64>, partial: bool) -> Framed<'_> {
+    /// Joins one piece of a container record of `stream` (0 stdout, 1 stderr).
+    fn piece(&mut self, stream: usize, text: &[u8], t: Option<f64>, partial: bool) -> Framed<'_> {
+        let p = &mut self.partials[stream];
         let text = text.strip_suffix(b"\n").unwrap_or(text);
-        if self.partial.is_empty() && !self.overflow {
-            self.partial_time = t;
+        if !p.open {
+            p.open = true;
+            p.time = t;
         }
-        if self.partial.len() + text.len() > self.max_line {
-            self.overflow = true;
-            self.partial.clear();
-        } else if !self.overflow {
-            self.partial.extend_from_slice(text);
+        if p.buf.len() + text.len() > self.max_line {
+            p.overflow = true;
+            p.buf.clear();
+        } else if !p.overflow {
+            p.buf.extend_from_slice(text);
         }
         if partial {
             return Framed::Pending;
         }
-        if std::mem::take(&mut self.overflow) {
-            self.partial_time = None;
+        let p = std::mem::take(p);
+        if p.overflow {
             return Framed::Oversized;
         }
-        std::mem::swap(&mut self.out, &mut self.partial);
-        self.partial.clear();
+        self.out = p.buf;
         Framed::Message {
             text: &self.out,
             unit: None,
-            realtime: self.partial_time.take(),
+            realtime: p.time,
         }
     }
+
+    /// Drops the records whose last piece never came (the input ended, or was rotated or
+    /// truncated) and returns how many there were.
+    pub fn drop_pending(&mut self) -> u64 {
+        let open = self.partials.iter().filter(|p| p.open).count();
+        self.partials = Default::default();
+        open as u64
+    }
+}
+
+/// Whether a line that failed to parse as JSON is a JSON record cut short: it opens with a
+/// key (`{"`) and holds no raw `\r` but at its end (JSON escapes control characters, so a
+/// `\r` inside means terminal fragments, of which the last is the line).
+fn looks_cut(line: &[u8]) -> bool {
+    let body = line.strip_suffix(b"\r").unwrap_or(line);
+    line.starts_with(b"{\"") && memchr::memchr(b'\r', body).is_none()
+}
+
+/// The partial-record slot of a container stream: stderr apart from stdout (and anything else).
+fn stream_index(stream: &str) -> usize {
+    usize::from(stream == "stderr")
 }
 
 /// Whether `line` starts as SGLang's JSON request record does (`log_json` in
@@ -275,8 +312,8 @@ fn unix(n: f64) -> Option<f64> {
     (s.is_finite() && s > 0.0).then_some(s)
 }
 
-/// Splits a CRI log record: `(time, is_partial, text)`.
-fn cri(line: &[u8]) -> Option<(&str, bool, &[u8])> {
+/// Splits a CRI log record: `(time, stream index, is_partial, text)`.
+fn cri(line: &[u8]) -> Option<(&str, usize, bool, &[u8])> {
     if line.len() < 25
         || !line[..4].iter().all(u8::is_ascii_digit)
         || line[4] != b'-'
@@ -286,9 +323,11 @@ fn cri(line: &[u8]) -> Option<(&str, bool, &[u8])> {
     }
     let sp = memchr::memchr(b' ', line)?;
     let rest = &line[sp + 1..];
-    let rest = rest
-        .strip_prefix(b"stdout ")
-        .or_else(|| rest.strip_prefix(b"stderr "))?;
+    let (stream, rest) = if let Some(r) = rest.strip_prefix(b"stdout ") {
+        (0, r)
+    } else {
+        (1, rest.strip_prefix(b"stderr ")?)
+    };
     let (partial, text) = if let Some(t) = rest.strip_prefix(b"P ") {
         (true, t)
     } else if let Some(t) = rest.strip_prefix(b"F ") {
@@ -296,7 +335,12 @@ fn cri(line: &[u8]) -> Option<(&str, bool, &[u8])> {
     } else {
         return None;
     };
-    Some((std::str::from_utf8(&line[..sp]).ok()?, partial, text))
+    Some((
+        std::str::from_utf8(&line[..sp]).ok()?,
+        stream,
+        partial,
+        text,
+    ))
 }
 
 fn rfc3339(s: &str) -> Option<f64> {
@@ -383,6 +427,12 @@ mod tests {
         assert_eq!(msg(&mut u, l).0, "x6");
         // Not JSON after all.
         assert_eq!(f.frame(b"{not json"), Framed::Plain(b"{not json"));
+        // A record cut short is not read as text; terminal fragments before a line are.
+        assert_eq!(f.frame(br#"{"log":"[x] #token: 80"#), Framed::CutJson);
+        assert_eq!(
+            f.frame(b"{\"log\r[x] line"),
+            Framed::Plain(b"{\"log\r[x] line")
+        );
     }
 
     #[test]

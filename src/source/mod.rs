@@ -87,6 +87,11 @@ impl Pipeline {
         }
     }
 
+    /// Drops the container records whose last piece never came; returns how many.
+    pub fn drop_pending(&mut self) -> u64 {
+        self.framer.drop_pending()
+    }
+
     /// Runs one raw line (without `\n`) through the steps, counting what it meets in `d`
     /// (unmatched, invalid UTF-8, control codes, JSON without message, oversized records).
     /// A panic inside is caught and reported as [`Outcome::Panicked`].
@@ -132,6 +137,10 @@ impl Pipeline {
                     }
                     Framed::Oversized => {
                         d.oversized += 1;
+                        return Outcome::Skipped;
+                    }
+                    Framed::CutJson => {
+                        d.incomplete += 1;
                         return Outcome::Skipped;
                     }
                 }
@@ -264,6 +273,16 @@ impl Ingest {
         &self.state
     }
 
+    /// The input ended, or was rotated or truncated: container records whose last piece never
+    /// came are dropped and counted as incomplete, never joined with the next file's pieces.
+    pub fn input_ended(&mut self) {
+        let n = self.pipeline.drop_pending();
+        if n > 0 {
+            self.delta.incomplete += n;
+            tracing::warn!(source = %self.source, "the input ended in the middle of a container log record (its last piece never came); that record was not read");
+        }
+    }
+
     /// Handles one event of a [`linebuf::LineBuf`].
     pub fn event(&mut self, e: Event<'_>) {
         match e {
@@ -373,6 +392,10 @@ impl Ingest {
 impl file::Sink for Ingest {
     fn event(&mut self, e: Event<'_>) {
         Ingest::event(self, e);
+    }
+
+    fn input_ended(&mut self) {
+        Ingest::input_ended(self);
     }
 
     fn bytes(&mut self, n: usize) {

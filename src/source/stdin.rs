@@ -29,6 +29,7 @@ pub fn read_to_end<R: Read>(input: &mut R, ingest: &mut Ingest, max_line: usize)
         }
     }
     lb.flush_partial(|e| ingest.event(e));
+    ingest.input_ended();
     ingest.flush();
     ingest.set_up(false);
 }

@@ -24,3 +24,4 @@ mod resilience;
 mod top;
 mod variants;
 mod webconfig;
+mod wrappers;

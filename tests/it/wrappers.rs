@@ -1,0 +1,155 @@
+//! Container and JSON wrappers that end or interleave badly, as a new user's hostile pass fed
+//! them: pieces of a record cut on one stream with the other stream's records between them, a
+//! JSON record cut short, a record whose last piece never comes. Each must give the values the
+//! whole records say, or none, never a line glued or cut into wrong numbers.
+
+use crate::common::{once, value};
+
+const STATS_50: &str = "[2026-06-03 10:00:00 TP0] Decode batch, #running-req: 50, #token: 5000, token usage: 0.50, cuda graph: True, gen throughput (token/s): 10.00, #queue-req: 4";
+
+/// `--once` on `text` written to a file named `name`; the exposition.
+fn read(name: &str, text: &str) -> String {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let p = dir.path().join(name);
+    std::fs::write(&p, text).expect("write");
+    once(&[
+        "--gpu.disable",
+        "--idle-after",
+        "1000000h",
+        "--log.level",
+        "error",
+        p.to_str().expect("utf-8 path"),
+    ])
+}
+
+/// The value of `metric` for TP0 of server `server` (no DP tag, no model).
+fn rank0(m: &str, server: &str, metric: &str) -> Option<f64> {
+    value(
+        m,
+        &format!(
+            r#"{metric}{{server="{server}",model_name="",engine_type="unified",pp_rank="0",tp_rank="0",moe_ep_rank="0"}}"#
+        ),
+    )
+}
+
+fn health(m: &str, server: &str) -> Option<f64> {
+    value(
+        m,
+        &format!(
+            r#"sglang_http_requests_total{{server="{server}",model_name="",engine_type="unified",method="GET",path="/health",status="200"}}"#
+        ),
+    )
+}
+
+/// `lines_incomplete_total` of the input whose path ends in `/file`.
+fn incomplete(m: &str, file: &str) -> Option<f64> {
+    let end = format!("/{file}\"}} ");
+    m.lines()
+        .filter(|l| l.starts_with("sglang_log_exporter_lines_incomplete_total{source=\""))
+        .find_map(|l| {
+            l.split_once(end.as_str())
+                .map(|(_, v)| v.parse().expect("a number"))
+        })
+}
+
+/// A stats line's values after a whole line of 50 running: 12 running, 1200 tokens, queue 3.
+fn assert_joined(m: &str, server: &str) {
+    assert_eq!(
+        rank0(m, server, "sglang:num_running_reqs"),
+        Some(12.0),
+        "{m}"
+    );
+    assert_eq!(rank0(m, server, "sglang:num_used_tokens"), Some(1200.0));
+    assert_eq!(rank0(m, server, "sglang:token_usage"), Some(0.12));
+    assert_eq!(rank0(m, server, "sglang:num_queue_reqs"), Some(3.0));
+    assert_eq!(
+        rank0(m, server, "sglang_decode_stats_lines_total"),
+        Some(2.0)
+    );
+    // The other stream's record between the pieces is read too, by itself.
+    assert_eq!(health(m, server), Some(1.0), "{m}");
+}
+
+#[test]
+fn cri_pieces_are_joined_per_stream() {
+    let text = format!(
+        "2026-06-03T10:00:00.000000001Z stdout F {STATS_50}\n\
+         2026-06-03T10:00:01.000000001Z stdout P [2026-06-03 10:00:01 TP0] Decode batch, #running-req: 1\n\
+         2026-06-03T10:00:01.000000002Z stderr F [2026-06-03 10:00:01] INFO:     127.0.0.1:1 - \"GET /health HTTP/1.1\" 200 OK\n\
+         2026-06-03T10:00:01.000000003Z stdout F 2, #token: 1200, token usage: 0.12, cuda graph: True, gen throughput (token/s): 10.00, #queue-req: 3\n"
+    );
+    let m = read("cri.log", &text);
+    assert_joined(&m, "cri");
+    assert_eq!(incomplete(&m, "cri.log"), Some(0.0));
+}
+
+#[test]
+fn docker_pieces_are_joined_per_stream() {
+    let rec = |log: &str, stream: &str, t: u32| {
+        format!(
+            "{}\n",
+            serde_json::json!({"log": log, "stream": stream, "time": format!("2026-06-03T10:00:0{t}.000000001Z")})
+        )
+    };
+    let text = rec(&format!("{STATS_50}\n"), "stdout", 0)
+        + &rec(
+            "[2026-06-03 10:00:01 TP0] Decode batch, #running-req: 1",
+            "stdout",
+            1,
+        )
+        + &rec(
+            "[2026-06-03 10:00:01] INFO:     127.0.0.1:1 - \"GET /health HTTP/1.1\" 200 OK\n",
+            "stderr",
+            1,
+        )
+        + &rec("2, #token: 1200, token usage: 0.12, cuda graph: True, gen throughput (token/s): 10.00, #queue-req: 3\n", "stdout", 1);
+    let m = read("docker.log", &text);
+    assert_joined(&m, "docker");
+}
+
+#[test]
+fn a_json_record_cut_short_is_skipped_and_counted() {
+    // A Docker record and a journald record, each cut before its closing quote: read as
+    // plain text they gave `#token: 80` (a cut number) and a server named after the file.
+    let docker = format!(
+        "{}\n{}\n",
+        serde_json::json!({"log": format!("{STATS_50}\n"), "stream": "stdout", "time": "2026-06-03T10:00:00.000000001Z"}),
+        r#"{"log":"[2026-06-03 10:00:01 TP0] Decode batch, #running-req: 8, #token: 80"#
+    );
+    let m = read("cut.log", &docker);
+    assert_eq!(
+        rank0(&m, "cut", "sglang:num_running_reqs"),
+        Some(50.0),
+        "{m}"
+    );
+    assert_eq!(rank0(&m, "cut", "sglang:num_used_tokens"), Some(5000.0));
+    assert_eq!(incomplete(&m, "cut.log"), Some(1.0));
+
+    let journald = format!(
+        "{}\n{}\n",
+        serde_json::json!({"MESSAGE": STATS_50, "_SYSTEMD_UNIT": "u.service", "__REALTIME_TIMESTAMP": "1780480800000000"}),
+        r#"{"MESSAGE":"[2026-06-03 10:00:01 TP0] Decode batch, #running-req: 8, #token: 80"#
+    );
+    let m = read("jd.json", &journald);
+    assert_eq!(rank0(&m, "u", "sglang:num_running_reqs"), Some(50.0), "{m}");
+    assert!(!m.contains("server=\"jd\""), "{m}");
+    assert_eq!(incomplete(&m, "jd.json"), Some(1.0));
+}
+
+#[test]
+fn a_record_whose_last_piece_never_came_is_counted() {
+    let cri = format!(
+        "2026-06-03T10:00:00.000000001Z stdout F {STATS_50}\n\
+         2026-06-03T10:00:01.000000001Z stdout P [2026-06-03 10:00:01 TP0] Decode batch, #running-req: 1\n"
+    );
+    let m = read("cri-end.log", &cri);
+    assert_eq!(rank0(&m, "cri-end", "sglang:num_running_reqs"), Some(50.0));
+    assert_eq!(incomplete(&m, "cri-end.log"), Some(1.0));
+    let docker = format!(
+        "{}\n{}\n",
+        serde_json::json!({"log": format!("{STATS_50}\n"), "stream": "stdout", "time": "2026-06-03T10:00:00.000000001Z"}),
+        serde_json::json!({"log": "[2026-06-03 10:00:01 TP0] Decode batch, #running-req: 1", "stream": "stdout", "time": "2026-06-03T10:00:01.000000001Z"}),
+    );
+    let m = read("docker-end.log", &docker);
+    assert_eq!(incomplete(&m, "docker-end.log"), Some(1.0));
+}
