@@ -1542,29 +1542,44 @@ fn fuzz_prefix_times_resolve_as_the_zone_database_says() {
         let fixed = c.fixed.and_then(date_of);
         let mut r = TimeResolver::new(tz.clone(), fixed);
         let now = jiff::Timestamp::now().as_second() as f64;
+        let mut prev: Option<f64> = None;
         for &(date, (h, mi, s, ns)) in &c.times {
             let time = Time::new(h, mi, s, ns).unwrap();
             let date = date.and_then(date_of);
             let got = r.resolve(LogTime { date, time });
+            let before = prev;
+            prev = got.or(prev);
             match date {
                 Some(d) => {
                     // The zone database's answer; for a time in a gap the one after it, for a
-                    // repeated one the earlier (jiff's "compatible", as SGLang's clock reads).
-                    let want = DateTime::from_parts(d, time)
-                        .to_zoned(tz.clone())
-                        .ok()
-                        .map(|z| {
-                            // Whole seconds rounded down, then the fraction (as SGLang's
-                            // clock printed it): also right before 1970.
-                            let (s, n) =
-                                (z.timestamp().as_second(), z.timestamp().subsec_nanosecond());
-                            let (s, n) = if n < 0 {
-                                (s - 1, n + 1_000_000_000)
-                            } else {
-                                (s, n)
-                            };
-                            s as f64 + f64::from(n) / 1e9
+                    // repeated one the earlier (jiff's "compatible", as SGLang's clock reads),
+                    // or the later once the lines have passed the earlier by 10 minutes.
+                    let amb = tz.to_ambiguous_zoned(DateTime::from_parts(d, time));
+                    let fold = matches!(amb.offset(), jiff::tz::AmbiguousOffset::Fold { .. });
+                    let zoned = if fold {
+                        let first = amb.clone().earlier().ok();
+                        let passed = first.as_ref().is_some_and(|z| {
+                            before.is_some_and(|p| (z.timestamp().as_second() as f64) < p - 600.0)
                         });
+                        if passed {
+                            amb.later().ok()
+                        } else {
+                            first
+                        }
+                    } else {
+                        amb.compatible().ok()
+                    };
+                    let want = zoned.map(|z| {
+                        // Whole seconds rounded down, then the fraction (as SGLang's
+                        // clock printed it): also right before 1970.
+                        let (s, n) = (z.timestamp().as_second(), z.timestamp().subsec_nanosecond());
+                        let (s, n) = if n < 0 {
+                            (s - 1, n + 1_000_000_000)
+                        } else {
+                            (s, n)
+                        };
+                        s as f64 + f64::from(n) / 1e9
+                    });
                     prop_assert_eq!(got, want, "{} {} in {}", d, time, ZONES[c.zone]);
                 }
                 None => {

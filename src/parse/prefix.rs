@@ -137,7 +137,15 @@ pub struct TimeResolver {
     last_time: Option<Time>,
     /// (date, hour) → Unix seconds of that hour's start, so most lines skip the zone lookup.
     cache: Option<(Date, i8, i64)>,
+    /// The last time resolved (Unix seconds): places a repeated local time (the hour the clocks
+    /// go back) at its second occurrence once the log has passed the first.
+    last_secs: Option<f64>,
 }
+
+/// How far back a line may be placed before the previous one and still count as the same
+/// pass of a repeated hour (ranks print slightly out of order; a log's clock never goes back
+/// by more: SGLang prints local time, which goes back only at the change).
+const FOLD_SLACK: f64 = 600.0;
 
 impl TimeResolver {
     /// A resolver for zone `tz`, with `date` for time-only prefixes.
@@ -148,6 +156,7 @@ impl TimeResolver {
             last_date: None,
             last_time: None,
             cache: None,
+            last_secs: None,
         }
     }
 
@@ -172,13 +181,40 @@ impl TimeResolver {
     /// falls inside the hour. Then the hour's start is cached for the lines of that hour.
     fn runs_evenly(&self, dt: DateTime, start: jiff::Timestamp) -> bool {
         let end = jiff::Timestamp::from_second(start.as_second() + 3599);
+        // The hour's first or last second occurs twice (the clocks go back): not even.
+        let repeated = |d: DateTime| {
+            matches!(
+                self.tz.to_ambiguous_zoned(d).offset(),
+                jiff::tz::AmbiguousOffset::Fold { .. }
+            )
+        };
         start.to_zoned(self.tz.clone()).datetime() == dt
             && end.is_ok_and(|e| self.tz.to_offset(e) == self.tz.to_offset(start))
+            && !repeated(dt)
+            && !dt
+                .checked_add(jiff::SignedDuration::from_secs(3599))
+                .is_ok_and(repeated)
+    }
+
+    /// Unix seconds of local `dt`: in a gap, after it; a repeated time at its first occurrence,
+    /// or its second once the log is past the first (see [`FOLD_SLACK`]).
+    fn place(&self, dt: DateTime) -> Option<i64> {
+        let amb = self.tz.to_ambiguous_zoned(dt);
+        if matches!(amb.offset(), jiff::tz::AmbiguousOffset::Fold { .. }) {
+            let first = amb.clone().earlier().ok()?.timestamp().as_second();
+            let second = amb.later().ok()?.timestamp().as_second();
+            let passed = self
+                .last_secs
+                .is_some_and(|p| (first as f64) < p - FOLD_SLACK);
+            return Some(if passed { second } else { first });
+        }
+        Some(amb.compatible().ok()?.timestamp().as_second())
     }
 
     /// Unix seconds (with fraction) of a prefix time, or `None` if the zone cannot place it.
     /// The same as the zone database's answer for that local time (a time in a gap is placed
-    /// after it, a repeated one at its first occurrence, as jiff's "compatible" rule does).
+    /// after it, as jiff's "compatible" rule does); a repeated one (the hour the clocks go
+    /// back) at its first occurrence until the log has passed it, then at its second.
     pub fn resolve(&mut self, t: LogTime) -> Option<f64> {
         let date = match t.date {
             Some(d) => {
@@ -215,11 +251,7 @@ impl TimeResolver {
                     // An hour that starts in a gap or holds an offset change (Lord Howe's
                     // 30-minute DST, a change at a half hour): this time on its own.
                     let second = Time::new(hour, t.time.minute(), t.time.second(), 0).ok()?;
-                    DateTime::from_parts(date, second)
-                        .to_zoned(self.tz.clone())
-                        .ok()?
-                        .timestamp()
-                        .as_second()
+                    self.place(DateTime::from_parts(date, second))?
                 }
             }
         };
@@ -231,9 +263,11 @@ impl TimeResolver {
             if secs > now + 60.0 {
                 self.last_date = self.last_date.and_then(|d| d.yesterday().ok());
                 self.cache = None;
+                self.last_secs = Some(secs - 86_400.0);
                 return Some(secs - 86_400.0);
             }
         }
+        self.last_secs = Some(secs);
         Some(secs)
     }
 }
@@ -326,6 +360,27 @@ mod tests {
         assert!(!broken_timestamp("python[1234]: "));
         assert!(!broken_timestamp("[gpu_id=0] "));
         assert!(!broken_timestamp("[2001:db8::1]:5 - "));
+    }
+
+    #[test]
+    fn the_repeated_hour_is_placed_by_the_lines_before_it() {
+        // Berlin goes back from 03:00 CEST to 02:00 CET on 2026-10-25 (01:00 UTC).
+        let mut r = TimeResolver::new(TimeZone::get("Europe/Berlin").unwrap(), None);
+        let at = |h, m, s| LogTime {
+            date: Some(jiff::civil::date(2026, 10, 25)),
+            time: Time::new(h, m, s, 0).unwrap(),
+        };
+        // First pass (CEST): 02:50 and a rank printing a little out of order.
+        assert_eq!(r.resolve(at(2, 50, 0)), Some(1_792_889_400.0));
+        assert_eq!(r.resolve(at(2, 49, 30)), Some(1_792_889_370.0));
+        assert_eq!(r.resolve(at(2, 59, 59)), Some(1_792_889_999.0));
+        // Second pass (CET): the log has passed 02:00:05 CEST by an hour.
+        assert_eq!(r.resolve(at(2, 0, 5)), Some(1_792_890_005.0));
+        assert_eq!(r.resolve(at(2, 10, 0)), Some(1_792_890_600.0));
+        assert_eq!(r.resolve(at(3, 0, 0)), Some(1_792_893_600.0));
+        // A log that starts in the repeated hour takes its first pass.
+        let mut fresh = TimeResolver::new(TimeZone::get("Europe/Berlin").unwrap(), None);
+        assert_eq!(fresh.resolve(at(2, 10, 0)), Some(1_792_887_000.0));
     }
 
     #[test]
