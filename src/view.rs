@@ -75,7 +75,7 @@ impl RankFamily {
             ),
             RankFamily::KvUsedEstimate => (
                 "sglang_kv_pool_used_estimate_bytes",
-                "Estimated KV-cache bytes in use on the rank: token usage (0-1) times the KV pool size in bytes.",
+                "Estimated KV-cache bytes in use on the rank: the used share of the pool (used / capacity tokens, else token usage) times the KV pool size in bytes.",
                 Kind::Gauge,
             ),
         }
@@ -183,13 +183,22 @@ pub fn rank_samples(
 
 /// Token usage × KV pool bytes: the KV-cache bytes in use, estimated (token usage is a share of
 /// SGLang's pool, not of the GPU). 0 while the rank is idle, as token usage is.
+///
+/// SGLang prints the usage with two decimals (0.00 for 2,290 of 786,432 tokens), so where the
+/// used tokens and the capacity agree with it (within its rounding), their exact ratio is used.
 fn kv_used_estimate(state: &State, srv: &ServerState, rank: &RankState, now: f64) -> Option<f64> {
     let pat = state.patterns();
-    let usage = pat.metric_by_id("token_usage")? as usize;
-    let pool = pat.metric_by_id("kv_pool_size_bytes")? as usize;
-    let u = value(state, srv, rank, usage, now)?;
-    let p = value(state, srv, rank, pool, now)?;
-    Some((u * p).round())
+    let id = |name| pat.metric_by_id(name).map(|i| i as usize);
+    let read = |i| value(state, srv, rank, i, now);
+    let u = read(id("token_usage")?)?;
+    let p = read(id("kv_pool_size_bytes")?)?;
+    let exact = id("num_used_tokens")
+        .and_then(read)
+        .zip(id("max_total_num_tokens").and_then(read))
+        .filter(|&(_, cap)| cap > 0.0)
+        .map(|(used, cap)| used / cap)
+        .filter(|r| (r - u).abs() <= 0.005 + 1e-9);
+    Some((exact.unwrap_or(u) * p).round())
 }
 
 /// The labels of a server's series: `server`, then `engine` where several engines share a log,

@@ -1,7 +1,8 @@
-//! Container and JSON wrappers that end or interleave badly, as a new user's hostile pass fed
-//! them: pieces of a record cut on one stream with the other stream's records between them, a
-//! JSON record cut short, a record whose last piece never comes. Each must give the values the
-//! whole records say, or none, never a line glued or cut into wrong numbers.
+//! Values a new user's hostile pass found wrong: container and JSON wrappers that end or
+//! interleave badly (pieces of a record cut on one stream with the other stream's records
+//! between them, a JSON record cut short, a record whose last piece never comes), which must
+//! give the values the whole records say or none, never a line glued or cut into wrong numbers;
+//! and the KV bytes in use, which must not inherit the two-decimal rounding of token usage.
 
 use crate::common::{once, value};
 
@@ -152,4 +153,22 @@ fn a_record_whose_last_piece_never_came_is_counted() {
     );
     let m = read("docker-end.log", &docker);
     assert_eq!(incomplete(&m, "docker-end.log"), Some(1.0));
+}
+
+/// The first screen's sample: DP0 holds 2,290 of 786,432 tokens, which SGLang prints as token
+/// usage 0.00; the bytes in use come from the exact ratio (pool 55,265,491,681.28 bytes).
+#[test]
+fn kv_bytes_in_use_come_from_the_exact_token_ratio() {
+    let m = once(&[
+        "--gpu.disable",
+        crate::common::sample("pd-decode-session.log")
+            .to_str()
+            .expect("utf-8 path"),
+    ]);
+    let rank = r#"{server="pd-decode-session",model_name="deepseek-ai/DeepSeek-V3",engine_type="decode",dp_rank="0",pp_rank="0",tp_rank="0",moe_ep_rank="0"}"#;
+    assert_eq!(value(&m, &format!("sglang:token_usage{rank}")), Some(0.0));
+    assert_eq!(
+        value(&m, &format!("sglang_kv_pool_used_estimate_bytes{rank}")),
+        Some(160_926_788.0)
+    );
 }
