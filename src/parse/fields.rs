@@ -151,10 +151,23 @@ pub enum ValueError {
 /// 2^53 (where a double no longer holds every integer, e.g. a 400-digit count) and `inf`/`nan`
 /// (Python prints `inf` for a rate over a zero time gap) are refused.
 ///
+/// Negative numbers are refused too: every value SGLang prints in the lines read is a count,
+/// a size, a usage, a rate or a duration, so `-5` is a corrupt line, not a reading (`-0.00`,
+/// a rounded tiny difference, reads 0).
+///
 /// # Errors
 /// [`ValueError::NotANumber`] for anything else: `nan`, `inf`, exponents, hex, trailing garbage,
-/// numbers beyond 2^53.
+/// numbers beyond 2^53, negative numbers.
 pub fn parse_value(v: &str) -> Result<f64, ValueError> {
+    match parse_number(v)? {
+        x if x < 0.0 => Err(ValueError::NotANumber),
+        // `-0.00` reads 0, not -0.
+        x => Ok(x + 0.0),
+    }
+}
+
+/// [`parse_value`] with its sign.
+fn parse_number(v: &str) -> Result<f64, ValueError> {
     let v = v.trim_ascii();
     let v = match rfind_arrow(v) {
         Some(p) => &v[p + 3..],
@@ -416,11 +429,16 @@ mod tests {
         ];
         for c in cases {
             let want: f64 = c.parse().unwrap();
-            assert_eq!(parse_value(c), Ok(want), "{c}");
+            assert_eq!(parse_number(c), Ok(want), "{c}");
             let pct = format!("{c}%");
             let want_pct: f64 = format!("{c}e-2").parse().unwrap();
-            assert_eq!(parse_value(&pct), Ok(want_pct), "{pct}");
+            assert_eq!(parse_number(&pct), Ok(want_pct), "{pct}");
         }
+        // What a gauge shows: never a negative reading; `-0.00` is 0.
+        assert_eq!(parse_value("-3.5"), Err(ValueError::NotANumber));
+        assert_eq!(parse_value("-1"), Err(ValueError::NotANumber));
+        assert_eq!(parse_value("-2%"), Err(ValueError::NotANumber));
+        assert_eq!(parse_value("-0.00").map(f64::to_bits), Ok(0.0f64.to_bits()));
         // Beyond the fast path's 15 digits: the general parser, same result.
         assert_eq!(parse_value("1234567890123456"), Ok(1234567890123456.0));
         assert_eq!(

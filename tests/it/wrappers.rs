@@ -172,3 +172,50 @@ fn kv_bytes_in_use_come_from_the_exact_token_ratio() {
         Some(160_926_788.0)
     );
 }
+
+/// A tab where SGLang prints a space (between fields, after a key) reads as the space: it used
+/// to glue `#running-req: 5,\t#token: 500` into one field, withdraw the first and leave the
+/// second's older 5000 on show.
+#[test]
+fn tabs_read_as_spaces() {
+    let text = format!(
+        "{STATS_50}\n\
+         [2026-06-03 10:00:01 TP0] Decode batch, #running-req: 5,\t#token: 500, token usage: 0.05, cuda graph: True, gen throughput (token/s): 11.00, #queue-req:\t1\n"
+    );
+    let m = read("tabs.log", &text);
+    assert_eq!(
+        rank0(&m, "tabs", "sglang:num_running_reqs"),
+        Some(5.0),
+        "{m}"
+    );
+    assert_eq!(rank0(&m, "tabs", "sglang:num_used_tokens"), Some(500.0));
+    assert_eq!(rank0(&m, "tabs", "sglang:num_queue_reqs"), Some(1.0));
+    assert_eq!(
+        rank0(&m, "tabs", "sglang_decode_stats_lines_total"),
+        Some(2.0)
+    );
+}
+
+/// SGLang prints no negative value in the lines read: a negative one is refused and counted
+/// like any unreadable value (its gauge withdrawn, a counter not moved).
+#[test]
+fn negative_values_are_refused_and_counted() {
+    let text = "[2026-06-03 10:00:00 TP0] Prefill batch, #new-seq: 1, #new-token: 1000, #cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0\n\
+                [2026-06-03 10:00:01 TP0] Prefill batch, #new-seq: 1, #new-token: -600, #cached-token: -50, token usage: 0.00, #running-req: 0, #queue-req: 0\n\
+                [2026-06-03 10:00:02 TP0] Decode batch, #running-req: -5, #token: -500, token usage: -0.05, cuda graph: True, gen throughput (token/s): 10.00, #queue-req: 2\n";
+    let m = read("neg.log", text);
+    assert_eq!(
+        rank0(&m, "neg", "sglang_prefill_new_tokens_total"),
+        Some(1000.0)
+    );
+    assert_eq!(rank0(&m, "neg", "sglang:num_running_reqs"), None, "{m}");
+    assert_eq!(rank0(&m, "neg", "sglang:num_used_tokens"), None);
+    assert_eq!(rank0(&m, "neg", "sglang:token_usage"), None);
+    assert_eq!(rank0(&m, "neg", "sglang:num_queue_reqs"), Some(2.0));
+    let errors: f64 = m
+        .lines()
+        .filter(|l| l.starts_with("sglang_log_exporter_field_value_errors_total{"))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+        .sum();
+    assert_eq!(errors, 5.0, "{m}");
+}
