@@ -322,6 +322,9 @@ impl Parser {
         let pat = self.pat.clone();
         let kind = &pat.lines[k];
         let (m_start, m_end) = self.locs[k].get(0)?;
+        if quoted_label(&pat, &line[..m_start]) {
+            return None;
+        }
         // The SGLang prefix: the last timestamp bracket before the end of the label.
         let (time, mut ranks) = self.prefix.read(&pat, &line[..m_end])?;
         if time.is_none() && ranks == Ranks::default() {
@@ -557,6 +560,38 @@ impl PrefixScratch {
     }
 }
 
+/// Whether the label after `before` (the text before a kind's match) is text quoted inside
+/// another line (an exception quoting its input, a warning repeating user text): `before`
+/// holds two SGLang prefixes with words between them. Prefixes with only spaces and bracketed
+/// groups between them (a wrapper's own `[time] [level]` before SGLang's) are a wrapper, and the
+/// last one is SGLang's. Lines with one `[` before the label (nearly all) skip the regex.
+fn quoted_label(pat: &Patterns, before: &str) -> bool {
+    if memchr::memchr_iter(b'[', before.as_bytes())
+        .nth(1)
+        .is_none()
+    {
+        return false;
+    }
+    let mut found = pat.prefix.find_iter(before);
+    let Some(first) = found.next() else {
+        return false;
+    };
+    let Some(last) = found.last() else {
+        return false;
+    };
+    let mut gap = before[first.end()..last.start()].trim_start();
+    while !gap.is_empty() {
+        let Some(rest) = gap.strip_prefix('[') else {
+            return true;
+        };
+        let Some(close) = rest.find(']') else {
+            return true;
+        };
+        gap = rest[close + 1..].trim_start();
+    }
+    false
+}
+
 /// Adds one field's value to the scratch (scaled; summed where the field says so), or counts it
 /// and notes its metric as unreadable. A metric ends up either with a value or unreadable: a
 /// sum with an unreadable part is unreadable; otherwise a key given twice on one line keeps its
@@ -626,6 +661,16 @@ mod fast_path_tests {
         assert_eq!(running(&mut p, &two), want(2, 3, "11:00:00.5"));
         // No prefix at all.
         assert_eq!(running(&mut p, tail), (None, None, None, 5.0));
+        // A wrapper's own time and level before SGLang's prefix: SGLang's is read.
+        let wrapped = format!("[2026-06-03 09:00:00] [INFO] [2026-06-03 10:00:00 DP1 TP2] {tail}");
+        assert_eq!(running(&mut p, &wrapped), want(1, 2, "10:00:00"));
+        // Words between two prefixes: a stats line quoted inside another line, not one.
+        for quoting in [
+            format!("[2026-06-03 10:00:02 TP0] Scheduler hit an exception: bad input '[2026-06-03 10:00:02 TP0] {tail}'"),
+            format!("[2026-06-03 10:00:03] WARNING:  user said: [2026-06-03 10:00:03 TP0] {tail}"),
+        ] {
+            assert!(p.parse(&quoting).is_none(), "{quoting}");
+        }
     }
 
     #[test]

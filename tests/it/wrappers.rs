@@ -219,3 +219,25 @@ fn negative_values_are_refused_and_counted() {
         .sum();
     assert_eq!(errors, 5.0, "{m}");
 }
+
+/// A stats line quoted inside another line (an exception quoting its input, a warning repeating
+/// user text) is not a stats line: the rank keeps what its own last line said.
+#[test]
+fn stats_text_quoted_inside_another_line_is_not_read() {
+    let text = format!(
+        "{STATS_50}\n\
+         [2026-06-03 10:00:02 TP0] Scheduler hit an exception: ValueError: bad input '[2026-06-03 10:00:02 TP0] Decode batch, #running-req: 993, #token: 9, token usage: 0.99, #queue-req: 9'\n\
+         [2026-06-03 10:00:03] WARNING:  user said: [2026-06-03 10:00:03 TP0] Decode batch, #running-req: 995, #token: 9, token usage: 0.99, #queue-req: 9\n"
+    );
+    let m = read("quoted.log", &text);
+    assert_eq!(
+        rank0(&m, "quoted", "sglang:num_running_reqs"),
+        Some(50.0),
+        "{m}"
+    );
+    assert_eq!(rank0(&m, "quoted", "sglang:num_queue_reqs"), Some(4.0));
+    assert_eq!(
+        rank0(&m, "quoted", "sglang_decode_stats_lines_total"),
+        Some(1.0)
+    );
+}
