@@ -1406,24 +1406,25 @@ fn fuzz_prefix_parts_are_read_exactly() {
             c.frac.as_deref(),
             Some(&tags),
         );
-        // The reference: each tag sets its rank (the last one wins), a number past u32 is
-        // BAD_RANK; the time is read only when every part is well-formed and real.
+        // The reference: each tag sets its rank, a number past u32 or a second tag for the
+        // same rank is BAD_RANK; the time is read only when every part is well-formed and real.
         let mut ranks = Ranks::default();
         for (t, n) in &c.tags {
             if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
                 continue;
             }
             let v = n.parse::<u64>().ok().filter(|&v| v < u64::from(u32::MAX));
-            let v = Some(v.map_or(BAD_RANK, |v| v as u32));
-            match TAGS[*t] {
-                "DP" => ranks.dp = v,
-                "PP" => ranks.pp = v,
-                "ATTN_CP" => ranks.attn_cp = v,
-                "MOE_DP" => ranks.moe_dp = v,
-                "TP" => ranks.tp = v,
-                "EP" => ranks.ep = v,
-                _ => {}
-            }
+            let v = v.map_or(BAD_RANK, |v| v as u32);
+            let slot = match TAGS[*t] {
+                "DP" => &mut ranks.dp,
+                "PP" => &mut ranks.pp,
+                "ATTN_CP" => &mut ranks.attn_cp,
+                "MOE_DP" => &mut ranks.moe_dp,
+                "TP" => &mut ranks.tp,
+                "EP" => &mut ranks.ep,
+                _ => continue,
+            };
+            *slot = Some(if slot.is_some() { BAD_RANK } else { v });
         }
         let time = match &c.time {
             None => Some(None),

@@ -106,7 +106,7 @@ pub fn broken_timestamp(before: &str) -> bool {
 pub const BAD_RANK: u32 = u32::MAX;
 
 /// Sets the rank a tag like `ATTN_CP1` names; unknown tags are ignored; a number that does not
-/// fit sets [`BAD_RANK`].
+/// fit, or a second tag for the same rank, sets [`BAD_RANK`].
 pub fn set_rank_tag(p: &Patterns, tag: &str, ranks: &mut Ranks) {
     for (name, which) in &p.rank_tags {
         if let Some(num) = tag.strip_prefix(name.as_str()) {
@@ -116,7 +116,9 @@ pub fn set_rank_tag(p: &Patterns, tag: &str, ranks: &mut Ranks) {
                     .ok()
                     .filter(|&n| n != BAD_RANK)
                     .unwrap_or(BAD_RANK);
-                *which.slot(ranks) = Some(n);
+                let slot = which.slot(ranks);
+                // A tag given twice (`TP0 TP1`) names no one rank: garbage, like a huge number.
+                *slot = Some(if slot.is_some() { BAD_RANK } else { n });
                 return;
             }
         }

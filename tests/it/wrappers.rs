@@ -241,3 +241,28 @@ fn stats_text_quoted_inside_another_line_is_not_read() {
         Some(1.0)
     );
 }
+
+/// A prefix that names a rank twice (`TP0 TP1`, `DP0 DP1`) names no rank: the line is not read
+/// (counted as unmatched), never filed under the last tag.
+#[test]
+fn a_rank_tag_given_twice_reads_no_line() {
+    let text = format!(
+        "{STATS_50}\n\
+         [2026-06-03 10:00:01 TP0 TP1] Decode batch, #running-req: 7, #queue-req: 0\n\
+         [2026-06-03 10:00:01 DP0 DP1 TP0] Decode batch, #running-req: 8, #queue-req: 0\n"
+    );
+    let m = read("twice.log", &text);
+    assert_eq!(
+        rank0(&m, "twice", "sglang:num_running_reqs"),
+        Some(50.0),
+        "{m}"
+    );
+    assert!(!m.contains("tp_rank=\"1\""), "{m}");
+    assert!(!m.contains("dp_rank="), "{m}");
+    let unmatched: Vec<&str> = m
+        .lines()
+        .filter(|l| l.starts_with("sglang_log_exporter_lines_unmatched_total{"))
+        .collect();
+    assert_eq!(unmatched.len(), 1);
+    assert!(unmatched[0].ends_with(" 2"), "{unmatched:?}");
+}
