@@ -11,24 +11,24 @@ use crate::common::{append, bin, free_port, run_with_input, sample, value, Expor
 /// A decode line of rank `TPn` with `#queue-req: q` and `#running-req: r`, stamped now (UTC, as
 /// the exporter runs with `--timezone UTC`): lines already in a file when the exporter starts are
 /// judged by their own time.
-fn decode(tp: u32, r: u32, q: u32) -> String {
+pub(crate) fn decode(tp: u32, r: u32, q: u32) -> String {
     let now = jiff::Timestamp::now().strftime("%Y-%m-%d %H:%M:%S");
     format!("[{now} TP{tp}] Decode batch, #running-req: {r}, #token: {}, token usage: 0.05, cuda graph: True, gen throughput (token/s): 12.50, #queue-req: {q}\n", r * 100)
 }
 
-fn rank(server: &str, tp: u32) -> String {
+pub(crate) fn rank(server: &str, tp: u32) -> String {
     format!("{{server=\"{server}\",model_name=\"\",engine_type=\"unified\",pp_rank=\"0\",tp_rank=\"{tp}\",moe_ep_rank=\"0\"}}")
 }
 
-fn has(expo: &str, series: &str, want: f64) -> bool {
+pub(crate) fn has(expo: &str, series: &str, want: f64) -> bool {
     value(expo, series) == Some(want)
 }
 
-fn running(server: &str, tp: u32) -> String {
+pub(crate) fn running(server: &str, tp: u32) -> String {
     format!("sglang:num_running_reqs{}", rank(server, tp))
 }
 
-fn lines_read(path: &std::path::Path) -> String {
+pub(crate) fn lines_read(path: &std::path::Path) -> String {
     format!(
         "sglang_log_exporter_lines_read_total{{source=\"{}\"}}",
         path.display()
