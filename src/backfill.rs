@@ -158,6 +158,7 @@ pub fn backfill(a: &BackfillArgs) -> Result<Summary, BackfillError> {
     let catalog = view::rank_catalog(&patterns);
     let bar = progress_bar(&inputs);
     let now = now_unix();
+    let mut idle_written = IdleWritten::new();
     for (server, path) in &inputs {
         let mut times = TimeResolver::new(tz.clone(), a.read.date);
         let mut reader: Box<dyn Read> = match path {
@@ -187,6 +188,7 @@ pub fn backfill(a: &BackfillArgs) -> Result<Summary, BackfillError> {
             idle_after,
             now,
             key: ServerKey::plain(server),
+            idle_written: &mut idle_written,
         };
         read_lines(
             &mut *reader,
@@ -203,7 +205,7 @@ pub fn backfill(a: &BackfillArgs) -> Result<Summary, BackfillError> {
         extra: &extra,
         buf: Vec::new(),
     };
-    idle_at_end(&state, &mut out, idle_after);
+    idle_at_end(&state, &mut out, idle_after, &idle_written);
     let mut w: Box<dyn Write> = if a.output.as_os_str() == "-" {
         Box::new(std::io::BufWriter::new(std::io::stdout().lock()))
     } else {
@@ -339,19 +341,53 @@ struct Ctx<'a> {
     now: f64,
     /// The key of the line's server, reused from line to line.
     key: ServerKey,
+    /// The idle samples written so far.
+    idle_written: &'a mut IdleWritten,
 }
+
+/// Per rank, the last stats time whose idle sample (at that time + `--idle-after`) is written,
+/// so it is written once whichever line finds the rank idle first.
+type IdleWritten = std::collections::HashMap<(ServerKey, Ranks), f64>;
 
 /// The end of the input: every rank whose last stats line is more than `idle_after` before the
 /// log clock gets its idle sample.
-fn idle_at_end(state: &State, out: &mut Out<'_>, idle_after: f64) {
+fn idle_at_end(state: &State, out: &mut Out<'_>, idle_after: f64, written: &IdleWritten) {
     let Some(end) = state.log_clock() else {
         return;
     };
     for (key, srv) in state.servers() {
         for (ranks, rank) in &srv.ranks {
-            if let Some(last) = rank.last_stats.filter(|&l| end - l > idle_after) {
+            let done = written.get(&(key.clone(), *ranks)).copied();
+            if let Some(last) = rank
+                .last_stats
+                .filter(|&l| end - l > idle_after && done != Some(l))
+            {
                 out.idle(state, key, ranks, last, idle_after);
             }
+        }
+    }
+}
+
+/// Writes the idle sample of rank `ranks` when its last stats line is more than `idle_after`
+/// before `ts` and that sample is not written yet: before any later sample of the rank, so its
+/// series stays in time order.
+fn idle_before(
+    state: &State,
+    key: &ServerKey,
+    out: &mut Out<'_>,
+    written: &mut IdleWritten,
+    ranks: &Ranks,
+    ts: f64,
+    idle_after: f64,
+) {
+    let last = state
+        .servers()
+        .get(key)
+        .and_then(|s| s.ranks.get(ranks))
+        .and_then(|r| r.last_stats);
+    if let Some(last) = last.filter(|&l| ts - l > idle_after) {
+        if written.insert((key.clone(), *ranks), last) != Some(last) {
+            out.idle(state, key, ranks, last, idle_after);
         }
     }
 }
@@ -403,21 +439,43 @@ impl Ctx<'_> {
         let ranks = rec.ranks;
         if matches!(rec.class, Class::Prefill | Class::Decode) {
             // The rank's first stats line after a gap: it went idle in between.
-            let last = self
-                .state
-                .servers()
-                .get(&self.key)
-                .and_then(|s| s.ranks.get(&ranks))
-                .and_then(|r| r.last_stats);
-            if let Some(last) = last.filter(|&l| ts - l > self.idle_after) {
-                self.out
-                    .idle(self.state, &self.key, &ranks, last, self.idle_after);
-            }
+            idle_before(
+                self.state,
+                &self.key,
+                &mut self.out,
+                self.idle_written,
+                &ranks,
+                ts,
+                self.idle_after,
+            );
         }
         self.state
             .apply(self.source, &self.key.server, &rec, Some(ts));
         if stats {
             self.out.rank(self.state, &self.key, &ranks, ts);
+        } else if rec.class == Class::Fact {
+            // A startup fact changes what a scrape shows: on the line's rank, and for a
+            // server-scope one (the capacity line, printed by rank 0) on every rank. So every
+            // rank of the server gets a sample, those with no stats line yet included (a scrape
+            // shows them; without this a rank that only printed facts had no series at all).
+            let all: Vec<Ranks> = self
+                .state
+                .servers()
+                .get(&self.key)
+                .map(|s| s.ranks.keys().copied().collect())
+                .unwrap_or_default();
+            for r in all {
+                idle_before(
+                    self.state,
+                    &self.key,
+                    &mut self.out,
+                    self.idle_written,
+                    &r,
+                    ts,
+                    self.idle_after,
+                );
+                self.out.rank(self.state, &self.key, &r, ts);
+            }
         }
         if request {
             self.out.requests(self.state, &self.key, ts);
