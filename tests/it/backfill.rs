@@ -215,7 +215,14 @@ fn recent_samples_are_warned_about() {
         &format!("[{stamp} DP0 TP0] {DECODE}\n"),
     );
     assert_eq!(code, Some(0), "{err}");
-    assert!(out.contains("7836"), "{out}");
+    let ts = t.as_second() as f64;
+    let all = series(&out);
+    let rank = "server=\"stdin\",model_name=\"\",engine_type=\"unified\",dp_rank=\"0\",pp_rank=\"0\",tp_rank=\"0\",moe_ep_rank=\"0\"";
+    assert_eq!(
+        all[&format!("sglang:num_used_tokens{{{rank}}}")],
+        [(ts, 7836.0)],
+        "{out}"
+    );
     assert!(err.contains("newer than 3 hours"), "{err}");
 }
 

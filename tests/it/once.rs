@@ -416,7 +416,11 @@ fn empty_and_garbage_files_give_counters_not_errors() {
         get(&expo, "sglang_log_exporter_lines_incomplete_total", &src),
         1.0
     );
-    assert!(get(&expo, "sglang_log_exporter_lines_invalid_utf8_total", &src) > 0.0);
+    // Every line but the first (bytes 0..=9) holds bytes 128..=255 unpaired: 391.
+    assert_eq!(
+        get(&expo, "sglang_log_exporter_lines_invalid_utf8_total", &src),
+        391.0
+    );
     assert!(samples(&expo, "sglang:num_running_reqs").is_empty());
 }
 
