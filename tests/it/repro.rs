@@ -393,10 +393,31 @@ fn repro_8_sighup_is_survived_and_the_group_deleted_on_exit() {
         assert!(Instant::now() < deadline, "no push arrived");
         std::thread::sleep(Duration::from_millis(100));
     }
+    // The Pushgateway's time of the group's last push (each push moves it).
+    let pushed = || {
+        ureq::get(&format!("{gw_url}/metrics"))
+            .call()
+            .map(|r| r.into_string().unwrap_or_default())
+            .unwrap_or_default()
+            .lines()
+            .find(|l| l.starts_with("push_time_seconds{") && l.contains("instance=\"hup\""))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+    };
     let pid = child.id() as i32;
     // SAFETY: signalling our own child.
     unsafe { libc::kill(pid, libc::SIGHUP) };
-    std::thread::sleep(Duration::from_millis(500));
+    // Read after the signal: a later push time is a push after it.
+    let before = pushed().expect("push_time_seconds of the group");
+    // Survived: a push after the signal arrives (pushes are 1 s apart), the process still runs.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while pushed().is_none_or(|t| t <= before) {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "SIGHUP ended the exporter"
+        );
+        assert!(Instant::now() < deadline, "no push after SIGHUP");
+        std::thread::sleep(Duration::from_millis(100));
+    }
     assert!(
         child.try_wait().unwrap().is_none(),
         "SIGHUP ended the exporter"
