@@ -313,9 +313,13 @@ fn two_servers_never_collide_and_names_can_be_set() {
         &format!("pre={}", b.display()),
     ]);
     let info = samples(&expo, "sglang_server_info");
-    assert_eq!(info.len(), 2, "{info:?}");
-    assert!(info[0].contains("server=\"dec\"") && info[0].contains("engine_type=\"decode\""));
-    assert!(info[1].contains("server=\"pre\"") && info[1].contains("engine_type=\"prefill\""));
+    assert_eq!(
+        info,
+        [
+            "sglang_server_info{server=\"dec\",model_name=\"deepseek-ai/DeepSeek-V3\",engine_type=\"decode\",tp_size=\"4\",dp_size=\"4\",pp_size=\"1\"} 1",
+            "sglang_server_info{server=\"pre\",model_name=\"deepseek-ai/DeepSeek-V3\",engine_type=\"prefill\",tp_size=\"4\",dp_size=\"1\",pp_size=\"1\"} 1",
+        ]
+    );
 }
 
 #[test]

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::common::{bin, free_port, once, sample, value, Exporter};
+use crate::common::{bin, free_port, once, sample, samples, value, Exporter};
 use crate::promtools::{self, get, of, parse, poll, Sample};
 
 const LOG: &str = "pd-decode-session.log";
@@ -364,7 +364,15 @@ fn a_hanging_gateway_times_out_and_never_blocks_scrapes() {
     });
     let (code, _, body) = e.get("/metrics");
     assert_eq!(code, 200);
-    assert!(body.contains("sglang_log_exporter_build_info"));
+    assert_eq!(
+        samples(&body, "sglang_log_exporter_build_info").len(),
+        1,
+        "{body}"
+    );
+    assert!(
+        samples(&body, "sglang_log_exporter_build_info")[0].ends_with("} 1"),
+        "{body}"
+    );
     let s = push_health(&e, 3.0);
     assert_eq!(value(&s, "sglang_log_exporter_push_last_status"), Some(0.0));
     assert_eq!(
