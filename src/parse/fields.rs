@@ -354,6 +354,29 @@ mod tests {
     }
 
     #[test]
+    fn a_separator_byte_alone_does_not_split() {
+        // `,` starts the separator `, ` but a bare `,` inside a value is no separator: the
+        // splitter jumps to each `,` and must step past the ones that start none.
+        let s = seps();
+        let v: Vec<_> = split_fields("a: 1,2, b: 3,, c: x,", &s).collect();
+        assert_eq!(v, ["a: 1,2", "b: 3,", "c: x,"]);
+    }
+
+    #[test]
+    fn separators_with_different_first_bytes_are_scanned_byte_by_byte() {
+        // No common first byte: no jump; every byte is tried, up to the end of the text.
+        let s: Vec<String> = vec![", ".into(), "; ".into()];
+        let f = split_fields("a: 1; b: 2, c: 3;d", &s);
+        assert_eq!(f.jump, None);
+        assert_eq!(f.collect::<Vec<_>>(), ["a: 1", "b: 2", "c: 3;d"]);
+        let f = split_fields("a: 1, b: 2", &s[..1]);
+        assert_eq!(f.jump, Some(b','));
+        let two: Vec<String> = vec![", ".into(), ",\t".into()];
+        assert_eq!(split_fields("x", &two).jump, Some(b','));
+        assert_eq!(split_fields("x", &[]).jump, None);
+    }
+
+    #[test]
     fn values() {
         assert_eq!(parse_value("0.08"), Ok(0.08));
         assert_eq!(parse_value("69.16%."), Ok(0.6916));
