@@ -354,6 +354,28 @@ mod tests {
     }
 
     #[test]
+    fn a_bracket_is_rejoined_up_to_its_close_with_any_separator() {
+        // A one-byte separator right before the `]`: the rejoined piece ends after the `]`.
+        let s: Vec<String> = vec![",".into()];
+        let mut f = split_fields("a: 4 [1,],b: 2", &s);
+        let p = f.next().unwrap();
+        assert_eq!(p, "a: 4 [1");
+        assert_eq!(f.extend_bracket(p), Some("a: 4 [1,]"));
+        assert_eq!(f.collect::<Vec<_>>(), ["b: 2"]);
+        // Closed inside the piece: the piece as it is, nothing consumed.
+        let s = seps();
+        let mut f = split_fields("a: 4 [1], b: 2", &s);
+        let p = f.next().unwrap();
+        assert_eq!(f.extend_bracket(p), Some("a: 4 [1]"));
+        assert_eq!(f.collect::<Vec<_>>(), ["b: 2"]);
+        // No `[` at all: nothing.
+        let mut f = split_fields("a: 4, b: 2", &s);
+        let p = f.next().unwrap();
+        assert_eq!(f.extend_bracket(p), None);
+        assert_eq!(f.collect::<Vec<_>>(), ["b: 2"]);
+    }
+
+    #[test]
     fn a_separator_byte_alone_does_not_split() {
         // `,` starts the separator `, ` but a bare `,` inside a value is no separator: the
         // splitter jumps to each `,` and must step past the ones that start none.
