@@ -376,6 +376,29 @@ mod tests {
     }
 
     #[test]
+    fn key_and_value_split_at_the_earliest_kv_separator() {
+        let kv = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        // One separator: a first byte that starts no separator is stepped over.
+        assert_eq!(split_kv("a:b: 1", &kv(&[": "])), Some(("a:b", "1")));
+        assert_eq!(split_kv("a:b:1", &kv(&[": "])), None);
+        // Several: the earliest wins, the first listed on a tie.
+        assert_eq!(split_kv("a: b=c", &kv(&["=", ": "])), Some(("a", "b=c")));
+        assert_eq!(split_kv("a==b", &kv(&["=", "=="])), Some(("a", "=b")));
+        assert_eq!(split_kv("a==b", &kv(&["==", "="])), Some(("a", "b")));
+        assert_eq!(split_kv("ab", &kv(&["=", ": "])), None);
+    }
+
+    #[test]
+    fn only_a_spaced_arrow_is_a_ratio_arrow() {
+        assert_eq!(parse_value("0.1 -> 0.2"), Ok(0.2));
+        // A `>` that is not `-> ` leaves the value as printed.
+        assert_eq!(parse_value("1 > 2"), Ok(1.0));
+        assert_eq!(parse_value("1 ->2"), Ok(1.0));
+        assert_eq!(parse_value("1 x> 2"), Ok(1.0));
+        assert_eq!(parse_value(">"), Err(ValueError::NotANumber));
+    }
+
+    #[test]
     fn a_separator_byte_alone_does_not_split() {
         // `,` starts the separator `, ` but a bare `,` inside a value is no separator: the
         // splitter jumps to each `,` and must step past the ones that start none.
