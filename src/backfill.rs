@@ -30,7 +30,7 @@ use crate::family::{Kind, Labels};
 use crate::parse::patterns::Class;
 use crate::parse::prefix::TimeResolver;
 use crate::parse::Parser;
-use crate::record::Ranks;
+use crate::record::{LogTime, Ranks};
 use crate::source::linebuf::{Event, LineBuf};
 use crate::source::{now_unix, plausible_time, Outcome, Pipeline};
 use crate::state::{ServerKey, SourceDelta, State, StateConfig};
@@ -158,15 +158,10 @@ pub fn backfill(a: &BackfillArgs) -> Result<Summary, BackfillError> {
     let catalog = view::rank_catalog(&patterns);
     let bar = progress_bar(&inputs);
     let now = now_unix();
+    let mut idle_written = IdleWritten::new();
     for (server, path) in &inputs {
         let mut times = TimeResolver::new(tz.clone(), a.read.date);
-        let mut reader: Box<dyn Read> = match path {
-            Some(p) => Box::new(
-                std::fs::File::open(p)
-                    .map_err(|e| ConfigError(format!("cannot read {}: {e}", p.display())))?,
-            ),
-            None => Box::new(std::io::stdin()),
-        };
+        let mut reader = open_input(path.as_deref())?;
         let source = path
             .as_ref()
             .map_or("-".to_string(), |p| p.display().to_string());
@@ -187,6 +182,7 @@ pub fn backfill(a: &BackfillArgs) -> Result<Summary, BackfillError> {
             idle_after,
             now,
             key: ServerKey::plain(server),
+            idle_written: &mut idle_written,
         };
         read_lines(
             &mut *reader,
@@ -203,16 +199,33 @@ pub fn backfill(a: &BackfillArgs) -> Result<Summary, BackfillError> {
         extra: &extra,
         buf: Vec::new(),
     };
-    idle_at_end(&state, &mut out, idle_after);
-    let mut w: Box<dyn Write> = if a.output.as_os_str() == "-" {
+    idle_at_end(&state, &mut out, idle_after, &idle_written);
+    sum.recent = om.count_after(now - RECENT);
+    sum.samples = write_output(&a.output, &mut om)?;
+    Ok(sum)
+}
+
+/// An input file, or stdin for `None`.
+fn open_input(path: Option<&Path>) -> Result<Box<dyn Read>, BackfillError> {
+    Ok(match path {
+        Some(p) => Box::new(
+            std::fs::File::open(p)
+                .map_err(|e| ConfigError(format!("cannot read {}: {e}", p.display())))?,
+        ),
+        None => Box::new(std::io::stdin()),
+    })
+}
+
+/// Writes the OpenMetrics file to `output` (`-`: stdout); returns the samples written.
+fn write_output(output: &Path, om: &mut OpenMetrics) -> Result<u64, BackfillError> {
+    let mut w: Box<dyn Write> = if output.as_os_str() == "-" {
         Box::new(std::io::BufWriter::new(std::io::stdout().lock()))
     } else {
-        Box::new(std::io::BufWriter::new(std::fs::File::create(&a.output)?))
+        Box::new(std::io::BufWriter::new(std::fs::File::create(output)?))
     };
-    sum.recent = om.count_after(now - RECENT);
-    sum.samples = om.write(&mut w)?;
+    let n = om.write(&mut w)?;
     w.flush()?;
-    Ok(sum)
+    Ok(n)
 }
 
 fn progress_bar(inputs: &[(String, Option<std::path::PathBuf>)]) -> ProgressBar {
@@ -339,24 +352,118 @@ struct Ctx<'a> {
     now: f64,
     /// The key of the line's server, reused from line to line.
     key: ServerKey,
+    /// The idle samples written so far.
+    idle_written: &'a mut IdleWritten,
 }
+
+/// Per rank, the last stats time whose idle sample (at that time + `--idle-after`) is written,
+/// so it is written once whichever line finds the rank idle first.
+type IdleWritten = std::collections::HashMap<(ServerKey, Ranks), f64>;
 
 /// The end of the input: every rank whose last stats line is more than `idle_after` before the
 /// log clock gets its idle sample.
-fn idle_at_end(state: &State, out: &mut Out<'_>, idle_after: f64) {
+fn idle_at_end(state: &State, out: &mut Out<'_>, idle_after: f64, written: &IdleWritten) {
     let Some(end) = state.log_clock() else {
         return;
     };
     for (key, srv) in state.servers() {
         for (ranks, rank) in &srv.ranks {
-            if let Some(last) = rank.last_stats.filter(|&l| end - l > idle_after) {
+            let done = written.get(&(key.clone(), *ranks)).copied();
+            if let Some(last) = rank
+                .last_stats
+                .filter(|&l| end - l > idle_after && done != Some(l))
+            {
                 out.idle(state, key, ranks, last, idle_after);
             }
         }
     }
 }
 
+/// Writes the idle sample of rank `ranks` when its last stats line is more than `idle_after`
+/// before `ts` and that sample is not written yet: before any later sample of the rank, so its
+/// series stays in time order.
+fn idle_before(
+    state: &State,
+    key: &ServerKey,
+    out: &mut Out<'_>,
+    written: &mut IdleWritten,
+    ranks: &Ranks,
+    ts: f64,
+    idle_after: f64,
+) {
+    let last = state
+        .servers()
+        .get(key)
+        .and_then(|s| s.ranks.get(ranks))
+        .and_then(|r| r.last_stats);
+    if let Some(last) = last.filter(|&l| ts - l > idle_after) {
+        if written.insert((key.clone(), *ranks), last) != Some(last) {
+            out.idle(state, key, ranks, last, idle_after);
+        }
+    }
+}
+
+/// The time of a line: journald's, else its prefix's; `None` (counted in `sum`) for a stats
+/// line or counted request record (`counts`: whether it is either) that has none, a date-less
+/// one without `--date`, or an implausible one.
+fn place(
+    times: &mut TimeResolver,
+    sum: &mut Summary,
+    date_given: bool,
+    now: f64,
+    realtime: Option<f64>,
+    time: Option<LogTime>,
+    (stats, request): (bool, bool),
+) -> Option<f64> {
+    let ts = match (realtime, time) {
+        (Some(t), _) => Some(t),
+        // A time without a date would be placed on today: refused without --date.
+        (None, Some(t)) if t.date.is_none() && !date_given => {
+            sum.dateless += u64::from(stats);
+            sum.untimed_requests += u64::from(request);
+            return None;
+        }
+        (None, Some(t)) => times.resolve(t),
+        (None, None) => {
+            sum.timeless += u64::from(stats);
+            sum.untimed_requests += u64::from(request);
+            return None;
+        }
+    };
+    let ts = ts.filter(|t| plausible_time(*t, now));
+    if ts.is_none() {
+        sum.implausible += u64::from(stats);
+        sum.untimed_requests += u64::from(request);
+    }
+    ts
+}
+
 impl Ctx<'_> {
+    /// A startup fact changes what a scrape shows: on the line's rank, and for a server-scope
+    /// one (the capacity line, printed by rank 0) on every rank. So every rank of the server
+    /// gets a sample at `ts`, those with no stats line yet included (a scrape shows them;
+    /// without this a rank that only printed facts had no series at all).
+    fn fact_samples(&mut self, ts: f64) {
+        let all: Vec<Ranks> = self
+            .state
+            .servers()
+            .get(&self.key)
+            .map(|s| s.ranks.keys().copied().collect())
+            .unwrap_or_default();
+        for r in all {
+            idle_before(
+                self.state,
+                &self.key,
+                &mut self.out,
+                self.idle_written,
+                &r,
+                ts,
+                self.idle_after,
+            );
+            self.out.rank(self.state, &self.key, &r, ts);
+        }
+    }
+
     fn line(&mut self, raw: &[u8]) {
         self.sum.lines += 1;
         let mut d = SourceDelta::default();
@@ -380,44 +487,37 @@ impl Ctx<'_> {
         self.key.engine.push_str(rec.engine.unwrap_or(""));
         let stats = matches!(rec.class, Class::Prefill | Class::Decode | Class::Retract);
         let request = rec.request.is_some_and(|r| r.counts());
-        let ts = match (realtime, rec.time) {
-            (Some(t), _) => Some(t),
-            // A time without a date would be placed on today: refused without --date.
-            (None, Some(t)) if t.date.is_none() && !self.date_given => {
-                self.sum.dateless += u64::from(stats);
-                self.sum.untimed_requests += u64::from(request);
-                return;
-            }
-            (None, Some(t)) => self.times.resolve(t),
-            (None, None) => {
-                self.sum.timeless += u64::from(stats);
-                self.sum.untimed_requests += u64::from(request);
-                return;
-            }
-        };
-        let Some(ts) = ts.filter(|t| plausible_time(*t, self.now)) else {
-            self.sum.implausible += u64::from(stats);
-            self.sum.untimed_requests += u64::from(request);
+        let Some(ts) = place(
+            self.times,
+            self.sum,
+            self.date_given,
+            self.now,
+            realtime,
+            rec.time,
+            (stats, request),
+        ) else {
             return;
         };
         let ranks = rec.ranks;
         if matches!(rec.class, Class::Prefill | Class::Decode) {
             // The rank's first stats line after a gap: it went idle in between.
-            let last = self
-                .state
-                .servers()
-                .get(&self.key)
-                .and_then(|s| s.ranks.get(&ranks))
-                .and_then(|r| r.last_stats);
-            if let Some(last) = last.filter(|&l| ts - l > self.idle_after) {
-                self.out
-                    .idle(self.state, &self.key, &ranks, last, self.idle_after);
-            }
+            idle_before(
+                self.state,
+                &self.key,
+                &mut self.out,
+                self.idle_written,
+                &ranks,
+                ts,
+                self.idle_after,
+            );
         }
+        let class = rec.class;
         self.state
             .apply(self.source, &self.key.server, &rec, Some(ts));
         if stats {
             self.out.rank(self.state, &self.key, &ranks, ts);
+        } else if class == Class::Fact {
+            self.fact_samples(ts);
         }
         if request {
             self.out.requests(self.state, &self.key, ts);

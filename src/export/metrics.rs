@@ -101,6 +101,11 @@ fn server_families(state: &State) -> Vec<Family> {
     vec![info, http, up_requests, up_responses]
 }
 
+/// The exporter's own families (`sglang_log_exporter_*`), in exposition order.
+///
+/// Long (~120 lines) because it is a table: one family per counter of the per-source summary,
+/// each with its HELP text, filled in one pass over the sources. Split, the HELP texts and the
+/// order would be spread over several functions for no gain.
 fn self_families(state: &State) -> Vec<Family> {
     let counter = |name: &str, help: &str| Family::new(name, help, Kind::Counter);
     let mut lines = counter(

@@ -121,6 +121,13 @@ impl WebConfig {
     }
 }
 
+/// The rustls server configuration of a `tls_server_config` section, every file it reads
+/// recorded in `files` (with its mtime, so a change is noticed and the config re-read).
+///
+/// One function of ~90 lines on purpose: it is the section's fields checked in the order the
+/// exporter-toolkit documents them (cert and key, versions, client auth, client CA), each with
+/// its own message; split up, the pieces would pass `dir`, `files` and the half-built builder
+/// around without making any of them testable alone (tests/it/webconfig.rs covers them).
 fn tls_config(
     t: &TlsFormat,
     dir: &Path,

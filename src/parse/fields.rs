@@ -367,6 +367,74 @@ mod tests {
     }
 
     #[test]
+    fn a_bracket_is_rejoined_up_to_its_close_with_any_separator() {
+        // A one-byte separator right before the `]`: the rejoined piece ends after the `]`.
+        let s: Vec<String> = vec![",".into()];
+        let mut f = split_fields("a: 4 [1,],b: 2", &s);
+        let p = f.next().unwrap();
+        assert_eq!(p, "a: 4 [1");
+        assert_eq!(f.extend_bracket(p), Some("a: 4 [1,]"));
+        assert_eq!(f.collect::<Vec<_>>(), ["b: 2"]);
+        // Closed inside the piece: the piece as it is, nothing consumed.
+        let s = seps();
+        let mut f = split_fields("a: 4 [1], b: 2", &s);
+        let p = f.next().unwrap();
+        assert_eq!(f.extend_bracket(p), Some("a: 4 [1]"));
+        assert_eq!(f.collect::<Vec<_>>(), ["b: 2"]);
+        // No `[` at all: nothing.
+        let mut f = split_fields("a: 4, b: 2", &s);
+        let p = f.next().unwrap();
+        assert_eq!(f.extend_bracket(p), None);
+        assert_eq!(f.collect::<Vec<_>>(), ["b: 2"]);
+    }
+
+    #[test]
+    fn key_and_value_split_at_the_earliest_kv_separator() {
+        let kv = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        // One separator: a first byte that starts no separator is stepped over.
+        assert_eq!(split_kv("a:b: 1", &kv(&[": "])), Some(("a:b", "1")));
+        assert_eq!(split_kv("a:b:1", &kv(&[": "])), None);
+        // Several: the earliest wins, the first listed on a tie.
+        assert_eq!(split_kv("a: b=c", &kv(&["=", ": "])), Some(("a", "b=c")));
+        assert_eq!(split_kv("a==b", &kv(&["=", "=="])), Some(("a", "=b")));
+        assert_eq!(split_kv("a==b", &kv(&["==", "="])), Some(("a", "b")));
+        assert_eq!(split_kv("ab", &kv(&["=", ": "])), None);
+    }
+
+    #[test]
+    fn only_a_spaced_arrow_is_a_ratio_arrow() {
+        assert_eq!(parse_value("0.1 -> 0.2"), Ok(0.2));
+        // A `>` that is not `-> ` leaves the value as printed.
+        assert_eq!(parse_value("1 > 2"), Ok(1.0));
+        assert_eq!(parse_value("1 ->2"), Ok(1.0));
+        assert_eq!(parse_value("1 x> 2"), Ok(1.0));
+        assert_eq!(parse_value(">"), Err(ValueError::NotANumber));
+    }
+
+    #[test]
+    fn a_separator_byte_alone_does_not_split() {
+        // `,` starts the separator `, ` but a bare `,` inside a value is no separator: the
+        // splitter jumps to each `,` and must step past the ones that start none.
+        let s = seps();
+        let v: Vec<_> = split_fields("a: 1,2, b: 3,, c: x,", &s).collect();
+        assert_eq!(v, ["a: 1,2", "b: 3,", "c: x,"]);
+    }
+
+    #[test]
+    fn separators_with_different_first_bytes_are_scanned_byte_by_byte() {
+        // No common first byte: no jump; every byte is tried, up to the end of the text.
+        let s: Vec<String> = vec![", ".into(), "; ".into()];
+        let f = split_fields("a: 1; b: 2, c: 3;d", &s);
+        assert_eq!(f.jump, None);
+        assert_eq!(f.collect::<Vec<_>>(), ["a: 1", "b: 2", "c: 3;d"]);
+        let f = split_fields("a: 1, b: 2", &s[..1]);
+        assert_eq!(f.jump, Some(b','));
+        let two: Vec<String> = vec![", ".into(), ",\t".into()];
+        assert_eq!(split_fields("x", &two).jump, Some(b','));
+        assert_eq!(split_fields("x", &[]).jump, None);
+    }
+
+    #[test]
     fn values() {
         assert_eq!(parse_value("0.08"), Ok(0.08));
         assert_eq!(parse_value("69.16%."), Ok(0.6916));

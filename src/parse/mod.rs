@@ -162,9 +162,15 @@ fn group_index(re: &Regex, name: &str) -> Option<usize> {
 
 /// Which prefilter literals a line holds, found lazily: only those of the kinds tried are
 /// looked up. Every occurrence lies in a window from the first one found.
+///
+/// `known` and `present` are bit sets over the pattern file's distinct literals, bit `i` for
+/// literal `i` (`Patterns::literals`); a `u64` holds them all because the loader refuses a file
+/// with more than 64 distinct literals (the embedded one has far fewer).
 struct Literals {
     window_start: usize,
+    /// Literals looked up so far.
     known: u64,
+    /// Literals found in the line (a subset of `known`).
     present: u64,
 }
 

@@ -770,3 +770,6 @@ pub fn valid_metric_name(name: &str) -> bool {
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_' || c == ':')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
 }
+
+#[cfg(test)]
+mod tests;

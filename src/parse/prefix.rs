@@ -165,8 +165,8 @@ impl TimeResolver {
     /// Without `--date`, the first time-only line takes the date of that time's latest past
     /// occurrence: today, or yesterday when today's would still be ahead (a log of the evening
     /// before read after midnight), never a time in the future.
-    fn latest_past_date(&self, time: Time) -> Option<Date> {
-        let now = jiff::Zoned::now().with_time_zone(self.tz.clone());
+    fn latest_past_date(&self, time: Time, now: jiff::Timestamp) -> Option<Date> {
+        let now = now.to_zoned(self.tz.clone());
         let today = now.date();
         let candidate = DateTime::from_parts(today, time)
             .to_zoned(self.tz.clone())
@@ -218,6 +218,12 @@ impl TimeResolver {
     /// after it, as jiff's "compatible" rule does); a repeated one (the hour the clocks go
     /// back) at its first occurrence until the log has passed it, then at its second.
     pub fn resolve(&mut self, t: LogTime) -> Option<f64> {
+        self.resolve_at(t, jiff::Timestamp::now)
+    }
+
+    /// [`TimeResolver::resolve`] with the wall clock `now` (asked only for a line with no date
+    /// when no `--date` is given).
+    fn resolve_at(&mut self, t: LogTime, now: impl Fn() -> jiff::Timestamp) -> Option<f64> {
         let date = match t.date {
             Some(d) => {
                 self.last_date = Some(d);
@@ -226,7 +232,7 @@ impl TimeResolver {
             None => {
                 let mut d = match self.last_date.or(self.fixed_date) {
                     Some(d) => d,
-                    None => self.latest_past_date(t.time)?,
+                    None => self.latest_past_date(t.time, now())?,
                 };
                 if let Some(prev) = self.last_time {
                     // The clock went back by more than 12 h: midnight passed.
@@ -261,7 +267,7 @@ impl TimeResolver {
         // Without a date anywhere, midnight roll-overs of a log longer than a day can carry the
         // guessed date past today: pull it back a day, so no line is placed in the future.
         if t.date.is_none() && self.fixed_date.is_none() {
-            let now = jiff::Timestamp::now().as_second() as f64;
+            let now = now().as_second() as f64;
             if secs > now + 60.0 {
                 self.last_date = self.last_date.and_then(|d| d.yesterday().ok());
                 self.cache = None;
@@ -278,55 +284,55 @@ impl TimeResolver {
 mod tests {
     use super::*;
 
+    /// The wall clock of these tests: 2026-06-03 10:00:00 UTC.
+    const NOW: i64 = 1780480800;
+
+    fn now() -> jiff::Timestamp {
+        jiff::Timestamp::from_second(NOW).unwrap()
+    }
+
+    fn at(h: i8, m: i8, s: i8) -> LogTime {
+        LogTime {
+            date: None,
+            time: Time::new(h, m, s, 0).unwrap(),
+        }
+    }
+
     #[test]
     fn a_time_only_prefix_without_a_date_is_never_in_the_future() {
-        let now = jiff::Timestamp::now();
-        let mut r = TimeResolver::new(TimeZone::UTC, None);
-        // One minute and twelve hours ahead of now, as a time of day: both are yesterday's.
-        for ahead in [120, 12 * 3600] {
-            let later = now.to_zoned(TimeZone::UTC).time() + jiff::SignedDuration::from_secs(ahead);
-            let mut fresh = TimeResolver::new(TimeZone::UTC, None);
-            let got = fresh
-                .resolve(LogTime {
-                    date: None,
-                    time: later,
-                })
-                .unwrap();
-            assert!(got <= now.as_second() as f64 + 60.0, "{ahead}: {got} > now");
-            assert!(
-                got > now.as_second() as f64 - 86_400.0,
-                "{ahead}: {got} too old"
-            );
-        }
-        // A time just passed is today's.
-        let earlier = now.to_zoned(TimeZone::UTC).time() - jiff::SignedDuration::from_secs(5);
-        let got = r
-            .resolve(LogTime {
-                date: None,
-                time: earlier,
-            })
-            .unwrap();
-        assert!((now.as_second() as f64 - got - 5.0).abs() < 2.0, "{got}");
+        let first = |t| TimeResolver::new(TimeZone::UTC, None).resolve_at(t, now);
+        // Two minutes and twelve hours ahead of now, as a time of day: both are yesterday's.
+        assert_eq!(first(at(10, 2, 0)), Some(1780394520.0)); // 2026-06-02 10:02:00
+        assert_eq!(first(at(22, 0, 0)), Some(1780437600.0)); // 2026-06-02 22:00:00
+                                                             // A time just passed is today's; so is one up to a minute ahead (clock skew).
+        assert_eq!(first(at(9, 59, 55)), Some(1780480795.0));
+        assert_eq!(first(at(10, 1, 0)), Some(1780480860.0));
+        assert_eq!(first(at(10, 1, 1)), Some(1780480861.0 - 86_400.0));
     }
 
     #[test]
     fn a_time_only_log_longer_than_a_day_never_reaches_the_future() {
-        let now = jiff::Timestamp::now();
         let mut r = TimeResolver::new(TimeZone::UTC, None);
-        let t = |h| LogTime {
-            date: None,
-            time: Time::new(h, 0, 0, 0).unwrap(),
-        };
         // 05:00, 12:00, 20:00, 03:00 (next day), 06:00, 12:00, 20:00, 03:00, 06:00: two days.
-        let mut last = 0.0;
-        for h in [5, 12, 20, 3, 6, 12, 20, 3, 6] {
-            last = r.resolve(t(h)).unwrap();
-            assert!(
-                last <= now.as_second() as f64 + 60.0,
-                "{h}:00 placed at {last}"
-            );
-        }
-        assert!(last > now.as_second() as f64 - 2.0 * 86_400.0);
+        // The first 05:00 is today's (the latest past one); a 12:00 after it would be ahead of
+        // now, so it is pulled back a day, and the days after it follow from there. (Without a
+        // date a log longer than a day cannot be placed right; never in the future is the rule.)
+        let got: Vec<f64> = [5, 12, 20, 3, 6, 12, 20, 3, 6]
+            .into_iter()
+            .map(|h| r.resolve_at(at(h, 0, 0), now).unwrap())
+            .collect();
+        let (d2_12, d2_20, d3_03, d3_05, d3_06) = (
+            1780401600.0,
+            1780430400.0,
+            1780455600.0,
+            1780462800.0,
+            1780466400.0,
+        );
+        assert_eq!(
+            got,
+            [d3_05, d2_12, d2_20, d3_03, d3_06, d2_12, d2_20, d3_03, d3_06]
+        );
+        assert!(got.iter().all(|&t| t <= NOW as f64 + 60.0));
     }
 
     #[test]

@@ -413,14 +413,18 @@ impl Tailer {
     /// Keep reading the deleted file for a while (the writer may still be writing, a new file
     /// may appear), then let it go so its space is freed.
     fn gone(&mut self, sink: &mut dyn Sink) -> Step {
-        let since = *self.gone_since.get_or_insert_with(Instant::now);
+        let since = *self.gone_since.get_or_insert_with(|| {
+            tracing::info!(path = %self.path.display(), grace = ?self.cfg.deleted_grace, "the file was deleted; still reading it for the grace period");
+            Instant::now()
+        });
         if since.elapsed() >= self.cfg.deleted_grace {
-            tracing::info!(path = %self.path.display(), "the file was deleted and no new one appeared; closed it, waiting for the path to reappear");
             if let Some(mut o) = self.open.take() {
                 o.flush_partial(sink);
             }
             sink.flush();
             sink.up(false);
+            // After the close, so whoever reads this finds the descriptor gone.
+            tracing::info!(path = %self.path.display(), "the file was deleted and no new one appeared; closed it, waiting for the path to reappear");
             self.gone_since = None;
         }
         Step::Wait
@@ -445,6 +449,7 @@ impl Tailer {
     /// Reads the rotated-away files still within their grace period; closes the others.
     fn read_retired(&mut self, sink: &mut dyn Sink) {
         let grace = self.cfg.deleted_grace;
+        let before = self.retired.len();
         self.retired.retain_mut(|(o, since)| {
             let keep = o.drain(sink).is_ok() && since.elapsed() < grace;
             if !keep {
@@ -452,6 +457,10 @@ impl Tailer {
             }
             keep
         });
+        if self.retired.len() < before {
+            // After the close (the `retain` above dropped the file).
+            tracing::info!(path = %self.path.display(), "closed a rotated-away file: its grace period is over");
+        }
     }
 
     /// Files held open: the followed one and the rotated-away ones in their grace period.

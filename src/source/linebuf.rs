@@ -74,6 +74,11 @@ impl LineBuf {
         r: &mut R,
         mut f: impl FnMut(Event<'_>),
     ) -> io::Result<usize> {
+        // Compaction: lines already handed out are dropped by moving the partial line to the
+        // front, when nothing is left (a free move) or when less than half a read's room is
+        // left after the data. Half a read: a full read's room would compact after almost every
+        // read of a 64 KiB buffer; a smaller margin would make reads short (and many) before
+        // the buffer is compacted or grown. The same margin decides growth just below.
         if self.start > 0 && (self.end == self.start || self.buf.len() - self.end < READ_SIZE / 2) {
             self.buf.copy_within(self.start..self.end, 0);
             self.end -= self.start;

@@ -769,7 +769,11 @@ impl State {
     }
 
     fn count_unknown(&mut self, key: &str) {
-        let key = if key.len() > 64 { "other" } else { key };
+        let key = if key.len() > MAX_UNKNOWN_KEY_LEN {
+            "other"
+        } else {
+            key
+        };
         if let Some(c) = self.unknown_fields.get_mut(key) {
             *c += 1;
         } else if self.unknown_fields.len() < self.cfg.max_unknown_fields {
@@ -779,6 +783,11 @@ impl State {
         }
     }
 }
+
+/// The longest unknown field key counted under its own name (bytes); a longer one (a whole
+/// sentence read as a key, a garbled line) is counted as `other`, so the label of
+/// `sglang_log_exporter_unknown_fields_total` stays short. Real SGLang keys are under 40.
+const MAX_UNKNOWN_KEY_LEN: usize = 64;
 
 /// Applies a stats, retraction or startup line to its rank (created if new).
 fn apply_rank_line(
@@ -918,3 +927,6 @@ fn derive(d: &Derived, class: Class, rec: &Record<'_>, values: &mut [f64]) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -153,6 +153,46 @@ impl Exporter {
     }
 }
 
+impl Exporter {
+    /// The exporter's log lines as they come (stderr, read by a thread); call once.
+    pub fn log_lines(&mut self) -> std::sync::mpsc::Receiver<String> {
+        use std::io::BufRead;
+        let err = self.child.stderr.take().expect("stderr piped, taken once");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for l in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        rx
+    }
+}
+
+/// Waits for a log line containing `needle`; panics after `secs` s or when the log ends.
+pub fn wait_log(rx: &std::sync::mpsc::Receiver<String>, needle: &str, secs: u64) -> String {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(l) if l.contains(needle) => return l,
+            Ok(_) => {}
+            Err(e) => panic!("no log line with {needle:?} within {secs} s: {e}"),
+        }
+    }
+}
+
+/// The targets of `pid`'s open file descriptors (`/proc/<pid>/fd`), e.g. `/x/a.log (deleted)`.
+pub fn fd_targets(pid: u32) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("read /proc/<pid>/fd")
+        .flatten()
+        .filter_map(|f| std::fs::read_link(f.path()).ok())
+        .map(|t| t.to_string_lossy().into_owned())
+        .collect()
+}
+
 impl Drop for Exporter {
     fn drop(&mut self) {
         let _ = self.child.kill();

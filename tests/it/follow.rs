@@ -6,29 +6,29 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use crate::common::{append, bin, free_port, run_with_input, sample, value, Exporter};
+use crate::common::{append, bin, free_port, run_with_input, sample, value, wait_log, Exporter};
 
 /// A decode line of rank `TPn` with `#queue-req: q` and `#running-req: r`, stamped now (UTC, as
 /// the exporter runs with `--timezone UTC`): lines already in a file when the exporter starts are
 /// judged by their own time.
-fn decode(tp: u32, r: u32, q: u32) -> String {
+pub(crate) fn decode(tp: u32, r: u32, q: u32) -> String {
     let now = jiff::Timestamp::now().strftime("%Y-%m-%d %H:%M:%S");
     format!("[{now} TP{tp}] Decode batch, #running-req: {r}, #token: {}, token usage: 0.05, cuda graph: True, gen throughput (token/s): 12.50, #queue-req: {q}\n", r * 100)
 }
 
-fn rank(server: &str, tp: u32) -> String {
+pub(crate) fn rank(server: &str, tp: u32) -> String {
     format!("{{server=\"{server}\",model_name=\"\",engine_type=\"unified\",pp_rank=\"0\",tp_rank=\"{tp}\",moe_ep_rank=\"0\"}}")
 }
 
-fn has(expo: &str, series: &str, want: f64) -> bool {
+pub(crate) fn has(expo: &str, series: &str, want: f64) -> bool {
     value(expo, series) == Some(want)
 }
 
-fn running(server: &str, tp: u32) -> String {
+pub(crate) fn running(server: &str, tp: u32) -> String {
     format!("sglang:num_running_reqs{}", rank(server, tp))
 }
 
-fn lines_read(path: &std::path::Path) -> String {
+pub(crate) fn lines_read(path: &std::path::Path) -> String {
     format!(
         "sglang_log_exporter_lines_read_total{{source=\"{}\"}}",
         path.display()
@@ -52,7 +52,13 @@ fn appended_line_shows_up_and_partial_writes_are_joined() {
     let line = decode(0, 2, 77);
     let cut = line.find("#queue-req: 7").unwrap() + "#queue-req: 7".len();
     append(&p, &line.as_bytes()[..cut]);
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // The first part is read (its bytes counted) before the rest is written.
+    let bytes = format!(
+        "sglang_log_exporter_bytes_read_total{{source=\"{}\"}}",
+        p.display()
+    );
+    let first = (decode(0, 1, 0).len() + cut) as f64;
+    e.scrape_until(10, |s| has(s, &bytes, first));
     append(&p, &line.as_bytes()[cut..]);
     append(&p, decode(1, 9, 0).as_bytes());
     // Counters are handed over after each read burst, after the values: wait for them.
@@ -153,7 +159,8 @@ fn copytruncate_and_delete_recreate_are_followed() {
     let p = dir.path().join("ct.log");
     append(&p, decode(0, 1, 0).as_bytes());
     append(&p, decode(0, 2, 0).as_bytes());
-    let e = follow(&p);
+    let mut e = follow(&p);
+    let log = e.log_lines();
     e.scrape_until(10, |s| has(s, &running("ct", 0), 2.0));
     // copytruncate: copy away, truncate in place, the writer goes on at offset 0.
     std::fs::copy(&p, dir.path().join("ct.log.1")).unwrap();
@@ -168,7 +175,8 @@ fn copytruncate_and_delete_recreate_are_followed() {
     assert!(has(&s, &lines_read(&p), 3.0), "{s}");
     // Delete, then re-create.
     std::fs::remove_file(&p).unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // Re-created only after the follower has seen the path empty.
+    wait_log(&log, "the file was deleted; still reading it", 10);
     append(&p, decode(0, 6, 0).as_bytes());
     let s = e.scrape_until(10, |s| has(s, &lines_read(&p), 4.0));
     assert!(has(&s, &running("ct", 0), 6.0), "{s}");
@@ -460,7 +468,9 @@ fn lines_written_to_the_renamed_file_after_the_switch_are_read() {
     // ...and still reads what the writer adds to the old one.
     for n in 3..6 {
         append(&old, decode(0, n, 0).as_bytes());
-        std::thread::sleep(std::time::Duration::from_millis(100));
+        e.scrape_until(10, |s| {
+            has(s, &lines_read(&p), f64::from(n)) && has(s, &running("late", 0), f64::from(n))
+        });
     }
     let s = e.scrape_until(10, |s| has(s, &lines_read(&p), 5.0));
     assert!(has(&s, &running("late", 0), 5.0), "{s}");
@@ -502,28 +512,26 @@ fn a_file_renamed_back_is_not_read_twice() {
     for n in 1..=3 {
         append(&p, decode(0, n, 0).as_bytes());
     }
-    let e = Exporter::start(&["--deleted-file-grace", "30s", p.to_str().unwrap()]);
+    let mut e = Exporter::start(&["--deleted-file-grace", "30s", p.to_str().unwrap()]);
+    let log = e.log_lines();
     e.scrape_until(10, |s| has(s, &lines_read(&p), 3.0));
     let away = dir.path().join("back.log.x");
     std::fs::rename(&p, &away).unwrap();
     append(&p, decode(1, 1, 0).as_bytes());
     e.scrape_until(10, |s| has(s, &lines_read(&p), 4.0));
-    // Back over the new file.
+    wait_log(&log, "the file was rotated; following the new one", 10);
+    // Back over the new file; appended to once the follower has switched to it.
     std::fs::rename(&away, &p).unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(600));
+    wait_log(&log, "the file was rotated; following the new one", 10);
     append(&p, decode(0, 9, 0).as_bytes());
     let s = e.scrape_until(10, |s| has(s, &running("back", 0), 9.0));
-    std::thread::sleep(std::time::Duration::from_millis(600));
-    let s2 = e.scrape();
-    for s in [&s, &s2] {
-        assert!(has(s, &lines_read(&p), 5.0), "{s}");
-        assert!(
-            has(
-                s,
-                &format!("sglang_decode_stats_lines_total{}", rank("back", 0)),
-                4.0
-            ),
-            "{s}"
-        );
-    }
+    assert!(has(&s, &lines_read(&p), 5.0), "{s}");
+    let dp0_lines = format!("sglang_decode_stats_lines_total{}", rank("back", 0));
+    assert!(has(&s, &dp0_lines, 4.0), "{s}");
+    // Nothing more is read later: the next line appended is the only one after it.
+    append(&p, decode(1, 2, 0).as_bytes());
+    let s = e.scrape_until(10, |s| has(s, &running("back", 1), 2.0));
+    assert!(has(&s, &lines_read(&p), 6.0), "{s}");
+    assert!(has(&s, &dp0_lines, 4.0), "{s}");
+    assert!(has(&s, &running("back", 0), 9.0), "{s}");
 }

@@ -4,7 +4,10 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{append, bin, once, run, run_with_input, sample, samples, value, Exporter};
+use crate::common::{
+    append, bin, fd_targets, once, run, run_with_input, sample, samples, value, wait_log, Exporter,
+};
+use crate::follow::{decode, has, lines_read, rank, running};
 
 fn get(expo: &str, series: &str) -> f64 {
     value(expo, series).unwrap_or_else(|| panic!("no series {series} in:\n{expo}"))
@@ -263,44 +266,115 @@ fn bytes_read_include_skipped_oversized_lines_and_stdin_reports_up() {
     );
 }
 
+/// The writer's own descriptor on a log that is deleted or renamed away under it: what it
+/// writes during `--deleted-file-grace` is still read; after the grace the exporter has closed
+/// the file (no descriptor of it left in `/proc/<pid>/fd`) and what is written then is lost.
+fn writer(p: &std::path::Path) -> std::fs::File {
+    std::fs::OpenOptions::new().append(true).open(p).unwrap()
+}
+
+/// Whether the process holds a descriptor whose target names `path` (deleted or not).
+fn holds(pid: u32, path: &std::path::Path) -> bool {
+    let p = path.display().to_string();
+    fd_targets(pid)
+        .iter()
+        .any(|t| t == &p || *t == format!("{p} (deleted)"))
+}
+
 #[test]
-fn a_deleted_file_is_closed_after_the_grace_period() {
+fn a_deleted_file_is_read_during_the_grace_period_then_closed() {
+    use std::io::Write;
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("gone.log");
-    append(&p, b"hello\n");
-    let e = Exporter::start(&[
+    append(&p, decode(0, 1, 0).as_bytes());
+    let mut e = Exporter::start(&[
         "--gpu.disable",
+        "--idle-after",
+        "1h",
         "--deleted-file-grace",
-        "1s",
+        "3s",
         p.to_str().unwrap(),
     ]);
-    let src = format!("{{source=\"{}\"}}", p.display());
-    e.scrape_until(10, |s| {
-        value(s, &format!("sglang_log_exporter_lines_read_total{src}")) == Some(1.0)
-    });
+    let log = e.log_lines();
+    let pid = e.child.id();
+    let lr = lines_read(&p);
+    let up = format!(
+        "sglang_log_exporter_source_up{{source=\"{}\"}}",
+        p.display()
+    );
+    e.scrape_until(10, |s| has(s, &lr, 1.0));
+    let mut w = writer(&p);
     std::fs::remove_file(&p).unwrap();
-    let s = e.scrape_until(10, |s| {
-        value(s, &format!("sglang_log_exporter_source_up{src}")) == Some(0.0)
-    });
-    assert_eq!(get(&s, &format!("sglang_log_exporter_source_up{src}")), 0.0);
-    // No descriptor of the exporter points at the deleted file any more.
-    let fds = std::path::PathBuf::from(format!("/proc/{}/fd", e.child.id()));
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let held = std::fs::read_dir(&fds).unwrap().flatten().any(|f| {
-            std::fs::read_link(f.path()).is_ok_and(|t| t.to_string_lossy().contains("gone.log"))
-        });
-        if !held {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the deleted file is still open");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    // And a new file at the path is read again.
-    append(&p, b"again\n");
-    // (The counters are handed over after the read: wait for them, then look at `up`.)
-    let s = e.scrape_until(10, |s| {
-        value(s, &format!("sglang_log_exporter_lines_read_total{src}")) == Some(2.0)
-    });
-    assert_eq!(get(&s, &format!("sglang_log_exporter_source_up{src}")), 1.0);
+    wait_log(&log, "the file was deleted; still reading it", 10);
+    // Written to the deleted file after the exporter saw it gone: still read, whole.
+    w.write_all(decode(0, 7, 3).as_bytes()).unwrap();
+    let s = e.scrape_until(10, |s| has(s, &lr, 2.0));
+    assert_eq!(get(&s, &running("gone", 0)), 7.0);
+    assert_eq!(
+        get(&s, &format!("sglang:num_queue_reqs{}", rank("gone", 0))),
+        3.0
+    );
+    assert_eq!(get(&s, &up), 1.0);
+    wait_log(
+        &log,
+        "the file was deleted and no new one appeared; closed it",
+        10,
+    );
+    assert!(!holds(pid, &p), "still open: {:?}", fd_targets(pid));
+    let s = e.scrape_until(10, |s| has(s, &up, 0.0));
+    assert_eq!(get(&s, &lr), 2.0);
+    // Written after the grace: lost with the file. A new file at the path is read from its start.
+    w.write_all(decode(0, 8, 0).as_bytes()).unwrap();
+    drop(w);
+    append(&p, decode(0, 9, 0).as_bytes());
+    let s = e.scrape_until(10, |s| has(s, &running("gone", 0), 9.0));
+    assert_eq!(get(&s, &lr), 3.0);
+    assert_eq!(get(&s, &up), 1.0);
+}
+
+#[test]
+fn a_renamed_away_file_is_read_during_the_grace_period_then_closed() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("rot.log");
+    let old = dir.path().join("rot.log.1");
+    append(&p, decode(0, 1, 0).as_bytes());
+    let mut e = Exporter::start(&[
+        "--gpu.disable",
+        "--idle-after",
+        "1h",
+        "--deleted-file-grace",
+        "3s",
+        p.to_str().unwrap(),
+    ]);
+    let log = e.log_lines();
+    let pid = e.child.id();
+    let lr = lines_read(&p);
+    e.scrape_until(10, |s| has(s, &lr, 1.0));
+    let mut w = writer(&p);
+    std::fs::rename(&p, &old).unwrap();
+    append(&p, decode(1, 2, 0).as_bytes());
+    // The new file is read: the follower has switched to it and set the old one aside.
+    e.scrape_until(10, |s| has(s, &running("rot", 1), 2.0));
+    w.write_all(decode(0, 5, 0).as_bytes()).unwrap();
+    let s = e.scrape_until(10, |s| has(s, &running("rot", 0), 5.0));
+    assert_eq!(get(&s, &lr), 3.0);
+    assert!(holds(pid, &old), "not open: {:?}", fd_targets(pid));
+    wait_log(
+        &log,
+        "closed a rotated-away file: its grace period is over",
+        10,
+    );
+    assert!(!holds(pid, &old), "still open: {:?}", fd_targets(pid));
+    assert!(
+        holds(pid, &p),
+        "the new file is not open: {:?}",
+        fd_targets(pid)
+    );
+    // Written to the old file after the grace: not read. The line after it in the new file is.
+    w.write_all(decode(0, 6, 0).as_bytes()).unwrap();
+    append(&p, decode(1, 3, 0).as_bytes());
+    let s = e.scrape_until(10, |s| has(s, &running("rot", 1), 3.0));
+    assert_eq!(get(&s, &lr), 4.0);
+    assert_eq!(get(&s, &running("rot", 0)), 5.0);
 }

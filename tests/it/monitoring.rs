@@ -214,11 +214,13 @@ fn upstream_dashboard_answers_every_panel() {
         let r = query(&prom, "sglang:num_running_reqs", None);
         r.iter().any(|(_, v)| *v == 5.0).then_some(())
     });
-    // Two more scrapes, so every series has moved within the window.
-    std::thread::sleep(std::time::Duration::from_secs(2));
+    // Every target has data once the second half has been scraped again (a rate needs two
+    // samples that moved): waited for, failing after 60 s.
     for (panel, q) in &queries {
-        let r = query(&prom, q, None);
-        assert!(!r.is_empty(), "{panel}: no data for {q}");
+        let r = poll(60, &format!("{panel}: data for {q}"), || {
+            let r = query(&prom, q, None);
+            (!r.is_empty()).then_some(r)
+        });
         for (labels, v) in &r {
             assert!(v.is_finite(), "{panel}: {q} gives {v} for {labels:?}");
         }

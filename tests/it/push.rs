@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::common::{bin, free_port, once, sample, value, Exporter};
+use crate::common::{bin, free_port, once, sample, samples, value, Exporter};
 use crate::promtools::{self, get, of, parse, poll, Sample};
 
 const LOG: &str = "pd-decode-session.log";
@@ -190,30 +190,35 @@ fn once_pushes_once_and_exits() {
 #[test]
 fn bad_push_options_are_refused() {
     let (_dir, log) = busy_log();
-    for args in [
-        vec!["--push.url", "ftp://x"],
-        vec!["--push.url", "http://127.0.0.1:1", "--push.label", "job=x"],
-        vec![
-            "--push.url",
-            "http://127.0.0.1:1",
-            "--push.label",
-            "novalue",
-        ],
+    const METRIC_LABEL: &str =
+        "is a label of the exported metrics; the Pushgateway refuses a grouping label that a metric also has";
+    for (args, want) in [
+        (
+            vec!["--push.url", "ftp://x"],
+            "error: --push.url \"ftp://x\" must be an http:// or https:// URL".to_string(),
+        ),
+        (
+            vec!["--push.url", "http://127.0.0.1:1", "--push.label", "job=x"],
+            "error: --push.label \"job=x\": \"job\" is not a usable label name (job and instance are set already)".to_string(),
+        ),
+        (
+            vec!["--push.url", "http://127.0.0.1:1", "--push.label", "novalue"],
+            "error: --push.label \"novalue\" is not NAME=VALUE".to_string(),
+        ),
         // Labels of the GPU metrics too: the group label would overwrite theirs.
-        vec!["--push.url", "http://127.0.0.1:1", "--push.label", "call=x"],
-        vec![
-            "--push.url",
-            "http://127.0.0.1:1",
-            "--push.label",
-            "pci_bus_id=x",
-        ],
+        (
+            vec!["--push.url", "http://127.0.0.1:1", "--push.label", "call=x"],
+            format!("error: --push.label \"call=x\": \"call\" {METRIC_LABEL}"),
+        ),
+        (
+            vec!["--push.url", "http://127.0.0.1:1", "--push.label", "pci_bus_id=x"],
+            format!("error: --push.label \"pci_bus_id=x\": \"pci_bus_id\" {METRIC_LABEL}"),
+        ),
     ] {
         let out = crate::common::run(&[&["--once", &log], &args[..]].concat());
         assert_eq!(out.status.code(), Some(2), "{args:?}");
-        assert!(
-            String::from_utf8_lossy(&out.stderr).contains("push."),
-            "{args:?}"
-        );
+        assert_eq!(String::from_utf8_lossy(&out.stderr).trim_end(), want, "{args:?}");
+        assert!(out.stdout.is_empty(), "{args:?}");
     }
 }
 
@@ -359,7 +364,15 @@ fn a_hanging_gateway_times_out_and_never_blocks_scrapes() {
     });
     let (code, _, body) = e.get("/metrics");
     assert_eq!(code, 200);
-    assert!(body.contains("sglang_log_exporter_build_info"));
+    assert_eq!(
+        samples(&body, "sglang_log_exporter_build_info").len(),
+        1,
+        "{body}"
+    );
+    assert!(
+        samples(&body, "sglang_log_exporter_build_info")[0].ends_with("} 1"),
+        "{body}"
+    );
     let s = push_health(&e, 3.0);
     assert_eq!(value(&s, "sglang_log_exporter_push_last_status"), Some(0.0));
     assert_eq!(

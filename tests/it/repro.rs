@@ -393,10 +393,31 @@ fn repro_8_sighup_is_survived_and_the_group_deleted_on_exit() {
         assert!(Instant::now() < deadline, "no push arrived");
         std::thread::sleep(Duration::from_millis(100));
     }
+    // The Pushgateway's time of the group's last push (each push moves it).
+    let pushed = || {
+        ureq::get(&format!("{gw_url}/metrics"))
+            .call()
+            .map(|r| r.into_string().unwrap_or_default())
+            .unwrap_or_default()
+            .lines()
+            .find(|l| l.starts_with("push_time_seconds{") && l.contains("instance=\"hup\""))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+    };
     let pid = child.id() as i32;
     // SAFETY: signalling our own child.
     unsafe { libc::kill(pid, libc::SIGHUP) };
-    std::thread::sleep(Duration::from_millis(500));
+    // Read after the signal: a later push time is a push after it.
+    let before = pushed().expect("push_time_seconds of the group");
+    // Survived: a push after the signal arrives (pushes are 1 s apart), the process still runs.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while pushed().is_none_or(|t| t <= before) {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "SIGHUP ended the exporter"
+        );
+        assert!(Instant::now() < deadline, "no push after SIGHUP");
+        std::thread::sleep(Duration::from_millis(100));
+    }
     assert!(
         child.try_wait().unwrap().is_none(),
         "SIGHUP ended the exporter"
@@ -430,22 +451,28 @@ fn repro_9_backfill_skips_implausible_times_and_labels_series() {
         "{err}"
     );
     let om = String::from_utf8(out.stdout).unwrap();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64();
-    let mut n = 0;
+    // Every sample at one of the two plausible lines' times (10:00:00 and 10:00:02 UTC), with
+    // both labels; the same series at each.
+    let (mut at0, mut at2) = (Vec::new(), Vec::new());
     for l in om.lines().filter(|l| !l.starts_with('#')) {
-        let ts: f64 = l.rsplit(' ').next().unwrap().parse().unwrap();
-        assert!(ts < now, "{l}");
-        assert!(
-            l.contains("job=\"x\"") && l.contains("instance=\"host:8771\""),
-            "{l}"
-        );
-        n += 1;
+        let (series, ts) = l.rsplit_once(' ').unwrap();
+        let (series, _) = series.rsplit_once(' ').unwrap();
+        assert!(series.contains("{job=\"x\",instance=\"host:8771\","), "{l}");
+        match ts {
+            "1780480800" => at0.push(series),
+            "1780480802" => at2.push(series),
+            _ => panic!("a sample at another time: {l}"),
+        }
     }
-    assert!(n > 0);
-    // The two plausible lines of TP0, the TP1 line skipped.
+    assert_eq!(at0, at2);
+    assert_eq!(at0.len(), 25, "{om}");
+    let running = "sglang:num_running_reqs{job=\"x\",instance=\"host:8771\",server=\"future\",model_name=\"\",engine_type=\"unified\",pp_rank=\"0\",tp_rank=\"0\",moe_ep_rank=\"0\"}";
+    assert!(
+        om.contains(&format!(
+            "\n{running} 5 1780480800\n{running} 6 1780480802\n"
+        )),
+        "{om}"
+    );
     assert!(!om.contains("tp_rank=\"1\""), "{om}");
 }
 

@@ -1,0 +1,257 @@
+//! `State::apply` for each line class, on lines parsed by the embedded pattern file.
+
+use super::*;
+use crate::parse::patterns::Patterns;
+use crate::parse::Parser;
+
+const T: f64 = 1780480800.0;
+
+struct Fixture {
+    pat: Arc<Patterns>,
+    parser: Parser,
+    state: State,
+}
+
+impl Fixture {
+    fn new(cfg: StateConfig) -> Fixture {
+        let pat = Arc::new(Patterns::embedded().unwrap());
+        Fixture {
+            parser: Parser::new(pat.clone()),
+            state: State::new(pat.clone(), cfg),
+            pat,
+        }
+    }
+
+    /// Parses `line` and applies it to server `srv` at `ts`.
+    fn apply(&mut self, srv: &str, line: &str, ts: Option<f64>) {
+        let rec = self
+            .parser
+            .parse(line)
+            .unwrap_or_else(|| panic!("no record: {line}"));
+        self.state.apply("src", srv, &rec, ts);
+    }
+
+    fn id(&self, name: &str) -> usize {
+        self.pat
+            .metric_by_id(name)
+            .unwrap_or_else(|| panic!("no metric {name}")) as usize
+    }
+
+    fn server(&self, srv: &str) -> &ServerState {
+        &self.state.servers()[&ServerKey::plain(srv)]
+    }
+
+    fn rank(&self, srv: &str, tp: Option<u32>) -> &RankState {
+        &self.server(srv).ranks[&Ranks {
+            tp,
+            ..Ranks::default()
+        }]
+    }
+}
+
+fn tp(n: u32) -> Option<u32> {
+    Some(n)
+}
+
+#[test]
+fn a_decode_line_sets_its_ranks_gauges_and_stats_time() {
+    let mut f = Fixture::new(StateConfig::default());
+    f.apply(
+        "d",
+        "[2026-06-03 10:00:00 TP1] Decode batch, #running-req: 7, #token: 700, token usage: 0.07, cuda graph: True, gen throughput (token/s): 42.12, #queue-req: 3",
+        Some(T),
+    );
+    let r = f.rank("d", tp(1));
+    assert_eq!(r.values[f.id("num_running_reqs")], 7.0);
+    assert_eq!(r.values[f.id("num_used_tokens")], 700.0);
+    assert_eq!(r.values[f.id("token_usage")], 0.07);
+    assert_eq!(r.values[f.id("num_queue_reqs")], 3.0);
+    assert_eq!(r.values[f.id("gen_throughput")], 42.12);
+    // Derived: the one pool's usage is the full pool's.
+    assert_eq!(r.values[f.id("full_token_usage")], 0.07);
+    assert_eq!((r.decode_lines, r.prefill_lines), (1, 0));
+    assert_eq!(r.last_stats, Some(T));
+    assert_eq!(f.state.log_clock(), Some(T));
+    // The next line overwrites the gauges, counts again and moves the stats time.
+    f.apply(
+        "d",
+        "[2026-06-03 10:00:05 TP1] Decode batch, #running-req: 2, #token: 200, token usage: 0.02, #queue-req: 0",
+        Some(T + 5.0),
+    );
+    let r = f.rank("d", tp(1));
+    assert_eq!(r.values[f.id("num_running_reqs")], 2.0);
+    assert_eq!(r.values[f.id("num_queue_reqs")], 0.0);
+    assert_eq!(r.decode_lines, 2);
+    assert_eq!(r.last_stats, Some(T + 5.0));
+    assert_eq!(f.server("d").ranks.len(), 1);
+}
+
+#[test]
+fn a_prefill_line_counts_and_derives_the_cache_hit_rate() {
+    let mut f = Fixture::new(StateConfig::default());
+    f.apply(
+        "p",
+        "[2026-06-03 10:00:00 TP0] Prefill batch. #new-seq: 2, #new-token: 300, #cached-token: 100, token usage: 0.05, #running-req: 1, #queue-req: 4",
+        Some(T),
+    );
+    let r = f.rank("p", tp(0));
+    assert_eq!((r.decode_lines, r.prefill_lines), (0, 1));
+    assert_eq!(r.last_stats, Some(T));
+    assert_eq!(r.values[f.id("num_queue_reqs")], 4.0);
+    assert_eq!(r.values[f.id("cache_hit_rate")], 0.25);
+    // Counters of prefill tokens add up line by line.
+    let new = f.id("prefill_new_tokens_total");
+    assert_eq!(r.values[new], 300.0);
+    f.apply(
+        "p",
+        "[2026-06-03 10:00:01 TP0] Prefill batch. #new-seq: 1, #new-token: 50, #cached-token: 0, token usage: 0.05, #running-req: 1, #queue-req: 0",
+        Some(T + 1.0),
+    );
+    let r = f.rank("p", tp(0));
+    assert_eq!(r.values[new], 350.0);
+    assert_eq!(r.values[f.id("cache_hit_rate")], 0.0);
+    assert_eq!(r.prefill_lines, 2);
+}
+
+#[test]
+fn fact_lines_set_rank_and_server_values_but_no_stats_time() {
+    let mut f = Fixture::new(StateConfig::default());
+    f.apply(
+        "d",
+        "[2026-06-03 10:00:01 TP1] KV Cache is allocated. #tokens: 786432, KV size: 51.47 GB",
+        Some(T),
+    );
+    f.apply(
+        "d",
+        "[2026-06-03 10:00:02 TP0] max_total_num_tokens=786432, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=256, context_len=163840",
+        Some(T + 1.0),
+    );
+    let r1 = f.rank("d", tp(1));
+    assert_eq!(r1.values[f.id("kv_pool_capacity_tokens")], 786432.0);
+    assert_eq!(r1.last_stats, None);
+    assert!(!r1.has_stats());
+    // The capacity line is server scope: on the server, not on TP0's rank.
+    let srv = f.server("d");
+    let max = f.id("max_total_num_tokens");
+    assert_eq!(srv.values[max], 786432.0);
+    assert_eq!(srv.values[f.id("max_running_requests")], 256.0);
+    assert!(f.rank("d", tp(0)).values[max].is_nan());
+    // Facts move the log clock (they carry rank state).
+    assert_eq!(f.state.log_clock(), Some(T + 1.0));
+    assert!(f.state.fact_metrics[max]);
+}
+
+#[test]
+fn a_retraction_line_counts_and_adds_to_its_counters() {
+    let mut f = Fixture::new(StateConfig::default());
+    for (i, n) in [3.0, 2.0].into_iter().enumerate() {
+        f.apply(
+            "d",
+            &format!("[2026-06-03 10:00:0{i} TP0] KV cache pool is full. Retract requests. #retracted_reqs: {n}, #new_token_ratio: 0.0980 -> 0.3236"),
+            Some(T + i as f64),
+        );
+    }
+    let r = f.rank("d", tp(0));
+    assert_eq!(r.retractions, 2);
+    assert_eq!(r.last_retraction, Some(T + 1.0));
+    assert_eq!(r.values[f.id("retracted_requests_total")], 5.0);
+    // Not a stats line.
+    assert_eq!(r.last_stats, None);
+    assert_eq!((r.decode_lines, r.prefill_lines), (0, 0));
+}
+
+#[test]
+fn access_lines_count_by_method_path_and_status_without_moving_the_clock() {
+    let mut f = Fixture::new(StateConfig::default());
+    for l in [
+        "[2026-06-03 10:00:24] INFO:     127.0.0.1:48238 - \"GET /get_model_info HTTP/1.1\" 200 OK",
+        "[2026-06-03 10:00:26] INFO:     127.0.0.1:44941 - \"POST /generate HTTP/1.1\" 200 OK",
+        "[2026-06-03 10:00:27] INFO:     127.0.0.1:44942 - \"POST /generate HTTP/1.1\" 200 OK",
+    ] {
+        f.apply("s", l, Some(T));
+    }
+    let srv = f.server("s");
+    let got: Vec<_> = srv.http.iter().map(|(k, v)| (*k, *v)).collect();
+    assert_eq!(
+        got,
+        [
+            (("GET", "/get_model_info", 200), 1),
+            (("POST", "/generate", 200), 2)
+        ]
+    );
+    assert!(srv.ranks.is_empty());
+    assert_eq!(f.state.log_clock(), None);
+}
+
+#[test]
+fn server_args_set_the_model_and_engine_type() {
+    let mut f = Fixture::new(StateConfig::default());
+    f.apply(
+        "x",
+        "[2026-06-03 10:00:00] server_args=ServerArgs(model_path='m', served_model_name='served', tp_size=2, disaggregation_mode='decode')",
+        Some(T),
+    );
+    let srv = f.server("x");
+    assert_eq!(srv.model_name(), "served");
+    assert_eq!(srv.engine_type("x").as_str(), "decode");
+    assert!(srv.ranks.is_empty());
+    assert_eq!(f.state.log_clock(), None);
+}
+
+#[test]
+fn a_finished_request_record_is_counted_once() {
+    let mut f = Fixture::new(StateConfig::default());
+    let line = "[2025-05-06 13:45:00] Finish: obj=GenerateReqInput(text='What is the capital of Japan?', rid='c3', stream=False, log_metrics=True), out={'text': 'Tokyo.', 'meta_info': {'id': 'c3', 'finish_reason': {'type': 'stop', 'matched': 128009}, 'prompt_tokens': 9, 'completion_tokens': 8, 'cached_tokens': 1, 'e2e_latency': 0.2214653491973877}}";
+    f.apply("r", line, Some(T));
+    let req = f.server("r").requests.as_ref().expect("request stats");
+    assert_eq!(req.requests.iter().sum::<u64>(), 1);
+    assert_eq!(req.prompt_tokens.iter().sum::<f64>(), 9.0);
+    assert_eq!(req.generation_tokens.iter().sum::<f64>(), 8.0);
+    assert!(f.server("r").ranks.is_empty());
+    assert_eq!(f.state.log_clock(), None);
+}
+
+#[test]
+fn an_unreadable_value_withdraws_the_gauge() {
+    let mut f = Fixture::new(StateConfig::default());
+    f.apply(
+        "d",
+        "[2026-06-03 10:00:00 TP0] Decode batch, #running-req: 7, #token: 700, token usage: 0.07, #queue-req: 3",
+        Some(T),
+    );
+    f.apply(
+        "d",
+        "[2026-06-03 10:00:01 TP0] Decode batch, #running-req: x7, #token: 710, token usage: 0.07, #queue-req: 3",
+        Some(T + 1.0),
+    );
+    let r = f.rank("d", tp(0));
+    assert!(r.values[f.id("num_running_reqs")].is_nan());
+    assert_eq!(r.values[f.id("num_used_tokens")], 710.0);
+}
+
+#[test]
+fn limits_drop_ranks_and_fold_unknown_keys() {
+    let mut f = Fixture::new(StateConfig {
+        max_ranks: 2,
+        ..StateConfig::default()
+    });
+    for n in 0..3 {
+        f.apply(
+            "d",
+            &format!("[2026-06-03 10:00:00 TP{n}] Decode batch, #running-req: 1, #token: 1, token usage: 0.01, #queue-req: 0"),
+            Some(T),
+        );
+    }
+    assert_eq!(f.server("d").ranks.len(), 2);
+    assert_eq!(f.state.dropped_series, 1);
+    let long = "k".repeat(65);
+    let ok = "k".repeat(64);
+    f.apply(
+        "d",
+        &format!("[2026-06-03 10:00:00 TP0] Decode batch, #running-req: 1, {long}: 1, {ok}: 2, #queue-req: 0"),
+        Some(T),
+    );
+    assert_eq!(f.state.unknown_fields.get("other"), Some(&1));
+    assert_eq!(f.state.unknown_fields.get(&ok), Some(&1));
+    assert_eq!(f.state.unknown_fields.len(), 2);
+}
