@@ -101,6 +101,12 @@ impl Framer {
         self
     }
 
+    /// Whether no partial record is held: the next line frames the same whatever came before
+    /// (see [`crate::source::parallel`]).
+    pub fn is_idle(&self) -> bool {
+        self.partial.is_empty() && !self.overflow
+    }
+
     /// Unwraps one line.
     pub fn frame<'a>(&'a mut self, line: &'a [u8]) -> Framed<'a> {
         let line = line.strip_suffix(b"\r").unwrap_or(line);

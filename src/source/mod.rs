@@ -10,6 +10,7 @@ pub mod file;
 pub mod framing;
 pub mod journald;
 pub mod linebuf;
+pub mod parallel;
 pub mod stdin;
 
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -50,6 +51,9 @@ pub struct Pipeline {
     clean_buf: Vec<u8>,
     lossy: String,
     parser: Parser,
+    /// `max_line` and `message_key` as given, for [`Pipeline::sibling`].
+    max_line: usize,
+    message_key: Option<String>,
 }
 
 /// What [`Pipeline::run`] made of a line.
@@ -84,7 +88,23 @@ impl Pipeline {
             clean_buf: Vec::new(),
             lossy: String::new(),
             parser,
+            max_line,
+            message_key: message_key.map(str::to_string),
         }
+    }
+
+    /// A new pipeline with the same patterns and settings (for another thread).
+    pub fn sibling(&self) -> Pipeline {
+        Pipeline::new(
+            Parser::new(self.parser.patterns().clone()),
+            self.max_line,
+            self.message_key.as_deref(),
+        )
+    }
+
+    /// Whether the framer holds no partial record (see [`framing::Framer::is_idle`]).
+    pub fn framer_idle(&self) -> bool {
+        self.framer.is_idle()
     }
 
     /// Runs one raw line (without `\n`) through the steps, counting what it meets in `d`
@@ -106,6 +126,7 @@ impl Pipeline {
             clean_buf,
             lossy,
             parser,
+            ..
         } = self;
         // Fast path: most lines are plain; only `{` and a digit can start a wrapper.
         let first = raw.first().copied();
@@ -198,6 +219,14 @@ fn line_time(
 #[derive(Debug)]
 pub struct Ingest {
     pipeline: Pipeline,
+    /// Lines gathered for parsing on several threads (history only: see [`Ingest::parallel`]).
+    batch: Option<parallel::Batch>,
+    ap: Applier,
+}
+
+/// What applies parsed lines to the state: everything of an [`Ingest`] but its pipeline.
+#[derive(Debug)]
+struct Applier {
     state: Shared,
     source: String,
     server: String,
@@ -230,65 +259,146 @@ impl Ingest {
         lock(&state).add_source_counts(source, &SourceDelta::default());
         Ingest {
             pipeline,
-            state,
-            source: source.to_string(),
-            server: server.to_string(),
-            times,
-            timing: Timing::LogTime,
-            fallback_time: None,
-            delta: SourceDelta::default(),
-            line_no: 0,
-            key: crate::state::ServerKey::plain(server),
-            null_warned: false,
-            panic_logged: false,
+            batch: None,
+            ap: Applier {
+                state,
+                source: source.to_string(),
+                server: server.to_string(),
+                times,
+                timing: Timing::LogTime,
+                fallback_time: None,
+                delta: SourceDelta::default(),
+                line_no: 0,
+                key: crate::state::ServerKey::plain(server),
+                null_warned: false,
+                panic_logged: false,
+            },
         }
+    }
+
+    /// Parses lines on `threads` threads (more than 1; `1` keeps it sequential), applying them
+    /// in log order: for an input read to its end (`--once`). The state ends byte for byte as
+    /// with one thread (see [`parallel`]). Not with the fault hook (its reader stage must stop
+    /// at the line that holds its text).
+    pub fn parallel(mut self, threads: usize) -> Ingest {
+        if threads > 1 && !fault::enabled() {
+            self.batch = Some(parallel::Batch::new(&self.pipeline, threads));
+        }
+        self
     }
 
     /// Switches between log time and arrival time (see [`Timing`]).
     pub fn set_timing(&mut self, t: Timing) {
-        self.timing = t;
+        self.drain();
+        self.ap.timing = t;
     }
 
-    /// Sets the time given to history lines without one (see [`Ingest`]'s `fallback_time`).
+    /// Sets the time given to history lines without one (see [`Applier`]'s `fallback_time`).
     pub fn set_fallback_time(&mut self, t: Option<f64>) {
-        self.fallback_time = t;
+        self.drain();
+        self.ap.fallback_time = t;
     }
 
     /// The source name.
     pub fn source(&self) -> &str {
-        &self.source
+        &self.ap.source
     }
 
     /// The shared state.
     pub fn state(&self) -> &Shared {
-        &self.state
+        &self.ap.state
     }
 
     /// Handles one event of a [`linebuf::LineBuf`].
     pub fn event(&mut self, e: Event<'_>) {
+        if let Event::Line(l, _) = e {
+            return self.line(l);
+        }
+        self.drain();
+        let d = &mut self.ap.delta;
         match e {
-            Event::Line(l, _) => self.line(l),
+            Event::Line(..) => {}
             Event::Oversized => {
-                self.delta.lines += 1;
-                self.delta.oversized += 1;
-                tracing::warn!(source = %self.source, "skipped a line longer than --max-line-bytes");
+                d.lines += 1;
+                d.oversized += 1;
+                tracing::warn!(source = %self.ap.source, "skipped a line longer than --max-line-bytes");
             }
             Event::Incomplete => {
-                self.delta.incomplete += 1;
-                tracing::warn!(source = %self.source, "the input ended in the middle of a line (no newline); that part was not read");
+                d.incomplete += 1;
+                tracing::warn!(source = %self.ap.source, "the input ended in the middle of a line (no newline); that part was not read");
             }
-            Event::NulRun => self.delta.nul_runs += 1,
+            Event::NulRun => d.nul_runs += 1,
         }
     }
 
     /// Handles one raw line (without `\n`), which may be wrapped.
     pub fn line(&mut self, raw: &[u8]) {
-        self.delta.lines += 1;
-        self.line_no += 1;
+        if let Some(b) = &mut self.batch {
+            if b.push(raw) {
+                self.drain();
+            }
+            return;
+        }
         // Outside the per-line guard: lets a test make the whole reader fail (see `fault`).
+        // Counted first, so the line the reader failed on is not read again.
+        self.ap.delta.lines += 1;
+        self.ap.line_no += 1;
         fault::check(fault::Stage::Reader, raw);
+        let outcome = self.pipeline.run(raw, &mut self.ap.delta);
+        self.ap.apply(outcome);
+    }
+
+    /// Parses and applies the lines the batch holds.
+    fn drain(&mut self) {
+        let Some(b) = self.batch.as_mut().filter(|b| !b.is_empty()) else {
+            return;
+        };
+        let ap = &mut self.ap;
+        let d = b.run(&mut self.pipeline, |o| {
+            ap.delta.lines += 1;
+            ap.line_no += 1;
+            ap.apply(o);
+        });
+        ap.delta.add(&d);
+        ap.warn_null();
+    }
+
+    /// Counts bytes read from the source (every byte, also those of skipped oversized lines).
+    pub fn count_bytes(&mut self, n: usize) {
+        self.ap.delta.bytes += n as u64;
+    }
+
+    /// Counts a read error of this source (open, permission, a directory…).
+    pub fn count_error(&mut self) {
+        self.ap.delta.errors += 1;
+        // Errors are rare and the source may now wait a long time: show them at once.
+        self.flush();
+    }
+
+    /// Hands the batched counters to the state (after parsing the lines a parallel batch
+    /// holds). Nothing to hand is no change: the state's generation stays, so followers that
+    /// wake with nothing new (every poll of every followed file) do not make each scrape encode
+    /// the exposition anew.
+    pub fn flush(&mut self) {
+        self.drain();
+        self.ap.flush();
+    }
+
+    /// Sets `sglang_log_exporter_source_up` for this source.
+    pub fn set_up(&mut self, up: bool) {
+        self.drain();
+        lock(&self.ap.state).set_self(
+            SelfMetric::SourceUp,
+            &self.ap.source,
+            f64::from(u8::from(up)),
+        );
+    }
+}
+
+impl Applier {
+    /// Applies what the pipeline made of a line (already counted in `lines`).
+    fn apply(&mut self, outcome: Outcome<'_>) {
         let line_no = self.line_no;
-        let outcome = self.pipeline.run(raw, &mut self.delta);
         let applied = match outcome {
             Outcome::Parsed {
                 rec,
@@ -323,12 +433,16 @@ impl Ingest {
         if !applied {
             self.panicked(line_no);
         }
+        self.warn_null();
+        if self.delta.lines >= FLUSH_EVERY {
+            self.flush();
+        }
+    }
+
+    fn warn_null(&mut self) {
         if self.delta.null_messages > 0 && !self.null_warned {
             self.null_warned = true;
             tracing::warn!(source = %self.source, "a journal entry's MESSAGE is null (over 4096 bytes): run journalctl with --all");
-        }
-        if self.delta.lines >= FLUSH_EVERY {
-            self.flush();
         }
     }
 
@@ -341,32 +455,12 @@ impl Ingest {
         }
     }
 
-    /// Counts bytes read from the source (every byte, also those of skipped oversized lines).
-    pub fn count_bytes(&mut self, n: usize) {
-        self.delta.bytes += n as u64;
-    }
-
-    /// Counts a read error of this source (open, permission, a directory…).
-    pub fn count_error(&mut self) {
-        self.delta.errors += 1;
-        // Errors are rare and the source may now wait a long time: show them at once.
-        self.flush();
-    }
-
-    /// Hands the batched counters to the state. Nothing to hand is no change: the state's
-    /// generation stays, so followers that wake with nothing new (every poll of every followed
-    /// file) do not make each scrape encode the exposition anew.
-    pub fn flush(&mut self) {
+    fn flush(&mut self) {
         if self.delta == SourceDelta::default() {
             return;
         }
         let d = std::mem::take(&mut self.delta);
         lock(&self.state).add_source_counts(&self.source, &d);
-    }
-
-    /// Sets `sglang_log_exporter_source_up` for this source.
-    pub fn set_up(&mut self, up: bool) {
-        lock(&self.state).set_self(SelfMetric::SourceUp, &self.source, f64::from(u8::from(up)));
     }
 }
 
@@ -394,10 +488,10 @@ impl file::Sink for Ingest {
     fn history(&mut self, done: bool, mtime: Option<f64>) {
         if done {
             self.set_timing(Timing::Arrival);
-            self.fallback_time = None;
+            self.set_fallback_time(None);
         } else {
             self.set_timing(Timing::LogTime);
-            self.fallback_time = mtime;
+            self.set_fallback_time(mtime);
         }
     }
 }
