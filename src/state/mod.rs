@@ -742,8 +742,12 @@ impl State {
             }
             Class::Access => rec.access.is_some_and(|a| {
                 let key = (normalise_method(a.method), normalise_path(a.path), a.status);
-                if srv.http.len() < max_http || srv.http.contains_key(&key) {
-                    *srv.http.entry(key).or_insert(0) += 1;
+                // One lookup for a known request (most lines), a second to add a new one.
+                if let Some(n) = srv.http.get_mut(&key) {
+                    *n += 1;
+                    false
+                } else if srv.http.len() < max_http {
+                    srv.http.insert(key, 1);
                     false
                 } else {
                     true
