@@ -795,3 +795,66 @@ mod prefix_cache_tests {
         );
     }
 }
+
+#[cfg(test)]
+mod starts_tests {
+    //! The anchored search of [`Starts`] against the regex's own search: same match, same groups.
+    use super::*;
+
+    fn same(re: &str, hay: &str) {
+        let re = Regex::new(re).unwrap();
+        let st = Starts::of(&re).expect("specialisable");
+        let mut a = Locs {
+            inner: re.capture_locations(),
+            offset: 0,
+        };
+        let mut b = re.capture_locations();
+        let fa = st.captures(&re, &mut a, hay);
+        let fb = re.captures_read(&mut b, hay).is_some();
+        assert_eq!(fa, fb, "{re} on {hay:?}");
+        for i in 0..b.len() {
+            assert_eq!(a.get(i), b.get(i), "group {i} of {re} on {hay:?}");
+        }
+    }
+
+    #[test]
+    fn anchored_tries_find_the_leftmost_first_match() {
+        let access = r#""(?P<method>[A-Z]{3,10}) (?P<path>[^ "?]*)(?:\?[^ "]*)? HTTP/[0-9.]+" (?P<status>[0-9]{3})"#;
+        for hay in [
+            r#"[2026-06-03 10:00:00] INFO:     127.0.0.1:1 - "GET /health HTTP/1.1" 200 OK"#,
+            r#"x "no" "also no" "GET /a?b=c HTTP/1.1" 404 "POST /b HTTP/1.0" 200"#,
+            r#""" "" "" "" "" "GET /late HTTP/1.1" 500"#,
+            r#"" HTTP/1.1" 200 and no request"#,
+            "\"GET /ünï HTTP/1.1\" 201 é",
+            "",
+        ] {
+            same(access, hay);
+        }
+        same("[Dd]ecode (?P<n>[0-9]+)", "a decode Decode 12, decode 3");
+        same(
+            "(?P<fields>)max_total_num_tokens=",
+            "x max_total_num_tokens=5",
+        );
+    }
+
+    #[test]
+    fn look_around_and_open_starts_are_not_specialised() {
+        for re in [
+            r"\bDecode",
+            "^Decode",
+            "Decode$",
+            ".*Decode",
+            "(?:a|b|c|d)x",
+            "é",
+        ] {
+            assert!(Starts::of(&Regex::new(re).unwrap()).is_none(), "{re}");
+        }
+    }
+
+    #[test]
+    fn the_access_kind_is_specialised() {
+        let p = Parser::new(Arc::new(Patterns::embedded().unwrap()));
+        let k = p.pat.lines.iter().position(|l| l.name == "access").unwrap();
+        assert!(p.starts[k].is_some());
+    }
+}
