@@ -246,6 +246,8 @@ struct Applier {
     line_no: u64,
     /// The key of the last line's server (reused).
     key: crate::state::ServerKey,
+    /// `key` is `server` with no engine.
+    key_is_own: bool,
     null_warned: bool,
     panic_logged: bool,
     /// The wall clock read for history lines, read again after each flush of the counters.
@@ -278,6 +280,7 @@ impl Ingest {
                 delta: SourceDelta::default(),
                 line_no: 0,
                 key: crate::state::ServerKey::plain(server),
+                key_is_own: true,
                 null_warned: false,
                 panic_logged: false,
                 now: None,
@@ -424,13 +427,18 @@ impl Applier {
                 );
                 // The key is rebuilt only when the server or engine changes: no allocation
                 // per line.
-                let server = unit.unwrap_or(&self.server);
-                let engine = rec.engine.unwrap_or("");
-                if self.key.server != server || self.key.engine != engine {
-                    self.key.server.clear();
-                    self.key.server.push_str(server);
-                    self.key.engine.clear();
-                    self.key.engine.push_str(engine);
+                // A line of the source's own server with no engine (most lines) needs no string
+                // comparison when the key already is that.
+                if !(self.key_is_own && unit.is_none() && rec.engine.is_none()) {
+                    let server = unit.unwrap_or(&self.server);
+                    let engine = rec.engine.unwrap_or("");
+                    if self.key.server != server || self.key.engine != engine {
+                        self.key.server.clear();
+                        self.key.server.push_str(server);
+                        self.key.engine.clear();
+                        self.key.engine.push_str(engine);
+                    }
+                    self.key_is_own = self.key.server == self.server && self.key.engine.is_empty();
                 }
                 self.delta.count_record(&rec);
                 let (state, key) = (&self.state, &self.key);

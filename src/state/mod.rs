@@ -718,8 +718,13 @@ impl State {
         let max_http = self.cfg.max_http_series;
         let pat = self.pat.clone();
         let d = self.derived.clone();
-        let Some(srv) = self.server_mut(key) else {
-            return;
+        // One lookup for a known server (each costs string comparisons); `server_mut` adds one.
+        let srv = match self.servers.get_mut(key) {
+            Some(s) => s,
+            None => match self.server_mut(key) {
+                Some(s) => s,
+                None => return,
+            },
         };
         if let Some(t) = ts {
             srv.last_seen = Some(srv.last_seen.map_or(t, |l| l.max(t)));
