@@ -65,12 +65,22 @@ struct Parsed {
 }
 
 /// What a line was ([`Outcome`] without borrows).
+// Kept by value: a box per line would be an allocation per line.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 enum Item {
-    Parsed(Box<Rec>),
-    Unmatched(Range<usize>),
+    Parsed(Rec),
+    Unmatched(Text),
     Skipped,
     Panicked,
+}
+
+/// A text of an outcome: a range of the batch's lines where it is part of a line as read (most
+/// texts: no copy), else of [`Parsed`]'s own text (what a wrapper or the parser's scratch made).
+#[derive(Debug, Clone)]
+enum Text {
+    Line(Range<usize>),
+    Own(Range<usize>),
 }
 
 /// A [`Record`] with its borrowed parts as ranges into [`Parsed`]'s buffers.
@@ -82,15 +92,15 @@ struct Rec {
     ranks: Ranks,
     values: Range<usize>,
     bad_metrics: Range<usize>,
-    line: Range<usize>,
-    unknown_text: Range<usize>,
+    line: Text,
+    unknown_text: Text,
     unknown: Range<usize>,
     bad_values: u32,
-    engine: Option<Range<usize>>,
-    access: Option<(Range<usize>, Range<usize>, u16)>,
+    engine: Option<Text>,
+    access: Option<(Text, Text, u16)>,
     server_args: Option<Box<ServerArgs>>,
     request: Option<usize>,
-    unit: Option<Range<usize>>,
+    unit: Option<Text>,
     realtime: Option<f64>,
 }
 
@@ -104,28 +114,39 @@ impl Parsed {
         self.requests.clear();
     }
 
-    fn text(&mut self, s: &str) -> Range<usize> {
+    /// `s` as a range of `arena` when it lies in it, else copied.
+    fn text(&mut self, arena: &[u8], s: &str) -> Text {
+        let (a, p) = (arena.as_ptr() as usize, s.as_ptr() as usize);
+        if p >= a && p + s.len() <= a + arena.len() {
+            return Text::Line(p - a..p - a + s.len());
+        }
         let start = self.text.len();
         self.text.push_str(s);
-        start..self.text.len()
+        Text::Own(start..self.text.len())
     }
 
-    /// Keeps an outcome of the chunk's pipeline.
-    fn keep(&mut self, o: Outcome<'_>) {
+    /// Keeps an outcome of the chunk's pipeline (`arena`: the batch's lines).
+    fn keep(&mut self, arena: &[u8], o: Outcome<'_>) {
         let item = match o {
             Outcome::Parsed {
                 rec,
                 unit,
                 realtime,
-            } => Item::Parsed(Box::new(self.keep_record(&rec, unit, realtime))),
-            Outcome::Unmatched(t) => Item::Unmatched(self.text(t)),
+            } => Item::Parsed(self.keep_record(arena, &rec, unit, realtime)),
+            Outcome::Unmatched(t) => Item::Unmatched(self.text(arena, t)),
             Outcome::Skipped => Item::Skipped,
             Outcome::Panicked => Item::Panicked,
         };
         self.items.push(item);
     }
 
-    fn keep_record(&mut self, r: &Record<'_>, unit: Option<&str>, realtime: Option<f64>) -> Rec {
+    fn keep_record(
+        &mut self,
+        arena: &[u8],
+        r: &Record<'_>,
+        unit: Option<&str>,
+        realtime: Option<f64>,
+    ) -> Rec {
         let v = self.values.len();
         self.values.extend_from_slice(r.values);
         let b = self.bad_metrics.len();
@@ -143,30 +164,40 @@ impl Parsed {
             ranks: r.ranks,
             values: v..self.values.len(),
             bad_metrics: b..self.bad_metrics.len(),
-            line: self.text(r.line),
-            unknown_text: self.text(r.unknown_text),
+            line: self.text(arena, r.line),
+            unknown_text: self.text(arena, r.unknown_text),
             unknown: u..self.unknown.len(),
             bad_values: r.bad_values,
-            engine: r.engine.map(|e| self.text(e)),
-            access: r
-                .access
-                .map(|a| (self.text(a.method), self.text(a.path), a.status)),
+            engine: r.engine.map(|e| self.text(arena, e)),
+            access: r.access.map(|a| {
+                let m = self.text(arena, a.method);
+                (m, self.text(arena, a.path), a.status)
+            }),
             server_args: r.server_args.clone(),
             request,
-            unit: unit.map(|u| self.text(u)),
+            unit: unit.map(|u| self.text(arena, u)),
             realtime,
         }
     }
 
-    /// The outcome of item `i`, borrowing these buffers.
-    fn outcome(&self, i: usize) -> Outcome<'_> {
+    /// The text of `t` (`arena`: the batch's lines; a line range is UTF-8, as it was read as a
+    /// `&str` there).
+    fn get<'a>(&'a self, arena: &'a [u8], t: &Text) -> &'a str {
+        match t {
+            Text::Line(r) => std::str::from_utf8(&arena[r.clone()]).unwrap_or(""),
+            Text::Own(r) => &self.text[r.clone()],
+        }
+    }
+
+    /// The outcome of item `i`, borrowing these buffers and `arena`.
+    fn outcome<'a>(&'a self, arena: &'a [u8], i: usize) -> Outcome<'a> {
         let r = match &self.items[i] {
             Item::Parsed(r) => r,
-            Item::Unmatched(t) => return Outcome::Unmatched(&self.text[t.clone()]),
+            Item::Unmatched(t) => return Outcome::Unmatched(self.get(arena, t)),
             Item::Skipped => return Outcome::Skipped,
             Item::Panicked => return Outcome::Panicked,
         };
-        let t = |x: &Range<usize>| &self.text[x.clone()];
+        let t = |x: &Text| self.get(arena, x);
         let rec = Record {
             kind: r.kind,
             class: r.class,
@@ -204,7 +235,7 @@ impl Worker {
         let mut start = from;
         for &end in ends {
             let o = self.pipeline.run(&arena[start..end], &mut self.delta);
-            self.out.keep(o);
+            self.out.keep(arena, o);
             start = end;
             if !self.pipeline.framer_idle() {
                 self.safe = false;
@@ -259,7 +290,7 @@ impl Batch {
         if !self.sequential && self.ends.len() > 1 && self.workers.iter().all(|w| w.safe) {
             for w in &self.workers {
                 for i in 0..w.out.items.len() {
-                    f(w.out.outcome(i));
+                    f(w.out.outcome(&self.arena, i));
                 }
                 d.add(&w.delta);
             }
@@ -294,13 +325,19 @@ impl Batch {
             cuts.push(c);
         }
         cuts.push(ends.len());
+        let chunk = |k: usize| {
+            let (a, b) = (cuts[k], cuts[k + 1]);
+            (if a == 0 { 0 } else { ends[a - 1] }, &ends[a..b])
+        };
         std::thread::scope(|s| {
-            for (k, w) in self.workers.iter_mut().enumerate() {
-                let (a, b) = (cuts[k], cuts[k + 1]);
-                let from = if a == 0 { 0 } else { ends[a - 1] };
-                let part = &ends[a..b];
+            let (first, rest) = self.workers.split_at_mut(1);
+            for (k, w) in rest.iter_mut().enumerate() {
+                let (from, part) = chunk(k + 1);
                 s.spawn(move || w.parse(arena, from, part));
             }
+            // This thread parses the first chunk meanwhile.
+            let (from, part) = chunk(0);
+            first[0].parse(arena, from, part);
         });
     }
 }
