@@ -12,6 +12,8 @@
 //! [`Framer`]: super::framing::Framer
 
 use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 use super::{Outcome, Pipeline};
 use crate::parse::patterns::{Class, MetricId};
@@ -38,15 +40,21 @@ pub struct Batch {
     arena: Vec<u8>,
     /// End of each line in `arena`.
     ends: Vec<usize>,
-    workers: Vec<Worker>,
+    /// One pipeline per thread.
+    pipelines: Vec<Pipeline>,
+    /// What each chunk of the batch gave; threads take the next chunk as they finish one, so a
+    /// thread the system holds back (other work on its core) delays only its current chunk.
+    chunks: Vec<Mutex<Chunk>>,
     /// A chunk was unsafe to parse apart: the rest of the input is parsed sequentially.
     sequential: bool,
 }
 
-/// One thread's pipeline and what it made of its chunk.
-#[derive(Debug)]
-struct Worker {
-    pipeline: Pipeline,
+/// Chunks per thread in a batch.
+const CHUNKS_PER_THREAD: usize = 4;
+
+/// What a pipeline made of one chunk.
+#[derive(Debug, Default)]
+struct Chunk {
     out: Parsed,
     delta: SourceDelta,
     /// Every line of the chunk left the framer without a partial record.
@@ -226,18 +234,19 @@ impl Parsed {
     }
 }
 
-impl Worker {
-    /// Parses `lines` (ends relative to `arena`, the first line starting at `from`).
-    fn parse(&mut self, arena: &[u8], from: usize, ends: &[usize]) {
+impl Chunk {
+    /// Parses `lines` with `pipeline` (ends relative to `arena`, the first line starting at
+    /// `from`).
+    fn parse(&mut self, pipeline: &mut Pipeline, arena: &[u8], from: usize, ends: &[usize]) {
         self.out.clear();
         self.delta = SourceDelta::default();
         self.safe = true;
         let mut start = from;
         for &end in ends {
-            let o = self.pipeline.run(&arena[start..end], &mut self.delta);
+            let o = pipeline.run(&arena[start..end], &mut self.delta);
             self.out.keep(arena, o);
             start = end;
-            if !self.pipeline.framer_idle() {
+            if !pipeline.framer_idle() {
                 self.safe = false;
                 return;
             }
@@ -249,18 +258,14 @@ impl Batch {
     /// A batch parsing with `threads` copies of `like` (at least 2; `like` itself stays with
     /// the caller, for the sequential fallback).
     pub fn new(like: &Pipeline, threads: usize) -> Batch {
-        let workers = (0..threads.max(2))
-            .map(|_| Worker {
-                pipeline: like.sibling(),
-                out: Parsed::default(),
-                delta: SourceDelta::default(),
-                safe: true,
-            })
-            .collect();
+        let threads = threads.max(2);
         Batch {
             arena: Vec::new(),
             ends: Vec::new(),
-            workers,
+            pipelines: (0..threads).map(|_| like.sibling()).collect(),
+            chunks: (0..threads * CHUNKS_PER_THREAD)
+                .map(|_| Mutex::default())
+                .collect(),
             sequential: false,
         }
     }
@@ -269,7 +274,7 @@ impl Batch {
     pub fn push(&mut self, raw: &[u8]) -> bool {
         self.arena.extend_from_slice(raw);
         self.ends.push(self.arena.len());
-        self.arena.len() >= CHUNK_BYTES * self.workers.len()
+        self.arena.len() >= CHUNK_BYTES * self.pipelines.len()
     }
 
     /// Whether no line waits.
@@ -287,12 +292,13 @@ impl Batch {
         if !self.sequential && self.ends.len() > 1 {
             self.parse_parallel();
         }
-        if !self.sequential && self.ends.len() > 1 && self.workers.iter().all(|w| w.safe) {
-            for w in &self.workers {
-                for i in 0..w.out.items.len() {
-                    f(w.out.outcome(&self.arena, i));
+        let chunks: Vec<&Chunk> = self.chunks.iter_mut().map(|c| &*lock(c)).collect();
+        if !self.sequential && self.ends.len() > 1 && chunks.iter().all(|c| c.safe) {
+            for c in chunks {
+                for i in 0..c.out.items.len() {
+                    f(c.out.outcome(&self.arena, i));
                 }
-                d.add(&w.delta);
+                d.add(&c.delta);
             }
         } else {
             if !self.sequential && self.ends.len() > 1 {
@@ -312,10 +318,18 @@ impl Batch {
         d
     }
 
-    /// Cuts the lines into one chunk per worker (by bytes, at line ends) and parses them at once.
+    /// Cuts the lines into chunks (by bytes, at line ends) and parses them at once: each thread
+    /// (this one too) takes the next chunk until none is left.
     fn parse_parallel(&mut self) {
-        let n = self.workers.len();
-        let (arena, ends) = (&self.arena[..], &self.ends[..]);
+        let Batch {
+            arena,
+            ends,
+            pipelines,
+            chunks,
+            ..
+        } = self;
+        let (arena, ends, chunks) = (&arena[..], &ends[..], &chunks[..]);
+        let n = chunks.len();
         let mut cuts = vec![0usize];
         for k in 1..n {
             let want = arena.len() * k / n;
@@ -325,19 +339,28 @@ impl Batch {
             cuts.push(c);
         }
         cuts.push(ends.len());
-        let chunk = |k: usize| {
+        let next = AtomicUsize::new(0);
+        let work = |p: &mut Pipeline| loop {
+            let k = next.fetch_add(1, Ordering::Relaxed);
+            if k >= n {
+                break;
+            }
             let (a, b) = (cuts[k], cuts[k + 1]);
-            (if a == 0 { 0 } else { ends[a - 1] }, &ends[a..b])
+            let from = if a == 0 { 0 } else { ends[a - 1] };
+            let mut c = chunks[k].lock().unwrap_or_else(|e| e.into_inner());
+            c.parse(p, arena, from, &ends[a..b]);
         };
         std::thread::scope(|s| {
-            let (first, rest) = self.workers.split_at_mut(1);
-            for (k, w) in rest.iter_mut().enumerate() {
-                let (from, part) = chunk(k + 1);
-                s.spawn(move || w.parse(arena, from, part));
+            let (first, rest) = pipelines.split_at_mut(1);
+            for p in rest {
+                s.spawn(|| work(p));
             }
-            // This thread parses the first chunk meanwhile.
-            let (from, part) = chunk(0);
-            first[0].parse(arena, from, part);
+            work(&mut first[0]);
         });
     }
+}
+
+/// A chunk's results, also after a panic elsewhere (the results of a finished parse stand).
+fn lock(c: &mut Mutex<Chunk>) -> &mut Chunk {
+    c.get_mut().unwrap_or_else(|e| e.into_inner())
 }
