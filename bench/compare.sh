@@ -5,8 +5,10 @@
 #
 # Usage: bench/compare.sh [--size 100M] [--reps 5] [--slow-reps N] [--seed 42]
 #                         [--dir /tmp/sglang-bench] [--bin PATH] [--cpu N|none]
-#                         [--only "wc grep ours mtail python"]
+#                         [--only "wc grep ours ours-mt mtail python"]
 # --slow-reps (default: --reps) caps the runs of mtail and python, which take minutes on 1 GiB.
+# `ours` runs pinned to one CPU (so it parses on one thread); `ours-mt` is the same command
+# unpinned, parsing on every core (`--threads 0`): compare their wall times.
 # The log is generated once per size and seed under --dir and reused. Every tool runs pinned to
 # one CPU (--cpu, default 0) with taskset. Exits non-zero only if our exporter fails or prints no
 # exposition: the timings are reported, never judged (the machines are noisy).
@@ -14,7 +16,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(dirname "$here")"
 
-size=100M reps=5 slow_reps="" seed=42 dir=/tmp/sglang-bench bin="" cpu=0 only="wc grep ours mtail python"
+size=100M reps=5 slow_reps="" seed=42 dir=/tmp/sglang-bench bin="" cpu=0 only="wc grep ours ours-mt mtail python"
 while (($#)); do
   case "$1" in
     --size) size="$2"; shift 2 ;;
@@ -25,7 +27,7 @@ while (($#)); do
     --bin) bin="$2"; shift 2 ;;
     --cpu) cpu="$2"; shift 2 ;;
     --only) only="$2"; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -65,6 +67,7 @@ cmd_of() {
     wc) echo "wc -l $log" ;;
     grep) echo "grep -c batch $log" ;;
     ours) echo "$bin --once $log" ;;
+    ours-mt) echo "$bin --once --threads 0 $log" ;;
     mtail) echo "mtail --one_shot --one_shot_format prometheus --logtostderr --progs $here/sglang.mtail --logs $log" ;;
     python) echo "python3 $here/baseline.py $log" ;;
   esac
@@ -78,9 +81,11 @@ for ((r = 1; r <= reps; r++)); do
   for t in "${tools[@]}"; do
     if [[ ("$t" == mtail || "$t" == python) && $r -gt ${slow_reps:-$reps} ]]; then continue; fi
     # shellcheck disable=SC2046
-    if ! (cd "$out" && "${pin[@]}" /usr/bin/time -f '%e %U %S %M' -o "$out/$t.time" $(cmd_of "$t") > "$out/$t.out" 2> "$out/$t.err"); then
+    p=("${pin[@]}")
+    [[ "$t" != ours-mt ]] || p=()
+    if ! (cd "$out" && "${p[@]}" /usr/bin/time -f '%e %U %S %M' -o "$out/$t.time" $(cmd_of "$t") > "$out/$t.out" 2> "$out/$t.err"); then
       # grep -c exits 1 when it counts 0; anything else failing is reported below.
-      [[ "$t" == grep ]] || { echo "$t failed:" >&2; tail -5 "$out/$t.err" >&2; [[ "$t" != ours ]] || exit 1; continue; }
+      [[ "$t" == grep ]] || { echo "$t failed:" >&2; tail -5 "$out/$t.err" >&2; [[ "$t" != ours* ]] || exit 1; continue; }
     fi
     echo "$t $(tail -1 "$out/$t.time")" >> "$results"
   done

@@ -70,6 +70,8 @@ pub struct Config {
     pub http: HttpConfig,
     /// `--state.dir`.
     pub state_dir: Option<PathBuf>,
+    /// Threads that parse a file read to its end (`--threads`, resolved: at least 1).
+    pub threads: usize,
     /// `--once` writes the human summary to stderr (`--log.level` info or more verbose).
     pub summary: bool,
 }
@@ -257,6 +259,7 @@ impl Config {
             http: HttpConfig::from_args(a)?,
             state_dir: state_dir(a.state_dir.as_deref())?,
             summary: matches!(a.log_level.as_str(), "info" | "debug" | "trace"),
+            threads: crate::source::parallel::threads(a.read.threads),
         })
     }
 
@@ -312,8 +315,11 @@ pub fn read_to_end(cfg: &Config) -> Result<Shared, ConfigError> {
     for input in &cfg.inputs {
         match input {
             Input::File { server, path } => {
-                let mut ing = cfg.ingest(&state, &path.display().to_string(), server);
+                let mut ing = cfg
+                    .ingest(&state, &path.display().to_string(), server)
+                    .parallel(cfg.threads);
                 Tailer::new(path, cfg.tail.clone()).run(&mut ing, &stop);
+                ing.flush();
             }
             Input::Stdin { server } => {
                 let mut ing = cfg.ingest(&state, "-", server);
@@ -324,8 +330,11 @@ pub fn read_to_end(cfg: &Config) -> Result<Shared, ConfigError> {
     if let Some(d) = &cfg.discover {
         for (f, pod) in discover::snapshot(d, &cfg.input_names()) {
             discover::register(&mut crate::state::lock(&state), &f.server, pod.as_ref());
-            let mut ing = cfg.ingest(&state, &f.source, &f.server);
+            let mut ing = cfg
+                .ingest(&state, &f.source, &f.server)
+                .parallel(cfg.threads);
             Tailer::new(&f.path, cfg.tail.clone()).run(&mut ing, &stop);
+            ing.flush();
         }
     }
     for unit in &cfg.journal.units {

@@ -32,7 +32,7 @@ use crate::parse::prefix::TimeResolver;
 use crate::parse::Parser;
 use crate::record::{LogTime, Ranks};
 use crate::source::linebuf::{Event, LineBuf};
-use crate::source::{now_unix, plausible_time, Outcome, Pipeline};
+use crate::source::{now_unix, parallel, plausible_time, Outcome, Pipeline};
 use crate::state::{ServerKey, SourceDelta, State, StateConfig};
 use crate::view;
 
@@ -167,7 +167,6 @@ pub fn backfill(a: &BackfillArgs) -> Result<Summary, BackfillError> {
             .map_or("-".to_string(), |p| p.display().to_string());
         let mut ctx = Ctx {
             state: &mut state,
-            pipeline: &mut pipeline,
             times: &mut times,
             out: Out {
                 om: &mut om,
@@ -184,13 +183,25 @@ pub fn backfill(a: &BackfillArgs) -> Result<Summary, BackfillError> {
             key: ServerKey::plain(server),
             idle_written: &mut idle_written,
         };
+        let threads = parallel::threads(a.read.threads);
+        let mut batch = (threads > 1).then(|| parallel::Batch::new(&pipeline, threads));
         read_lines(
             &mut *reader,
             a.read.max_line_bytes,
             &bar,
             path.as_deref(),
-            |l| ctx.line(l),
+            |l| match &mut batch {
+                Some(b) => {
+                    if b.push(l) {
+                        b.run(&mut pipeline, |o| ctx.apply(o));
+                    }
+                }
+                None => ctx.apply(pipeline.run(l, &mut SourceDelta::default())),
+            },
         )?;
+        if let Some(b) = &mut batch {
+            b.run(&mut pipeline, |o| ctx.apply(o));
+        }
     }
     bar.finish_and_clear();
     let mut out = Out {
@@ -339,7 +350,6 @@ impl Out<'_> {
 
 struct Ctx<'a> {
     state: &'a mut State,
-    pipeline: &'a mut Pipeline,
     times: &'a mut TimeResolver,
     out: Out<'a>,
     sum: &'a mut Summary,
@@ -464,10 +474,10 @@ impl Ctx<'_> {
         }
     }
 
-    fn line(&mut self, raw: &[u8]) {
+    /// Applies what the pipeline made of one line.
+    fn apply(&mut self, outcome: Outcome<'_>) {
         self.sum.lines += 1;
-        let mut d = SourceDelta::default();
-        let (rec, realtime) = match self.pipeline.run(raw, &mut d) {
+        let (rec, realtime) = match outcome {
             Outcome::Parsed {
                 rec,
                 realtime,

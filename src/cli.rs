@@ -343,6 +343,12 @@ pub struct ReadArgs {
     /// line, textPayload, jsonPayload.message, jsonPayload.msg).
     #[arg(long = "input.json-message-key", value_name = "KEY")]
     pub json_message_key: Option<String>,
+
+    /// Threads that parse an input read to its end (`--once`, `backfill`; 0: every core). The
+    /// state is applied in log order whatever the number, so the output is the same; `1` reads
+    /// sequentially. Stdin, the journal and live following are always read on one thread.
+    #[arg(long = "threads", value_name = "N", default_value_t = 0)]
+    pub threads: usize,
 }
 
 /// Parses `30s`, `1m30s`, `500ms`, `2h` or a plain number of seconds.

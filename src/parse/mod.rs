@@ -30,7 +30,9 @@ pub use server_args::parse_server_args;
 #[derive(Debug)]
 pub struct Parser {
     pat: Arc<Patterns>,
-    locs: Vec<CaptureLocations>,
+    locs: Vec<Locs>,
+    /// Per line kind, its anchored form where that finds the same match faster (see [`Starts`]).
+    starts: Vec<Option<Starts>>,
     scratch: Scratch,
     /// Scratch and group indices for the prefix regex, so that reading it allocates nothing.
     prefix: PrefixScratch,
@@ -156,6 +158,101 @@ impl PrefixCache {
     }
 }
 
+/// A line kind's captures, positioned in the line: an anchored search of [`Starts`] reads the
+/// line from `offset` on.
+#[derive(Debug)]
+struct Locs {
+    inner: CaptureLocations,
+    offset: usize,
+}
+
+impl Locs {
+    /// Byte span of group `i` in the line.
+    fn get(&self, i: usize) -> Option<(usize, usize)> {
+        let o = self.offset;
+        self.inner.get(i).map(|(s, e)| (s + o, e + o))
+    }
+}
+
+/// Load-time specialisation of a line kind's regex whose every match starts with one of at most
+/// three ASCII bytes and that has no look-around (`^`, `$`, `\b`): its anchored form, tried at
+/// each of those bytes in turn, finds the same leftmost-first match as the unanchored search,
+/// in one pass of the one-pass DFA instead of a forward and a reverse lazy-DFA pass before it
+/// (the uvicorn access kind: ~0.1 µs of its ~0.4 µs). The patterns stay data: this is derived
+/// from any regex of that shape.
+#[derive(Debug)]
+struct Starts {
+    anchored: Regex,
+    bytes: Vec<u8>,
+}
+
+/// Anchored attempts per line before the unanchored search takes over from the next candidate
+/// byte: bounds the cost of a line holding many of them (each attempt may read far).
+const MAX_ANCHORED_TRIES: usize = 4;
+
+impl Starts {
+    /// The specialisation of `re`, if its shape allows it.
+    fn of(re: &Regex) -> Option<Starts> {
+        let hir = regex_syntax::Parser::new().parse(re.as_str()).ok()?;
+        if !hir.properties().look_set().is_empty() {
+            return None;
+        }
+        let seq = regex_syntax::hir::literal::Extractor::new().extract(&hir);
+        let mut bytes = Vec::new();
+        for l in seq.literals()? {
+            let b = *l.as_bytes().first()?;
+            if !b.is_ascii() {
+                return None;
+            }
+            if !bytes.contains(&b) {
+                bytes.push(b);
+            }
+        }
+        if bytes.is_empty() || bytes.len() > 3 {
+            return None;
+        }
+        let anchored = Regex::new(&format!("^(?:{})", re.as_str())).ok()?;
+        Some(Starts { anchored, bytes })
+    }
+
+    /// The next candidate start at or after `from`.
+    fn next(&self, hay: &[u8], from: usize) -> Option<usize> {
+        let h = &hay[from..];
+        let p = match self.bytes[..] {
+            [a] => memchr::memchr(a, h),
+            [a, b] => memchr::memchr2(a, b, h),
+            [a, b, c] => memchr::memchr3(a, b, c, h),
+            _ => None,
+        }?;
+        Some(from + p)
+    }
+
+    /// Searches `line` as `re` would (`re` is the regex this was made of), leaving the captures
+    /// in `locs`.
+    fn captures(&self, re: &Regex, locs: &mut Locs, line: &str) -> bool {
+        let hay = line.as_bytes();
+        let mut from = 0;
+        for _ in 0..MAX_ANCHORED_TRIES {
+            let Some(p) = self.next(hay, from) else {
+                return false;
+            };
+            // An ASCII byte is a char boundary.
+            if self
+                .anchored
+                .captures_read(&mut locs.inner, &line[p..])
+                .is_some()
+            {
+                locs.offset = p;
+                return true;
+            }
+            from = p + 1;
+        }
+        locs.offset = 0;
+        // No match starts before `from`; with no look-around the search may start there.
+        re.captures_read_at(&mut locs.inner, line, from).is_some()
+    }
+}
+
 fn group_index(re: &Regex, name: &str) -> Option<usize> {
     re.capture_names().position(|n| n == Some(name))
 }
@@ -191,8 +288,12 @@ impl Parser {
         let locs = pat
             .lines
             .iter()
-            .map(|l| l.regex.capture_locations())
+            .map(|l| Locs {
+                inner: l.regex.capture_locations(),
+                offset: 0,
+            })
             .collect();
+        let starts = pat.lines.iter().map(|l| Starts::of(&l.regex)).collect();
         let access_groups = pat
             .lines
             .iter()
@@ -220,6 +321,7 @@ impl Parser {
             field_memo,
             pat,
             locs,
+            starts,
             scratch: Scratch {
                 values: Vec::with_capacity(32),
                 ..Scratch::default()
@@ -314,11 +416,16 @@ impl Parser {
                     lits.present |= bit;
                 }
             }
-            lits.present & bit != 0
-                && pat.lines[k]
-                    .regex
-                    .captures_read(&mut self.locs[k], line)
-                    .is_some()
+            lits.present & bit != 0 && {
+                let (re, locs) = (&pat.lines[k].regex, &mut self.locs[k]);
+                match &self.starts[k] {
+                    Some(st) => st.captures(re, locs, line),
+                    None => {
+                        locs.offset = 0;
+                        re.captures_read(&mut locs.inner, line).is_some()
+                    }
+                }
+            }
         })
     }
 
@@ -755,5 +862,68 @@ mod prefix_cache_tests {
                 (Some(1), None, t("10:00:00"), Some(5.0)),
             ]
         );
+    }
+}
+
+#[cfg(test)]
+mod starts_tests {
+    //! The anchored search of [`Starts`] against the regex's own search: same match, same groups.
+    use super::*;
+
+    fn same(re: &str, hay: &str) {
+        let re = Regex::new(re).unwrap();
+        let st = Starts::of(&re).expect("specialisable");
+        let mut a = Locs {
+            inner: re.capture_locations(),
+            offset: 0,
+        };
+        let mut b = re.capture_locations();
+        let fa = st.captures(&re, &mut a, hay);
+        let fb = re.captures_read(&mut b, hay).is_some();
+        assert_eq!(fa, fb, "{re} on {hay:?}");
+        for i in 0..b.len() {
+            assert_eq!(a.get(i), b.get(i), "group {i} of {re} on {hay:?}");
+        }
+    }
+
+    #[test]
+    fn anchored_tries_find_the_leftmost_first_match() {
+        let access = r#""(?P<method>[A-Z]{3,10}) (?P<path>[^ "?]*)(?:\?[^ "]*)? HTTP/[0-9.]+" (?P<status>[0-9]{3})"#;
+        for hay in [
+            r#"[2026-06-03 10:00:00] INFO:     127.0.0.1:1 - "GET /health HTTP/1.1" 200 OK"#,
+            r#"x "no" "also no" "GET /a?b=c HTTP/1.1" 404 "POST /b HTTP/1.0" 200"#,
+            r#""" "" "" "" "" "GET /late HTTP/1.1" 500"#,
+            r#"" HTTP/1.1" 200 and no request"#,
+            "\"GET /ünï HTTP/1.1\" 201 é",
+            "",
+        ] {
+            same(access, hay);
+        }
+        same("[Dd]ecode (?P<n>[0-9]+)", "a decode Decode 12, decode 3");
+        same(
+            "(?P<fields>)max_total_num_tokens=",
+            "x max_total_num_tokens=5",
+        );
+    }
+
+    #[test]
+    fn look_around_and_open_starts_are_not_specialised() {
+        for re in [
+            r"\bDecode",
+            "^Decode",
+            "Decode$",
+            ".*Decode",
+            "(?:a|b|c|d)x",
+            "é",
+        ] {
+            assert!(Starts::of(&Regex::new(re).unwrap()).is_none(), "{re}");
+        }
+    }
+
+    #[test]
+    fn the_access_kind_is_specialised() {
+        let p = Parser::new(Arc::new(Patterns::embedded().unwrap()));
+        let k = p.pat.lines.iter().position(|l| l.name == "access").unwrap();
+        assert!(p.starts[k].is_some());
     }
 }

@@ -31,6 +31,11 @@ fn configured() -> &'static Option<(Stage, Vec<u8>)> {
     })
 }
 
+/// Whether the hook is set (for any stage).
+pub fn enabled() -> bool {
+    configured().is_some()
+}
+
 /// Panics when the hook is set for `stage` and `line` holds its text.
 pub fn check(stage: Stage, line: &[u8]) {
     if let Some((s, text)) = configured() {

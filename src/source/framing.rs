@@ -114,6 +114,12 @@ impl Framer {
         self
     }
 
+    /// Whether no partial record is held: the next line frames the same whatever came before
+    /// (see [`crate::source::parallel`]).
+    pub fn is_idle(&self) -> bool {
+        self.partials.iter().all(|p| !p.open)
+    }
+
     /// Unwraps one line.
     ///
     /// A `\r` at the end is left for [`crate::parse::clean`] (a CRLF ending): it may belong to

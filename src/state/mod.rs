@@ -718,8 +718,13 @@ impl State {
         let max_http = self.cfg.max_http_series;
         let pat = self.pat.clone();
         let d = self.derived.clone();
-        let Some(srv) = self.server_mut(key) else {
-            return;
+        // One lookup for a known server (each costs string comparisons); `server_mut` adds one.
+        let srv = match self.servers.get_mut(key) {
+            Some(s) => s,
+            None => match self.server_mut(key) {
+                Some(s) => s,
+                None => return,
+            },
         };
         if let Some(t) = ts {
             srv.last_seen = Some(srv.last_seen.map_or(t, |l| l.max(t)));
@@ -742,8 +747,12 @@ impl State {
             }
             Class::Access => rec.access.is_some_and(|a| {
                 let key = (normalise_method(a.method), normalise_path(a.path), a.status);
-                if srv.http.len() < max_http || srv.http.contains_key(&key) {
-                    *srv.http.entry(key).or_insert(0) += 1;
+                // One lookup for a known request (most lines), a second to add a new one.
+                if let Some(n) = srv.http.get_mut(&key) {
+                    *n += 1;
+                    false
+                } else if srv.http.len() < max_http {
+                    srv.http.insert(key, 1);
                     false
                 } else {
                     true

@@ -16,6 +16,7 @@ mod journald;
 mod monitoring;
 mod multinode;
 mod once;
+mod parallel;
 mod promtools;
 mod push;
 mod repro;

@@ -612,10 +612,24 @@ fn top_url_over_https_with_basic_auth() {
         "--url.ca-file",
         ca,
     ];
+    let server_line = format!(
+        "single-gpu-2025  unified · meta-llama/Llama-3.1-8B-Instruct · @ 127.0.0.1:{}",
+        e.port
+    );
     for args in [&["--url", &with_url, "--url.ca-file", ca][..], &by_file[..]] {
         let mut a = vec!["--snapshot", "--width", "100"];
         a.extend_from_slice(args);
-        let out = top(&a);
+        // The exporter serves before it has read the log: wait for the server to show.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let out = loop {
+            let out = top(&a);
+            if String::from_utf8_lossy(&out.stdout).contains(&server_line)
+                || std::time::Instant::now() > deadline
+            {
+                break out;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success(),
