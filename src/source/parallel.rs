@@ -1,7 +1,8 @@
 //! Parsing history on several cores: a [`Batch`] gathers the lines of a finished input
-//! (`--once`, `backfill`), cuts them at line boundaries into one contiguous chunk per thread,
-//! parses the chunks at once (each thread with its own [`Pipeline`]), and hands the outcomes
-//! back in log order, so the state is applied sequentially exactly as a single thread would.
+//! (`--once`, `backfill`), cuts them at line boundaries into contiguous chunks (a few per
+//! thread), parses the chunks at once (each thread with its own [`Pipeline`], taking the next
+//! chunk when done), and hands the outcomes back in log order, so the state is applied
+//! sequentially exactly as a single thread would.
 //!
 //! Parsing a line is a pure function of the line except for one thing: the [`Framer`] joins the
 //! pieces of a partial container record (CRI `P`, Docker `json-file` over 16 KiB) across lines.
