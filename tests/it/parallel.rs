@@ -138,7 +138,7 @@ fn generated(dir: &Path, bytes: usize, insert: &[u8]) -> PathBuf {
 #[test]
 fn a_large_log_reads_the_same_on_any_number_of_threads() {
     let dir = tempfile::tempdir().expect("temp dir");
-    // Several batches of 8 threads (512 KiB each) and many of 2.
+    // Several batches of 2 and 3 threads (2 MiB per thread and batch), 32 chunks of 8 threads.
     let path = generated(dir.path(), 9 << 20, b"");
     same_on_all_threads(&path);
     let (_, err) = once(&path, "3", "debug");
