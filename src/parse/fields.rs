@@ -478,6 +478,10 @@ mod tests {
             assert_eq!(parse_value(bad), Err(ValueError::NotANumber), "{bad:?}");
         }
         assert_eq!(parse_value("torch.bfloat16"), Err(ValueError::NotANumber));
+        // A point or a sign without digits.
+        for bad in [".", "-.", "+.", "..", ".%", "-"] {
+            assert_eq!(parse_value(bad), Err(ValueError::NotANumber), "{bad:?}");
+        }
         assert_eq!(parse_value(""), Err(ValueError::NotANumber));
     }
 
