@@ -530,5 +530,8 @@ mod tests {
         );
         assert_eq!(compound_part("full=20480"), Some(("full", "20480")));
         assert_eq!(compound_part("0.5"), None);
+        assert_eq!(compound_part("swa_2=7"), Some(("swa_2", "7")));
+        assert_eq!(compound_part("a-b=7"), None);
+        assert_eq!(compound_part("full"), None);
     }
 }
