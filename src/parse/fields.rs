@@ -402,8 +402,27 @@ mod tests {
     }
 
     #[test]
+    fn long_percentages_are_read_as_the_nearest_ratio() {
+        // 17 digits, beyond the fast path: read as 58.73…e-2, the double nearest the ratio
+        // (dividing the parsed 58.73… by 100 gives the double below it).
+        let v = "58.733629687074913";
+        assert_eq!(
+            parse_value(&format!("{v}%")),
+            Ok(format!("{v}e-2").parse::<f64>().unwrap())
+        );
+        assert_ne!(
+            format!("{v}e-2").parse::<f64>().unwrap(),
+            v.parse::<f64>().unwrap() / 100.0
+        );
+        // Longer than the exponent buffer (46 bytes with the 3 of `e-2` over 48): divided.
+        let tiny = format!("0.{}1", "0".repeat(43));
+        assert_eq!(parse_value(&format!("{tiny}%")), Ok(1e-46));
+    }
+
+    #[test]
     fn only_a_spaced_arrow_is_a_ratio_arrow() {
         assert_eq!(parse_value("0.1 -> 0.2"), Ok(0.2));
+        assert_eq!(parse_value("0.0980 -> 12.5"), Ok(12.5));
         // A `>` that is not `-> ` leaves the value as printed.
         assert_eq!(parse_value("1 > 2"), Ok(1.0));
         assert_eq!(parse_value("1 ->2"), Ok(1.0));
@@ -472,6 +491,10 @@ mod tests {
             assert_eq!(parse_value(bad), Err(ValueError::NotANumber), "{bad:?}");
         }
         assert_eq!(parse_value("torch.bfloat16"), Err(ValueError::NotANumber));
+        // A point or a sign without digits.
+        for bad in [".", "-.", "+.", "..", ".%", "-"] {
+            assert_eq!(parse_value(bad), Err(ValueError::NotANumber), "{bad:?}");
+        }
         assert_eq!(parse_value(""), Err(ValueError::NotANumber));
     }
 
@@ -525,5 +548,8 @@ mod tests {
         );
         assert_eq!(compound_part("full=20480"), Some(("full", "20480")));
         assert_eq!(compound_part("0.5"), None);
+        assert_eq!(compound_part("swa_2=7"), Some(("swa_2", "7")));
+        assert_eq!(compound_part("a-b=7"), None);
+        assert_eq!(compound_part("full"), None);
     }
 }

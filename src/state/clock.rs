@@ -70,4 +70,19 @@ mod tests {
         c.observe(morning + 1800.0);
         assert_eq!(c.now(), Some(morning + 1800.0));
     }
+
+    #[test]
+    fn two_corrupt_times_far_apart_do_not_confirm_each_other() {
+        let t0 = 1780480800.0;
+        let mut c = LogClock::default();
+        c.observe(t0);
+        // Five, then ten days ahead: the second is no confirmation of the first (more than
+        // JUMP apart), only the new pending time.
+        c.observe(t0 + 5.0 * 86_400.0);
+        c.observe(t0 + 10.0 * 86_400.0);
+        assert_eq!(c.now(), Some(t0));
+        // A line within JUMP of the pending one confirms it (the later of the two wins).
+        c.observe(t0 + 10.0 * 86_400.0 - 3600.0);
+        assert_eq!(c.now(), Some(t0 + 10.0 * 86_400.0));
+    }
 }
