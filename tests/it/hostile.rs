@@ -281,11 +281,18 @@ fn holds(pid: u32, path: &std::path::Path) -> bool {
         .any(|t| t == &p || *t == format!("{p} (deleted)"))
 }
 
-#[test]
-fn a_deleted_file_is_read_during_the_grace_period_then_closed() {
-    use std::io::Write;
+/// A file `name` holding one decode line of DP0, followed with a 3 s deleted-file grace; the
+/// exporter's log lines as they come.
+fn followed_with_grace(
+    name: &str,
+) -> (
+    tempfile::TempDir,
+    std::path::PathBuf,
+    Exporter,
+    std::sync::mpsc::Receiver<String>,
+) {
     let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("gone.log");
+    let p = dir.path().join(name);
     append(&p, decode(0, 1, 0).as_bytes());
     let mut e = Exporter::start(&[
         "--gpu.disable",
@@ -296,6 +303,13 @@ fn a_deleted_file_is_read_during_the_grace_period_then_closed() {
         p.to_str().unwrap(),
     ]);
     let log = e.log_lines();
+    (dir, p, e, log)
+}
+
+#[test]
+fn a_deleted_file_is_read_during_the_grace_period_then_closed() {
+    use std::io::Write;
+    let (_dir, p, e, log) = followed_with_grace("gone.log");
     let pid = e.child.id();
     let lr = lines_read(&p);
     let up = format!(
@@ -335,19 +349,8 @@ fn a_deleted_file_is_read_during_the_grace_period_then_closed() {
 #[test]
 fn a_renamed_away_file_is_read_during_the_grace_period_then_closed() {
     use std::io::Write;
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("rot.log");
+    let (dir, p, e, log) = followed_with_grace("rot.log");
     let old = dir.path().join("rot.log.1");
-    append(&p, decode(0, 1, 0).as_bytes());
-    let mut e = Exporter::start(&[
-        "--gpu.disable",
-        "--idle-after",
-        "1h",
-        "--deleted-file-grace",
-        "3s",
-        p.to_str().unwrap(),
-    ]);
-    let log = e.log_lines();
     let pid = e.child.id();
     let lr = lines_read(&p);
     e.scrape_until(10, |s| has(s, &lr, 1.0));
