@@ -183,25 +183,16 @@ pub fn backfill(a: &BackfillArgs) -> Result<Summary, BackfillError> {
             key: ServerKey::plain(server),
             idle_written: &mut idle_written,
         };
-        let threads = parallel::threads(a.read.threads);
-        let mut batch = (threads > 1).then(|| parallel::Batch::new(&pipeline, threads));
-        read_lines(
+        let read = &a.read;
+        feed(
+            &mut ctx,
+            &mut pipeline,
             &mut *reader,
-            a.read.max_line_bytes,
-            &bar,
             path.as_deref(),
-            |l| match &mut batch {
-                Some(b) => {
-                    if b.push(l) {
-                        b.run(&mut pipeline, |o| ctx.apply(o));
-                    }
-                }
-                None => ctx.apply(pipeline.run(l, &mut SourceDelta::default())),
-            },
+            &bar,
+            read.max_line_bytes,
+            read.threads,
         )?;
-        if let Some(b) = &mut batch {
-            b.run(&mut pipeline, |o| ctx.apply(o));
-        }
     }
     bar.finish_and_clear();
     let mut out = Out {
@@ -214,6 +205,33 @@ pub fn backfill(a: &BackfillArgs) -> Result<Summary, BackfillError> {
     sum.recent = om.count_after(now - RECENT);
     sum.samples = write_output(&a.output, &mut om)?;
     Ok(sum)
+}
+
+/// Reads every line of one input into `ctx`: parsed on `threads` threads (0: every core) in
+/// batches, applied in log order (see [`parallel`]), or one by one.
+fn feed(
+    ctx: &mut Ctx<'_>,
+    pipeline: &mut Pipeline,
+    reader: &mut dyn Read,
+    path: Option<&Path>,
+    bar: &ProgressBar,
+    max_line: usize,
+    threads: usize,
+) -> Result<(), BackfillError> {
+    let threads = parallel::threads(threads);
+    let mut batch = (threads > 1).then(|| parallel::Batch::new(pipeline, threads));
+    read_lines(reader, max_line, bar, path, |l| match &mut batch {
+        Some(b) => {
+            if b.push(l) {
+                b.run(pipeline, |o| ctx.apply(o));
+            }
+        }
+        None => ctx.apply(pipeline.run(l, &mut SourceDelta::default())),
+    })?;
+    if let Some(b) = &mut batch {
+        b.run(pipeline, |o| ctx.apply(o));
+    }
+    Ok(())
 }
 
 /// An input file, or stdin for `None`.

@@ -540,17 +540,7 @@ impl Parser {
                 push_value(scratch, target, &line[s..e], &mut bad);
             }
         }
-        let start = kind
-            .fields_group
-            .and_then(|g| locs.get(g))
-            .map_or(m_end, |(s, _)| s);
-        let mut body = &line[start..];
-        if let Some(stop) = &kind.stop {
-            if let Some(p) = body.find(stop.as_str()) {
-                body = &body[..p];
-            }
-        }
-        let body = body.trim_end_matches([' ', ',', '\t']);
+        let body = fields_section(kind, locs, line, m_end);
         let mut pieces = split_fields(body, &kind.separators);
         let mut compound: Option<&str> = None;
         while let Some(piece) = pieces.next() {
@@ -607,6 +597,27 @@ impl Parser {
         }
         required.then_some(bad)
     }
+}
+
+/// The part of a line of `kind` that holds its `key: value` fields: from the kind's `fields`
+/// group (else the end of its match, `m_end`) to its `stop` text, without trailing separators.
+fn fields_section<'l>(
+    kind: &patterns::LineKind,
+    locs: &Locs,
+    line: &'l str,
+    m_end: usize,
+) -> &'l str {
+    let start = kind
+        .fields_group
+        .and_then(|g| locs.get(g))
+        .map_or(m_end, |(s, _)| s);
+    let mut body = &line[start..];
+    if let Some(stop) = &kind.stop {
+        if let Some(p) = body.find(stop.as_str()) {
+            body = &body[..p];
+        }
+    }
+    body.trim_end_matches([' ', ',', '\t'])
 }
 
 /// The key of a field whose value is missing (`#queue-req:`, once the line's trailing space is

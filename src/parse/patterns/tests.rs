@@ -111,6 +111,7 @@ fn yaml_of_the_wrong_shape_is_refused() {
     );
 }
 
+/// Long because it is a table: 15 bad files, each with the message it must get.
 #[test]
 fn each_inconsistency_is_refused_with_its_message() {
     let cases: [(&str, &str, &str); 15] = [
