@@ -541,6 +541,9 @@ impl Parser {
             }
         }
         let body = fields_section(kind, locs, line, m_end);
+        if glued(pat, body) {
+            return None;
+        }
         let mut pieces = split_fields(body, &kind.separators);
         let mut compound: Option<&str> = None;
         while let Some(piece) = pieces.next() {
@@ -597,6 +600,19 @@ impl Parser {
         }
         required.then_some(bad)
     }
+}
+
+/// Whether an SGLang prefix starts inside the fields: two lines glued into one (a writer killed
+/// mid-line, then the restarted server's first line). Its values mix two lines (`#token:
+/// 51[2026-06-03 10:05:00] INFO: …`), so the line is not read as this kind (it counts as
+/// unmatched, and `check` shows it), rather than leave some gauges from the cut line and others
+/// from the line before.
+fn glued(pat: &Patterns, body: &str) -> bool {
+    memchr::memchr_iter(b'[', body.as_bytes()).any(|at| {
+        pat.prefix
+            .find_at(body, at)
+            .is_some_and(|m| m.start() == at)
+    })
 }
 
 /// The part of a line of `kind` that holds its `key: value` fields: from the kind's `fields`

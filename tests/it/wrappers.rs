@@ -266,3 +266,26 @@ fn a_rank_tag_given_twice_reads_no_line() {
     assert_eq!(unmatched.len(), 1);
     assert!(unmatched[0].ends_with(" 2"), "{unmatched:?}");
 }
+
+/// Two lines glued into one (a writer killed mid-line, then the restarted server's first line):
+/// not read as a stats line, so the rank keeps the values of its last whole line together,
+/// rather than `#running-req` from the cut line and the rest from the line before.
+#[test]
+fn a_line_glued_to_the_next_servers_line_is_not_read() {
+    let text = format!(
+        "{STATS_50}\n\
+         [2026-06-03 10:00:01 TP0] Decode batch, #running-req: 51, #token: 51[2026-06-03 10:05:00] INFO:     Started server process [123]\n"
+    );
+    let m = read("glued.log", &text);
+    assert_eq!(
+        rank0(&m, "glued", "sglang:num_running_reqs"),
+        Some(50.0),
+        "{m}"
+    );
+    assert_eq!(rank0(&m, "glued", "sglang:num_used_tokens"), Some(5000.0));
+    assert_eq!(rank0(&m, "glued", "sglang:num_queue_reqs"), Some(4.0));
+    assert_eq!(
+        rank0(&m, "glued", "sglang_decode_stats_lines_total"),
+        Some(1.0)
+    );
+}
