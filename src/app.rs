@@ -311,6 +311,8 @@ pub fn render(state: &Shared, input_clock: bool) -> String {
 /// A [`ConfigError`] when a journal unit cannot be read.
 pub fn read_to_end(cfg: &Config) -> Result<Shared, ConfigError> {
     let state = State::shared(cfg.patterns.clone(), cfg.state.clone());
+    // Read, never written: `--once` reports on its inputs and leaves the service's file alone.
+    restore_state(cfg.state_dir.as_deref(), &state);
     let stop = Stop::new();
     for input in &cfg.inputs {
         match input {
@@ -374,10 +376,9 @@ pub fn run_once(cfg: &Config) -> ExitCode {
             ExitCode::FAILURE
         };
     }
-    let mut out = std::io::stdout().lock();
-    // A closed pipe (`| head`) is not an error.
-    let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
-    drop(out);
+    if !write_stdout(text.as_bytes()) {
+        return ExitCode::FAILURE;
+    }
     if cfg.summary {
         // After the exposition, on stderr: the last lines a person sees, never in the way of a
         // script that reads stdout. `--log.level warn` (or error) leaves it out.
@@ -388,6 +389,32 @@ pub fn run_once(cfg: &Config) -> ExitCode {
         let _ = std::io::stderr().write_all(text.as_bytes());
     }
     ExitCode::SUCCESS
+}
+
+/// Restores the startup facts and journal cursors of `--state.dir`'s file, if given; a file
+/// that cannot be used is warned about and ignored.
+fn restore_state(dir: Option<&std::path::Path>, state: &Shared) {
+    if let Some(dir) = dir {
+        let file = persist::path(dir);
+        if let Err(e) = persist::restore(&mut crate::state::lock(state), &file) {
+            tracing::warn!("the state file was not used: {e}");
+        }
+    }
+}
+
+/// Writes `bytes` to stdout and flushes. `false` (after saying why on stderr) when that failed
+/// (a full disk, a closed file): a cron job must not take an empty file for a result. A closed
+/// pipe (`| head`) is the reader's choice, not a failure.
+pub fn write_stdout(bytes: &[u8]) -> bool {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|_| out.flush()) {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => true,
+        Err(e) => {
+            eprintln!("error: writing the output failed: {e}");
+            false
+        }
+    }
 }
 
 /// The main mode: follow inputs and serve `/metrics` until SIGTERM or SIGINT (SIGHUP is not an
@@ -404,12 +431,7 @@ pub fn run_live(cfg: Config) -> Result<(), ConfigError> {
         .max_connections
         .min((fd_limit() / 2).max(16) as usize);
     let state = State::shared(cfg.patterns.clone(), cfg.state.clone());
-    if let Some(dir) = &cfg.state_dir {
-        let file = persist::path(dir);
-        if let Err(e) = persist::restore(&mut crate::state::lock(&state), &file) {
-            tracing::warn!("the state file was not used: {e}");
-        }
-    }
+    restore_state(cfg.state_dir.as_deref(), &state);
     let stop = Arc::new(Stop::new());
     let cfg = Arc::new(cfg);
     let saver = cfg

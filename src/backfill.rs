@@ -150,6 +150,7 @@ pub fn backfill(a: &BackfillArgs) -> Result<Summary, BackfillError> {
     );
     let mut om = OpenMetrics::new();
     let mut sum = Summary::default();
+    check_labels(&a.labels)?;
     let extra: Labels = a
         .labels
         .iter()
@@ -205,6 +206,22 @@ pub fn backfill(a: &BackfillArgs) -> Result<Summary, BackfillError> {
     sum.recent = om.count_after(now - RECENT);
     sum.samples = write_output(&a.output, &mut om)?;
     Ok(sum)
+}
+
+/// Refuses `--label`s that would give a series a label twice: one of our own label names, or a
+/// name given twice (OpenMetrics, and so promtool, refuses such a sample).
+fn check_labels(labels: &[(String, String)]) -> Result<(), ConfigError> {
+    for (i, (k, _)) in labels.iter().enumerate() {
+        if crate::family::is_exported_label(k) {
+            return Err(ConfigError(format!(
+                "--label {k}: the series carry a label {k:?} already"
+            )));
+        }
+        if labels[..i].iter().any(|(p, _)| p == k) {
+            return Err(ConfigError(format!("--label {k}: given twice")));
+        }
+    }
+    Ok(())
 }
 
 /// Reads every line of one input into `ctx`: parsed on `threads` threads (0: every core) in

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -30,7 +30,6 @@ pub fn run(a: &crate::cli::CheckArgs) -> ExitCode {
         Err(e) => return fail(e.to_string()),
     };
     let key = a.json_message_key.as_deref();
-    let mut out = std::io::stdout().lock();
     let mut gaps = false;
     for path in &a.paths {
         let name = path.display().to_string();
@@ -45,14 +44,13 @@ pub fn run(a: &crate::cli::CheckArgs) -> ExitCode {
         match rep {
             Ok(r) => {
                 gaps |= r.has_gaps();
-                if out.write_all(r.render(&name).as_bytes()).is_err() {
-                    return ExitCode::SUCCESS;
+                if !crate::app::write_stdout(r.render(&name).as_bytes()) {
+                    return ExitCode::from(2);
                 }
             }
             Err(e) => return fail(format!("reading {name} failed: {e}")),
         }
     }
-    let _ = out.flush();
     if gaps {
         ExitCode::FAILURE
     } else {

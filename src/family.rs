@@ -13,6 +13,43 @@ pub enum Kind {
     Histogram,
 }
 
+/// Whether our metrics carry a label named `name` (the rank labels end in `_rank`, the sizes in
+/// `_size`): a label added to every series (`--push.label`, `backfill --label`) must not be one
+/// of them, or a series would carry the name twice (OpenMetrics and the Pushgateway refuse it).
+pub fn is_exported_label(name: &str) -> bool {
+    const OURS: &[&str] = &[
+        "server",
+        "engine",
+        "namespace",
+        "pod",
+        "container",
+        "model_name",
+        "engine_type",
+        "method",
+        "path",
+        "status",
+        "endpoint",
+        "status_code",
+        "is_streaming",
+        "cache_source",
+        "le",
+        "source",
+        "kind",
+        "field",
+        "version",
+        "revision",
+        "unit",
+        "gpu",
+        "uuid",
+        "name",
+        "pci_bus_id",
+        "driver_version",
+        "pid",
+        "call",
+    ];
+    OURS.contains(&name) || name.ends_with("_rank") || name.ends_with("_size")
+}
+
 /// Label pairs of one sample, in output order.
 pub type Labels = Vec<(&'static str, String)>;
 

@@ -25,29 +25,6 @@ const ATTEMPTS: u32 = 3;
 /// Pushgateway must not hold up the exit.
 const DELETE_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// Label names our metrics carry (the rank labels end in `_rank`, the sizes in `_size`); a
-/// grouping label of the same name would replace theirs in the Pushgateway.
-const OUR_LABELS: &[&str] = &[
-    "server",
-    "model_name",
-    "engine_type",
-    "method",
-    "path",
-    "status",
-    "source",
-    "kind",
-    "field",
-    "version",
-    "unit",
-    "gpu",
-    "uuid",
-    "name",
-    "pci_bus_id",
-    "driver_version",
-    "pid",
-    "call",
-];
-
 /// Produces the exposition text to push.
 pub type Render = Arc<dyn Fn() -> String + Send + Sync>;
 
@@ -163,7 +140,7 @@ impl PushConfig {
                     "--push.label {l:?}: {k:?} is not a usable label name (job and instance are set already)"
                 ));
             }
-            if OUR_LABELS.contains(&k) || k.ends_with("_rank") || k.ends_with("_size") {
+            if crate::family::is_exported_label(k) {
                 return Err(format!(
                     "--push.label {l:?}: {k:?} is a label of the exported metrics; the Pushgateway refuses a grouping label that a metric also has"
                 ));

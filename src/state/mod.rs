@@ -729,8 +729,22 @@ impl State {
         if let Some(t) = ts {
             srv.last_seen = Some(srv.last_seen.map_or(t, |l| l.max(t)));
         }
+        let mut restarted = 0;
         let dropped = match rec.class {
             Class::ServerArgs => {
+                if srv.args.is_some() || !srv.ranks.is_empty() {
+                    // A new process of this server (a restart, a new journald invocation, a pod
+                    // replaced under the same name): its ranks, facts and counts start over,
+                    // so the old process's ranks and startup figures are never shown under
+                    // the new model. Counters restart as the new process's own would.
+                    restarted = srv.ranks.len();
+                    let fresh = ServerState {
+                        source_labels: std::mem::take(&mut srv.source_labels),
+                        last_seen: srv.last_seen,
+                        ..ServerState::new(pat.metrics.len())
+                    };
+                    *srv = fresh;
+                }
                 if let Some(a) = &rec.server_args {
                     srv.args = Some((**a).clone());
                 }
@@ -775,6 +789,7 @@ impl State {
             }
         };
         self.dropped_series += u64::from(dropped);
+        self.ranks_total -= restarted;
     }
 
     fn count_unknown(&mut self, key: &str) {

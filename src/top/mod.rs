@@ -14,7 +14,7 @@ pub mod scrape;
 pub mod tui;
 pub mod view;
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -219,12 +219,11 @@ fn start(a: TopArgs) -> Result<ExitCode, String> {
         let mut o = opts;
         o.problems = r.problems;
         let f = view::build(&r.families, r.now, width, usize::MAX, &o, None);
-        let mut out = std::io::stdout().lock();
-        // A closed pipe (`| head`) is not an error.
-        let _ = out
-            .write_all(f.to_plain().as_bytes())
-            .and_then(|_| out.flush());
-        return Ok(ExitCode::SUCCESS);
+        return Ok(if crate::app::write_stdout(f.to_plain().as_bytes()) {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        });
     }
     tui::run(&source, opts, interval, now).map_err(|e| format!("terminal: {e}"))?;
     Ok(ExitCode::SUCCESS)

@@ -524,14 +524,17 @@ fn a_file_renamed_back_is_not_read_twice() {
     std::fs::rename(&away, &p).unwrap();
     wait_log(&log, "the file was rotated; following the new one", 10);
     append(&p, decode(0, 9, 0).as_bytes());
-    let s = e.scrape_until(10, |s| has(s, &running("back", 0), 9.0));
-    assert!(has(&s, &lines_read(&p), 5.0), "{s}");
+    // The source's counters are handed over after the burst the line came in: wait for both.
+    let s = e.scrape_until(10, |s| {
+        has(s, &running("back", 0), 9.0) && has(s, &lines_read(&p), 5.0)
+    });
     let dp0_lines = format!("sglang_decode_stats_lines_total{}", rank("back", 0));
     assert!(has(&s, &dp0_lines, 4.0), "{s}");
     // Nothing more is read later: the next line appended is the only one after it.
     append(&p, decode(1, 2, 0).as_bytes());
-    let s = e.scrape_until(10, |s| has(s, &running("back", 1), 2.0));
-    assert!(has(&s, &lines_read(&p), 6.0), "{s}");
+    let s = e.scrape_until(10, |s| {
+        has(s, &running("back", 1), 2.0) && has(s, &lines_read(&p), 6.0)
+    });
     assert!(has(&s, &dp0_lines, 4.0), "{s}");
     assert!(has(&s, &running("back", 0), 9.0), "{s}");
 }

@@ -231,6 +231,11 @@ fn startup_facts_survive_a_restart_after_the_log_rotated() {
         ) == Some(9.0)
     });
     assert_eq!(value(&m, cap), Some(786432.0), "{m}");
+    // `--once` reads the state file too (and leaves it as it is).
+    let before = std::fs::read(state.join("state.json")).expect("the state file");
+    let with = crate::common::once(&["--gpu.disable", "--state.dir", &state_arg, &log_arg]);
+    assert_eq!(value(&with, cap), Some(786432.0), "{with}");
+    assert_eq!(std::fs::read(state.join("state.json")).unwrap(), before);
     // Without the state file the same log gives no capacity and no model.
     let bare = crate::common::once(&["--gpu.disable", &log_arg]);
     assert!(!bare.contains("sglang:max_total_num_tokens{"), "{bare}");

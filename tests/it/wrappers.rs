@@ -289,3 +289,76 @@ fn a_line_glued_to_the_next_servers_line_is_not_read() {
         Some(1.0)
     );
 }
+
+/// A server restarted in the same log (a new `server_args` line: a restart, a new journald
+/// invocation, a pod replaced under the same name) starts over: the old process's ranks and
+/// startup figures are not shown under the new model, nor its capacity given to the new rank.
+#[test]
+fn a_restarted_server_starts_over() {
+    let mut text = std::fs::read_to_string(crate::common::sample("pd-decode-session.log"))
+        .expect("the sample");
+    text.push_str(
+        "[2026-06-03 10:30:00] server_args=ServerArgs(model_path='Qwen/Qwen3-8B', served_model_name='Qwen/Qwen3-8B', tp_size=1, dp_size=1)\n\
+         [2026-06-03 10:30:01 TP0] Decode batch, #running-req: 2, #token: 1234, token usage: 0.01, cuda graph: True, gen throughput (token/s): 10.00, #queue-req: 0\n",
+    );
+    let m = read("restart.log", &text);
+    let series: Vec<&str> = m
+        .lines()
+        .filter(|l| l.starts_with("sglang:num_used_tokens{"))
+        .collect();
+    assert_eq!(
+        series,
+        [
+            r#"sglang:num_used_tokens{server="restart",model_name="Qwen/Qwen3-8B",engine_type="unified",pp_rank="0",tp_rank="0",moe_ep_rank="0"} 1234"#
+        ],
+        "{m}"
+    );
+    assert!(!m.contains("sglang:max_total_num_tokens{"), "{m}");
+    assert!(!m.contains("sglang_kv_pool_size_bytes{"), "{m}");
+    assert!(!m.contains("DeepSeek"), "{m}");
+    assert!(!m.contains("dp_rank="), "{m}");
+}
+
+/// An output that cannot be written (a full disk) fails the run with a message: a cron job must
+/// not take an empty file for the result. `backfill --label` refuses a label the series carry
+/// already, or one given twice (promtool refuses such samples).
+#[test]
+fn unwritable_output_and_clashing_labels_fail() {
+    let full = || std::fs::File::create("/dev/full").expect("/dev/full");
+    let log = crate::common::sample("single-gpu-2025.log");
+    let log = log.to_str().expect("utf-8 path");
+    for (args, code) in [
+        (vec!["--once", "--gpu.disable", log], 1),
+        (vec!["top", "--snapshot", log], 1),
+        (vec!["check", log], 2),
+    ] {
+        let out = std::process::Command::new(crate::common::bin())
+            .args(&args)
+            .stdout(full())
+            .output()
+            .expect("run");
+        assert_eq!(out.status.code(), Some(code), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("error: writing the output failed: No space left on device"),
+            "{args:?}: {err}"
+        );
+    }
+    for (labels, msg) in [
+        (
+            &["--label", "server=x"][..],
+            "error: --label server: the series carry a label \"server\" already",
+        ),
+        (
+            &["--label", "job=a", "--label", "job=b"][..],
+            "error: --label job: given twice",
+        ),
+    ] {
+        let mut a = vec!["backfill", "--output", "/dev/null"];
+        a.extend_from_slice(labels);
+        a.push(log);
+        let out = crate::common::run(&a);
+        assert_eq!(out.status.code(), Some(2), "{labels:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stderr).trim(), msg);
+    }
+}
