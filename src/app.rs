@@ -376,7 +376,7 @@ pub fn run_once(cfg: &Config) -> ExitCode {
             ExitCode::FAILURE
         };
     }
-    if !write_stdout(text.as_bytes()) {
+    if write_stdout(text.as_bytes()) == Written::Failed {
         return ExitCode::FAILURE;
     }
     if cfg.summary {
@@ -402,17 +402,27 @@ fn restore_state(dir: Option<&std::path::Path>, state: &Shared) {
     }
 }
 
-/// Writes `bytes` to stdout and flushes. `false` (after saying why on stderr) when that failed
-/// (a full disk, a closed file): a cron job must not take an empty file for a result. A closed
-/// pipe (`| head`) is the reader's choice, not a failure.
-pub fn write_stdout(bytes: &[u8]) -> bool {
+/// What became of output written to stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Written {
+    /// All of it was written.
+    Done,
+    /// The reader closed the pipe (`| head`): its choice, not a failure.
+    Closed,
+    /// Writing failed (a full disk, a closed file); said on stderr. A cron job must not take
+    /// an empty file for a result.
+    Failed,
+}
+
+/// Writes `bytes` to stdout and flushes.
+pub fn write_stdout(bytes: &[u8]) -> Written {
     let mut out = std::io::stdout().lock();
     match out.write_all(bytes).and_then(|_| out.flush()) {
-        Ok(()) => true,
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => true,
+        Ok(()) => Written::Done,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Written::Closed,
         Err(e) => {
             eprintln!("error: writing the output failed: {e}");
-            false
+            Written::Failed
         }
     }
 }

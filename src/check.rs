@@ -44,8 +44,11 @@ pub fn run(a: &crate::cli::CheckArgs) -> ExitCode {
         match rep {
             Ok(r) => {
                 gaps |= r.has_gaps();
-                if !crate::app::write_stdout(r.render(&name).as_bytes()) {
-                    return ExitCode::from(2);
+                match crate::app::write_stdout(r.render(&name).as_bytes()) {
+                    crate::app::Written::Done => {}
+                    // Read no further for a reader that has gone (`| head`).
+                    crate::app::Written::Closed => return ExitCode::SUCCESS,
+                    crate::app::Written::Failed => return ExitCode::from(2),
                 }
             }
             Err(e) => return fail(format!("reading {name} failed: {e}")),

@@ -219,10 +219,9 @@ fn start(a: TopArgs) -> Result<ExitCode, String> {
         let mut o = opts;
         o.problems = r.problems;
         let f = view::build(&r.families, r.now, width, usize::MAX, &o, None);
-        return Ok(if crate::app::write_stdout(f.to_plain().as_bytes()) {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::FAILURE
+        return Ok(match crate::app::write_stdout(f.to_plain().as_bytes()) {
+            crate::app::Written::Failed => ExitCode::FAILURE,
+            _ => ExitCode::SUCCESS,
         });
     }
     tui::run(&source, opts, interval, now).map_err(|e| format!("terminal: {e}"))?;
