@@ -590,17 +590,5 @@ fn readme_joins_work_in_promtool() {
             );
         }
     }
-    let file = dir.path().join("joins.test.yml");
-    std::fs::write(&file, &y).unwrap();
-    let res = Command::new("promtool")
-        .args(["test", "rules"])
-        .arg(&file)
-        .output()
-        .expect("run promtool (Debian package prometheus)");
-    assert!(
-        res.status.success(),
-        "{}\n{}\n{y}",
-        String::from_utf8_lossy(&res.stdout),
-        String::from_utf8_lossy(&res.stderr)
-    );
+    crate::promtools::test_rules(dir.path(), "joins.test.yml", &y);
 }

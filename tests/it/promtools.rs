@@ -240,3 +240,21 @@ pub fn poll<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Runs `promtool test rules` on the unit-test file `y` written as `dir/name`; fails the test
+/// with promtool's output and the file when a case fails.
+pub fn test_rules(dir: &Path, name: &str, y: &str) {
+    let file = dir.join(name);
+    std::fs::write(&file, y).unwrap();
+    let res = std::process::Command::new("promtool")
+        .args(["test", "rules"])
+        .arg(&file)
+        .output()
+        .expect("run promtool (Debian package prometheus)");
+    assert!(
+        res.status.success(),
+        "{}\n{}\n{y}",
+        String::from_utf8_lossy(&res.stdout),
+        String::from_utf8_lossy(&res.stderr)
+    );
+}
