@@ -68,7 +68,8 @@ fn server_families(state: &State) -> Vec<Family> {
         ]);
         info.push(l, 1.0);
         let mut requests: BTreeMap<(&str, &str), u64> = BTreeMap::new();
-        for ((method, path, status), n) in &srv.http {
+        for (k, n) in &srv.http {
+            let (method, path, status) = (k.method(), k.path(), k.status);
             let mut l = labels.clone();
             l.extend([
                 ("method", method.to_string()),

@@ -10,8 +10,10 @@
 //! missing hands the line to the next candidate.
 
 pub mod actor;
+mod anchored;
 pub mod clean;
 pub mod fields;
+pub mod literals;
 pub mod patterns;
 pub mod prefix;
 pub mod request;
@@ -20,6 +22,8 @@ pub mod server_args;
 use std::sync::Arc;
 
 use regex::{CaptureLocations, Regex};
+
+use anchored::{KindSearch, Locs};
 
 use crate::record::{Access, LogTime, Ranks, Record, ServerArgs};
 use fields::{compound_key, compound_part, parse_value, split_fields, split_kv};
@@ -30,19 +34,16 @@ pub use server_args::parse_server_args;
 #[derive(Debug)]
 pub struct Parser {
     pat: Arc<Patterns>,
-    locs: Vec<Locs>,
-    /// Per line kind, its anchored form where that finds the same match faster (see [`Starts`]).
-    starts: Vec<Option<Starts>>,
+    /// Per line kind, its regex's search and captures (see [`anchored`]).
+    search: Vec<KindSearch>,
     scratch: Scratch,
     /// Scratch and group indices for the prefix regex, so that reading it allocates nothing.
     prefix: PrefixScratch,
     /// Groups `method`, `path`, `status` of each line kind's regex (for access lines).
     access_groups: Vec<[Option<usize>; 3]>,
-    /// A substring finder per prefilter literal, to test the few a line's kinds ask about.
-    finders: Vec<memchr::memmem::Finder<'static>>,
-    /// The literals as a SIMD (Teddy) searcher: about ten times faster per line than the
-    /// automaton in [`Patterns::prefilter`], which stays the fallback where Teddy is unavailable.
-    packed: Option<aho_corasick::packed::Searcher>,
+    /// The prefilter literals, found together: a line's candidate kinds are those whose
+    /// literal it holds.
+    literals: literals::LiteralSet,
     /// Per line kind, field keys already looked up and their targets (see [`FieldMemo`]).
     field_memo: Vec<FieldMemo>,
 }
@@ -142,9 +143,10 @@ struct PrefixCache {
 
 impl PrefixCache {
     fn get(&self, region: &str) -> Option<(usize, Option<LogTime>, Ranks)> {
+        let r = region.as_bytes();
         self.entries
             .iter()
-            .find(|(p, _, _)| !p.is_empty() && region.as_bytes().starts_with(p))
+            .find(|(p, _, _)| !p.is_empty() && starts_with(r, p))
             .map(|(p, t, r)| (p.len(), *t, *r))
     }
 
@@ -158,117 +160,25 @@ impl PrefixCache {
     }
 }
 
-/// A line kind's captures, positioned in the line: an anchored search of [`Starts`] reads the
-/// line from `offset` on.
-#[derive(Debug)]
-struct Locs {
-    inner: CaptureLocations,
-    offset: usize,
-}
-
-impl Locs {
-    /// Byte span of group `i` in the line.
-    fn get(&self, i: usize) -> Option<(usize, usize)> {
-        let o = self.offset;
-        self.inner.get(i).map(|(s, e)| (s + o, e + o))
+/// Whether `hay` starts with `p`. Cached prefixes differ mostly in their last bytes (the second,
+/// the rank tags): their last eight are compared first, inline, before the whole.
+fn starts_with(hay: &[u8], p: &[u8]) -> bool {
+    let n = p.len();
+    if hay.len() < n {
+        return false;
     }
-}
-
-/// Load-time specialisation of a line kind's regex whose every match starts with one of at most
-/// three ASCII bytes and that has no look-around (`^`, `$`, `\b`): its anchored form, tried at
-/// each of those bytes in turn, finds the same leftmost-first match as the unanchored search,
-/// in one pass of the one-pass DFA instead of a forward and a reverse lazy-DFA pass before it
-/// (the uvicorn access kind: ~0.1 µs of its ~0.4 µs). The patterns stay data: this is derived
-/// from any regex of that shape.
-#[derive(Debug)]
-struct Starts {
-    anchored: Regex,
-    bytes: Vec<u8>,
-}
-
-/// Anchored attempts per line before the unanchored search takes over from the next candidate
-/// byte: bounds the cost of a line holding many of them (each attempt may read far).
-const MAX_ANCHORED_TRIES: usize = 4;
-
-impl Starts {
-    /// The specialisation of `re`, if its shape allows it.
-    fn of(re: &Regex) -> Option<Starts> {
-        let hir = regex_syntax::Parser::new().parse(re.as_str()).ok()?;
-        if !hir.properties().look_set().is_empty() {
-            return None;
-        }
-        let seq = regex_syntax::hir::literal::Extractor::new().extract(&hir);
-        let mut bytes = Vec::new();
-        for l in seq.literals()? {
-            let b = *l.as_bytes().first()?;
-            if !b.is_ascii() {
-                return None;
-            }
-            if !bytes.contains(&b) {
-                bytes.push(b);
-            }
-        }
-        if bytes.is_empty() || bytes.len() > 3 {
-            return None;
-        }
-        let anchored = Regex::new(&format!("^(?:{})", re.as_str())).ok()?;
-        Some(Starts { anchored, bytes })
+    let last8 = |b: &[u8]| {
+        b.get(n.wrapping_sub(8)..n)
+            .map(|s| u64::from_ne_bytes(s.try_into().unwrap_or_default()))
+    };
+    if n >= 8 && last8(hay) != last8(p) {
+        return false;
     }
-
-    /// The next candidate start at or after `from`.
-    fn next(&self, hay: &[u8], from: usize) -> Option<usize> {
-        let h = &hay[from..];
-        let p = match self.bytes[..] {
-            [a] => memchr::memchr(a, h),
-            [a, b] => memchr::memchr2(a, b, h),
-            [a, b, c] => memchr::memchr3(a, b, c, h),
-            _ => None,
-        }?;
-        Some(from + p)
-    }
-
-    /// Searches `line` as `re` would (`re` is the regex this was made of), leaving the captures
-    /// in `locs`.
-    fn captures(&self, re: &Regex, locs: &mut Locs, line: &str) -> bool {
-        let hay = line.as_bytes();
-        let mut from = 0;
-        for _ in 0..MAX_ANCHORED_TRIES {
-            let Some(p) = self.next(hay, from) else {
-                return false;
-            };
-            // An ASCII byte is a char boundary.
-            if self
-                .anchored
-                .captures_read(&mut locs.inner, &line[p..])
-                .is_some()
-            {
-                locs.offset = p;
-                return true;
-            }
-            from = p + 1;
-        }
-        locs.offset = 0;
-        // No match starts before `from`; with no look-around the search may start there.
-        re.captures_read_at(&mut locs.inner, line, from).is_some()
-    }
+    hay[..n] == *p
 }
 
 fn group_index(re: &Regex, name: &str) -> Option<usize> {
     re.capture_names().position(|n| n == Some(name))
-}
-
-/// Which prefilter literals a line holds, found lazily: only those of the kinds tried are
-/// looked up. Every occurrence lies in a window from the first one found.
-///
-/// `known` and `present` are bit sets over the pattern file's distinct literals, bit `i` for
-/// literal `i` (`Patterns::literals`); a `u64` holds them all because the loader refuses a file
-/// with more than 64 distinct literals (the embedded one has far fewer).
-struct Literals {
-    window_start: usize,
-    /// Literals looked up so far.
-    known: u64,
-    /// Literals found in the line (a subset of `known`).
-    present: u64,
 }
 
 /// What reading a line as one kind found, besides the values in the scratch buffers.
@@ -285,15 +195,11 @@ struct Found<'a> {
 impl Parser {
     /// A parser for the given patterns.
     pub fn new(pat: Arc<Patterns>) -> Parser {
-        let locs = pat
+        let search = pat
             .lines
             .iter()
-            .map(|l| Locs {
-                inner: l.regex.capture_locations(),
-                offset: 0,
-            })
+            .map(|l| KindSearch::new(&l.regex))
             .collect();
-        let starts = pat.lines.iter().map(|l| Starts::of(&l.regex)).collect();
         let access_groups = pat
             .lines
             .iter()
@@ -306,22 +212,12 @@ impl Parser {
             groups: ["date", "time", "frac", "tags"].map(|n| group_index(&pat.prefix, n)),
             cache: (pat.prefix.as_str() == CACHEABLE_PREFIX).then(PrefixCache::default),
         };
-        let finders = pat
-            .literals
-            .iter()
-            .map(|l| memchr::memmem::Finder::new(l.as_bytes()).into_owned())
-            .collect();
         let field_memo = pat.lines.iter().map(|_| FieldMemo::default()).collect();
-        let mut packed = aho_corasick::packed::Config::new().builder();
-        packed.extend(&pat.literals);
-        let packed = packed.build();
         Parser {
-            packed,
-            finders,
+            literals: literals::LiteralSet::new(&pat.literals, pat.prefilter.clone()),
             field_memo,
             pat,
-            locs,
-            starts,
+            search,
             scratch: Scratch {
                 values: Vec::with_capacity(32),
                 ..Scratch::default()
@@ -341,10 +237,13 @@ impl Parser {
     pub fn parse<'a>(&'a mut self, line: &'a str) -> Option<Record<'a>> {
         let line = line.strip_suffix('\r').unwrap_or(line);
         let (line, engine) = self.engine(line);
-        let mut lits = self.literals(line)?;
+        let lits = self.literals.present(line);
+        if lits == 0 {
+            return None;
+        }
         let mut from = 0;
         let (k, found) = loop {
-            let k = self.next_kind(line, &mut lits, from)?;
+            let k = self.next_kind(line, lits, from)?;
             match self.read_kind(k, line) {
                 Some(f) => break (k, f),
                 None => from = k + 1,
@@ -383,48 +282,14 @@ impl Parser {
         }
     }
 
-    /// Cheap rejection: most lines contain none of the literals.
-    fn literals(&self, line: &str) -> Option<Literals> {
-        let (window_start, first) = match &self.packed {
-            // Leftmost-first: no occurrence starts before this one.
-            Some(p) => p.find(line).map(|m| (m.start(), m.pattern().as_usize()))?,
-            // Standard: this one ends first, so none starts before its end minus the longest.
-            None => self.pat.prefilter.find(line).map(|m| {
-                let from = m.end().saturating_sub(self.pat.prefilter.max_pattern_len());
-                (from, m.pattern().as_usize())
-            })?,
-        };
-        Some(Literals {
-            window_start,
-            known: 1 << first,
-            present: 1 << first,
-        })
-    }
-
-    /// The first kind from `from` on (file order) whose literal the line holds and whose regex
-    /// matches it (its captures left in `self.locs`). Overlapping literals count: `new fill
-    /// batch. ` contains `batch`.
-    fn next_kind(&mut self, line: &str, lits: &mut Literals, from: usize) -> Option<usize> {
+    /// The first kind from `from` on (file order) whose literal the line holds (`lits`, see
+    /// [`literals::LiteralSet::present`]) and whose regex matches it (its captures left in
+    /// `self.locs`).
+    fn next_kind(&mut self, line: &str, lits: u64, from: usize) -> Option<usize> {
         let pat = &*self.pat;
-        let window = &line.as_bytes()[lits.window_start..];
         (from..pat.lines.len()).find(|&k| {
-            let lit = pat.kind_literal[k];
-            let bit = 1u64 << lit;
-            if lits.known & bit == 0 {
-                lits.known |= bit;
-                if self.finders[lit].find(window).is_some() {
-                    lits.present |= bit;
-                }
-            }
-            lits.present & bit != 0 && {
-                let (re, locs) = (&pat.lines[k].regex, &mut self.locs[k]);
-                match &self.starts[k] {
-                    Some(st) => st.captures(re, locs, line),
-                    None => {
-                        locs.offset = 0;
-                        re.captures_read(&mut locs.inner, line).is_some()
-                    }
-                }
+            lits & 1 << pat.kind_literal[k] != 0 && {
+                self.search[k].captures(&pat.lines[k].regex, line)
             }
         })
     }
@@ -434,7 +299,7 @@ impl Parser {
     fn read_kind<'a>(&mut self, k: usize, line: &'a str) -> Option<Found<'a>> {
         let pat = self.pat.clone();
         let kind = &pat.lines[k];
-        let (m_start, m_end) = self.locs[k].get(0)?;
+        let (m_start, m_end) = self.search[k].locs.get(0)?;
         if quoted_label(&pat, &line[..m_start]) {
             return None;
         }
@@ -489,10 +354,10 @@ impl Parser {
         {
             return None;
         }
-        let (_, m_end) = self.locs[k].get(0)?;
+        let (_, m_end) = self.search[k].locs.get(0)?;
         let start = self.pat.lines[k]
             .fields_group
-            .and_then(|g| self.locs[k].get(g))
+            .and_then(|g| self.search[k].locs.get(g))
             .map_or(m_end, |(s, _)| s);
         let rec = &mut self.scratch.request;
         match request::read(&line[start..], rec) {
@@ -509,7 +374,7 @@ impl Parser {
 
     /// The request of an access line.
     fn access<'a>(&self, k: usize, line: &'a str) -> Access<'a> {
-        let locs = &self.locs[k];
+        let locs = &self.search[k].locs;
         let [method, path, status] =
             self.access_groups[k].map(|g| g.and_then(|g| locs.get(g)).map(|(s, e)| &line[s..e]));
         Access {
@@ -525,14 +390,14 @@ impl Parser {
     fn fields(&mut self, k: usize, line: &str, m_end: usize) -> Option<u32> {
         let Parser {
             pat,
-            locs,
+            search,
             scratch,
             field_memo,
             ..
         } = self;
         let pat = &**pat;
         let kind = &pat.lines[k];
-        let locs = &locs[k];
+        let locs = &search[k].locs;
         let mut bad = 0u32;
         let mut required = kind.requires.is_empty();
         for &(gi, target) in &kind.group_fields {
@@ -666,7 +531,10 @@ impl PrefixScratch {
     /// `None` for a malformed one.
     fn read(&mut self, pat: &Patterns, region: &str) -> PrefixRead {
         if let Some((len, t, r)) = self.cache.as_ref().and_then(|c| c.get(region)) {
-            if pat.prefix.find_at(region, len).is_none() {
+            // Every match of the cached prefix regex starts with `[`.
+            if memchr::memchr(b'[', &region.as_bytes()[len..]).is_none()
+                || pat.prefix.find_at(region, len).is_none()
+            {
                 return Some((t, r));
             }
         }
@@ -893,64 +761,13 @@ mod prefix_cache_tests {
 }
 
 #[cfg(test)]
-mod starts_tests {
-    //! The anchored search of [`Starts`] against the regex's own search: same match, same groups.
+mod search_tests {
     use super::*;
-
-    fn same(re: &str, hay: &str) {
-        let re = Regex::new(re).unwrap();
-        let st = Starts::of(&re).expect("specialisable");
-        let mut a = Locs {
-            inner: re.capture_locations(),
-            offset: 0,
-        };
-        let mut b = re.capture_locations();
-        let fa = st.captures(&re, &mut a, hay);
-        let fb = re.captures_read(&mut b, hay).is_some();
-        assert_eq!(fa, fb, "{re} on {hay:?}");
-        for i in 0..b.len() {
-            assert_eq!(a.get(i), b.get(i), "group {i} of {re} on {hay:?}");
-        }
-    }
-
-    #[test]
-    fn anchored_tries_find_the_leftmost_first_match() {
-        let access = r#""(?P<method>[A-Z]{3,10}) (?P<path>[^ "?]*)(?:\?[^ "]*)? HTTP/[0-9.]+" (?P<status>[0-9]{3})"#;
-        for hay in [
-            r#"[2026-06-03 10:00:00] INFO:     127.0.0.1:1 - "GET /health HTTP/1.1" 200 OK"#,
-            r#"x "no" "also no" "GET /a?b=c HTTP/1.1" 404 "POST /b HTTP/1.0" 200"#,
-            r#""" "" "" "" "" "GET /late HTTP/1.1" 500"#,
-            r#"" HTTP/1.1" 200 and no request"#,
-            "\"GET /ünï HTTP/1.1\" 201 é",
-            "",
-        ] {
-            same(access, hay);
-        }
-        same("[Dd]ecode (?P<n>[0-9]+)", "a decode Decode 12, decode 3");
-        same(
-            "(?P<fields>)max_total_num_tokens=",
-            "x max_total_num_tokens=5",
-        );
-    }
-
-    #[test]
-    fn look_around_and_open_starts_are_not_specialised() {
-        for re in [
-            r"\bDecode",
-            "^Decode",
-            "Decode$",
-            ".*Decode",
-            "(?:a|b|c|d)x",
-            "é",
-        ] {
-            assert!(Starts::of(&Regex::new(re).unwrap()).is_none(), "{re}");
-        }
-    }
 
     #[test]
     fn the_access_kind_is_specialised() {
         let p = Parser::new(Arc::new(Patterns::embedded().unwrap()));
         let k = p.pat.lines.iter().position(|l| l.name == "access").unwrap();
-        assert!(p.starts[k].is_some());
+        assert!(p.search[k].is_specialised());
     }
 }

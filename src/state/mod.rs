@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use crate::parse::patterns::{Class, MetricId, MetricKind, Patterns, Scope};
 use crate::record::{Ranks, Record, ServerArgs};
 pub use clock::LogClock;
-pub use http::{normalise_method, normalise_path};
+pub use http::HttpKey;
 pub use selfmetric::SelfMetric;
 
 /// Limits and policy of the state.
@@ -136,13 +136,51 @@ impl RankState {
 
 /// What identifies one SGLang server in the state: the source's server name and, where several
 /// engines write to one log (Ray actors), the engine.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ServerKey {
     /// The `server` label: the file stem, unit or `NAME=`.
     pub server: String,
     /// The `engine` label: Ray's actor identity (`SGLangEngine pid=N ip=A`); empty for a log of
     /// one engine.
     pub engine: String,
+}
+
+/// Ordered as `(server, engine)`, byte-wise, as a derived order would be; compared without a
+/// call to `memcmp` (the server map is searched once per line, and libc's `memcmp` on these short
+/// keys cost more than the rest of applying an access line).
+impl Ord for ServerKey {
+    fn cmp(&self, other: &ServerKey) -> std::cmp::Ordering {
+        cmp_bytes(self.server.as_bytes(), other.server.as_bytes())
+            .then_with(|| cmp_bytes(self.engine.as_bytes(), other.engine.as_bytes()))
+    }
+}
+
+impl PartialOrd for ServerKey {
+    fn partial_cmp(&self, other: &ServerKey) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Lexicographic byte order, eight bytes at a time (a big-endian word compares as its bytes do).
+fn cmp_bytes(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    let n = a.len().min(b.len());
+    let (mut ca, mut cb) = (a[..n].chunks_exact(8), b[..n].chunks_exact(8));
+    for (x, y) in (&mut ca).zip(&mut cb) {
+        let (x, y) = (word(x), word(y));
+        if x != y {
+            return x.cmp(&y);
+        }
+    }
+    for (x, y) in ca.remainder().iter().zip(cb.remainder()) {
+        if x != y {
+            return x.cmp(y);
+        }
+    }
+    a.len().cmp(&b.len())
+}
+
+fn word(b: &[u8]) -> u64 {
+    u64::from_be_bytes(b.try_into().unwrap_or_default())
 }
 
 impl ServerKey {
@@ -167,7 +205,7 @@ pub struct ServerState {
     /// Ranks, in label order.
     pub ranks: BTreeMap<Ranks, RankState>,
     /// HTTP requests by (method, normalised path, status).
-    pub http: BTreeMap<(&'static str, &'static str, u16), u64>,
+    pub http: BTreeMap<HttpKey, u64>,
     /// Request metrics from `--log-requests` Finish records; `None` until the first counted
     /// one.
     pub requests: Option<Box<requests::RequestStats>>,
@@ -760,7 +798,7 @@ impl State {
                 false
             }
             Class::Access => rec.access.is_some_and(|a| {
-                let key = (normalise_method(a.method), normalise_path(a.path), a.status);
+                let key = HttpKey::of(a.method, a.path, a.status);
                 // One lookup for a known request (most lines), a second to add a new one.
                 if let Some(n) = srv.http.get_mut(&key) {
                     *n += 1;

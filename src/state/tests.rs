@@ -171,7 +171,11 @@ fn access_lines_count_by_method_path_and_status_without_moving_the_clock() {
         f.apply("s", l, Some(T));
     }
     let srv = f.server("s");
-    let got: Vec<_> = srv.http.iter().map(|(k, v)| (*k, *v)).collect();
+    let got: Vec<_> = srv
+        .http
+        .iter()
+        .map(|(k, v)| ((k.method(), k.path(), k.status), *v))
+        .collect();
     assert_eq!(
         got,
         [
@@ -254,4 +258,36 @@ fn limits_drop_ranks_and_fold_unknown_keys() {
     assert_eq!(f.state.unknown_fields.get("other"), Some(&1));
     assert_eq!(f.state.unknown_fields.get(&ok), Some(&1));
     assert_eq!(f.state.unknown_fields.len(), 2);
+}
+
+#[test]
+fn server_keys_order_as_their_bytes() {
+    let k = |s: &str, e: &str| ServerKey {
+        server: s.to_string(),
+        engine: e.to_string(),
+    };
+    let names = [
+        "",
+        "a",
+        "ab",
+        "abcdefgh",
+        "abcdefgh0",
+        "abcdefgi",
+        "abcdefghabcdefgh",
+        "b",
+        "é",
+        "z\u{0}",
+    ];
+    for a in names {
+        for b in names {
+            for (ea, eb) in [("", ""), ("", "x"), ("x y", "x")] {
+                let want = (a.as_bytes(), ea.as_bytes()).cmp(&(b.as_bytes(), eb.as_bytes()));
+                assert_eq!(
+                    k(a, ea).cmp(&k(b, eb)),
+                    want,
+                    "{a:?}/{ea:?} vs {b:?}/{eb:?}"
+                );
+            }
+        }
+    }
 }

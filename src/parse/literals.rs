@@ -1,0 +1,125 @@
+//! Which of the pattern file's prefilter literals a line holds, found in one pass.
+//!
+//! A line of a known kind holds its kind's literal; most lines hold none. [`LiteralSet::present`]
+//! answers with a bit set over [`Patterns::literals`](super::patterns::Patterns) (bit `i` for
+//! literal `i`; the loader refuses more than 64), so that trying the candidate kinds in file
+//! order costs a bit test each instead of a substring search each.
+
+/// The literals, searched together.
+#[derive(Debug)]
+pub struct LiteralSet {
+    /// A SIMD (Teddy) searcher over the literals, longest first: where several literals start at
+    /// one position, leftmost-first reports the longest, and every other one there is a prefix of
+    /// it (`implied`). `None` where Teddy is unavailable.
+    packed: Option<aho_corasick::packed::Searcher>,
+    /// The literal index of each packed pattern.
+    packed_literal: Vec<usize>,
+    /// Per literal, the other literals that are prefixes of it (bit set).
+    implied: Vec<u64>,
+    /// Every occurrence, overlapping: the fallback where Teddy is unavailable.
+    overlapping: aho_corasick::AhoCorasick,
+}
+
+impl LiteralSet {
+    /// The set of `literals` (non-empty, at most 64, distinct). `overlapping` must search the
+    /// same literals, in the same order, with [`aho_corasick::MatchKind::Standard`].
+    pub fn new(literals: &[String], overlapping: aho_corasick::AhoCorasick) -> LiteralSet {
+        let mut order: Vec<usize> = (0..literals.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(literals[i].len()));
+        let mut b = aho_corasick::packed::Config::new()
+            .match_kind(aho_corasick::packed::MatchKind::LeftmostFirst)
+            .builder();
+        for &i in &order {
+            b.add(&literals[i]);
+        }
+        let implied = literals
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                literals
+                    .iter()
+                    .enumerate()
+                    .filter(|&(j, p)| j != i && l.starts_with(p.as_str()))
+                    .fold(0u64, |m, (j, _)| m | 1 << j)
+            })
+            .collect();
+        LiteralSet {
+            packed: b.build(),
+            packed_literal: order,
+            implied,
+            overlapping,
+        }
+    }
+
+    /// The literals `line` holds (bit `i` for literal `i`); 0 for none. Linear in the line: each
+    /// search resumes one byte after the previous occurrence's start, so overlapping occurrences
+    /// (`batch` inside `new fill batch. `) all count.
+    pub fn present(&self, line: &str) -> u64 {
+        let Some(p) = &self.packed else {
+            return self
+                .overlapping
+                .find_overlapping_iter(line)
+                .fold(0, |m, o| m | 1 << o.pattern().as_usize());
+        };
+        let hay = line.as_bytes();
+        let mut set = 0u64;
+        let mut at = 0;
+        while let Some(m) = p.find_in(hay, aho_corasick::Span::from(at..hay.len())) {
+            let lit = self.packed_literal[m.pattern().as_usize()];
+            set |= 1 << lit | self.implied[lit];
+            at = m.start() + 1;
+        }
+        set
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(lits: &[&str]) -> LiteralSet {
+        let lits: Vec<String> = lits.iter().map(|s| s.to_string()).collect();
+        let ac = aho_corasick::AhoCorasick::builder()
+            .match_kind(aho_corasick::MatchKind::Standard)
+            .build(&lits)
+            .unwrap();
+        LiteralSet::new(&lits, ac)
+    }
+
+    /// Both ways of searching give the same set, which is every literal the line contains.
+    fn check(lits: &[&str], line: &str) -> u64 {
+        let s = set(lits);
+        let want = lits
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| line.contains(*l))
+            .fold(0u64, |m, (i, _)| m | 1 << i);
+        assert_eq!(s.present(line), want, "{line:?}");
+        let slow = LiteralSet {
+            packed: None,
+            ..set(lits)
+        };
+        assert_eq!(slow.present(line), want, "{line:?} (fallback)");
+        want
+    }
+
+    #[test]
+    fn overlapping_nested_and_same_start_literals_all_count() {
+        let lits = [
+            "batch",
+            "new fill batch. ",
+            "#running-req: ",
+            "abc",
+            "abcd",
+            "bcd",
+        ];
+        assert_eq!(check(&lits, "nothing here"), 0);
+        assert_eq!(check(&lits, "x new fill batch. #running-req: 1"), 0b111);
+        assert_eq!(check(&lits, "Decode batch, #running-req: 3"), 0b101);
+        // `abc` and `abcd` start together; `bcd` starts inside them.
+        assert_eq!(check(&lits, "zabcd"), 0b111000);
+        assert_eq!(check(&lits, "abc bcd"), 0b101000);
+        assert_eq!(check(&lits, "ab"), 0);
+        assert_eq!(check(&lits, "batchbatchbatch abc"), 0b001001);
+    }
+}
