@@ -17,7 +17,7 @@ use regex::{CaptureLocations, Regex};
 pub(super) struct Locs {
     inner: CaptureLocations,
     /// Spans relative to `offset`, when the answer came from the memo (`from_memo`).
-    memo_spans: Vec<Option<(u32, u32)>>,
+    memo_spans: Vec<Span>,
     from_memo: bool,
     /// Where the searched text starts in the line (an anchored search reads from there).
     offset: usize,
@@ -119,7 +119,14 @@ impl KindSearch {
 struct Starts {
     anchored: Regex,
     bytes: Vec<u8>,
+    /// Every match starts with one of these (the prefix literals' longest common prefix, else
+    /// the literals themselves, at most [`MAX_PREFIXES`]; empty: not checked). A candidate byte whose text starts with none of
+    /// them (the `P` of `DP0` for `Prefill batch`) is passed over without running the regex.
+    prefixes: Vec<Vec<u8>>,
 }
+
+/// The most prefix literals checked before an anchored try: beyond, the try itself is cheaper.
+const MAX_PREFIXES: usize = 8;
 
 /// Anchored attempts per line before the unanchored search takes over from the next candidate
 /// byte: bounds the cost of a line holding many of them (each attempt may read far).
@@ -134,7 +141,8 @@ impl Starts {
         }
         let seq = regex_syntax::hir::literal::Extractor::new().extract(&hir);
         let mut bytes = Vec::new();
-        for l in seq.literals()? {
+        let lits = seq.literals()?;
+        for l in lits {
             let b = *l.as_bytes().first()?;
             if !b.is_ascii() {
                 return None;
@@ -147,7 +155,18 @@ impl Starts {
             return None;
         }
         let anchored = Regex::new(&format!("^(?:{})", re.as_str())).ok()?;
-        Some(Starts { anchored, bytes })
+        let prefixes = match seq.longest_common_prefix() {
+            Some(common) if common.len() > 1 => vec![common.to_vec()],
+            _ if lits.len() <= MAX_PREFIXES && lits.iter().any(|l| l.len() > 1) => {
+                lits.iter().map(|l| l.as_bytes().to_vec()).collect()
+            }
+            _ => Vec::new(),
+        };
+        Some(Starts {
+            anchored,
+            bytes,
+            prefixes,
+        })
     }
 
     /// The next candidate start at or after `from`.
@@ -162,34 +181,51 @@ impl Starts {
         Some(from + p)
     }
 
+    /// Whether a match may start at the start of `at`: it starts with a prefix literal.
+    fn may_start(&self, at: &[u8]) -> bool {
+        self.prefixes.is_empty()
+            || self
+                .prefixes
+                .iter()
+                .any(|l| super::fields::begins_with(at, l))
+    }
+
     /// Searches `line` as `re` would (`re` is the regex this was made of), leaving the captures
     /// in `locs`. `first` is the first candidate start: no match starts before it, and nothing
     /// before it is read.
     fn captures(&self, re: &Regex, locs: &mut Locs, line: &str, first: usize) -> bool {
         let hay = line.as_bytes();
         let mut next = Some(first);
-        let mut from = first;
-        for _ in 0..MAX_ANCHORED_TRIES {
+        let mut tries = 0;
+        let from = loop {
             let Some(p) = next else {
                 return false;
             };
-            // An ASCII byte is a char boundary.
-            if self
-                .anchored
-                .captures_read(&mut locs.inner, &line[p..])
-                .is_some()
-            {
-                locs.offset = p;
-                return true;
+            if self.may_start(&hay[p..]) {
+                if tries == MAX_ANCHORED_TRIES {
+                    break p;
+                }
+                tries += 1;
+                // An ASCII byte is a char boundary.
+                if self
+                    .anchored
+                    .captures_read(&mut locs.inner, &line[p..])
+                    .is_some()
+                {
+                    locs.offset = p;
+                    return true;
+                }
             }
-            from = p + 1;
-            next = self.next(hay, from);
-        }
+            next = self.next(hay, p + 1);
+        };
         locs.offset = 0;
         // No match starts before `from`; with no look-around the search may start there.
         re.captures_read_at(&mut locs.inner, line, from).is_some()
     }
 }
+
+/// A memoised group's span relative to the tail (`None`: the group did not take part).
+type Span = Option<(u32, u32)>;
 
 /// Recent answers of one specialised kind's search, by the line's text from the first candidate
 /// byte on (the tail): a direct-mapped table, so a lookup costs a hash of the tail and one
@@ -209,7 +245,7 @@ struct Memo {
 struct MemoEntry {
     tail: Vec<u8>,
     /// The spans relative to the tail; `None`: no match.
-    spans: Option<Vec<Option<(u32, u32)>>>,
+    spans: Option<Vec<Span>>,
 }
 
 const MEMO_SLOTS: usize = 64;
@@ -233,7 +269,7 @@ impl Memo {
     }
 
     /// The answer for `tail`, if memoised: `Some(None)` for no match.
-    fn get(&mut self, tail: &[u8]) -> Option<Option<&[Option<(u32, u32)>]>> {
+    fn get(&mut self, tail: &[u8]) -> Option<Option<&[Span]>> {
         if self.paused > 0 {
             self.paused -= 1;
             return None;
@@ -247,7 +283,7 @@ impl Memo {
         let hit = self.entries[i].tail == tail;
         self.count(hit);
         let e = &self.entries[i];
-        hit.then(|| e.spans.as_deref())
+        hit.then_some(e.spans.as_deref())
     }
 
     fn count(&mut self, hit: bool) {
@@ -267,7 +303,7 @@ impl Memo {
         self.paused == 0 && tail.len() <= MEMO_MAX_TAIL
     }
 
-    fn put(&mut self, tail: &[u8], spans: Option<impl Iterator<Item = Option<(u32, u32)>>>) {
+    fn put(&mut self, tail: &[u8], spans: Option<impl Iterator<Item = Span>>) {
         if self.entries.is_empty() {
             self.entries.resize_with(MEMO_SLOTS, MemoEntry::default);
         }
@@ -335,6 +371,32 @@ mod tests {
         check(
             "(?P<fields>)max_total_num_tokens=",
             &["x max_total_num_tokens=5"],
+        );
+    }
+
+    #[test]
+    fn candidates_without_a_prefix_literal_are_passed_over_and_the_rest_still_found() {
+        // Many `P`s that start no `Prefill batch` (rank tags), then a line with more misses
+        // that do start a literal than the anchored tries allow, then the match.
+        let prefill = r"Prefill? batch(?:\(mixed #running-req: (?P<r>[0-9]+)\))?[.,] ";
+        let re = Regex::new(prefill).unwrap();
+        let ks = KindSearch::new(&re);
+        let st = ks.starts.as_ref().unwrap();
+        assert!(st.may_start(b"Prefill batch, x") && st.may_start(b"Prefil batch."));
+        assert!(
+            !st.may_start(b"P0 TP0] Prefill batch, "),
+            "{:?}",
+            st.prefixes
+        );
+        check(
+            prefill,
+            &[
+                "[t DP0 TP0 PP1 EP3] Prefill batch, #new-seq: 1",
+                "[t DP0 TP0] Decode batch, #running-req: 1",
+                "Prefil Prefill Prefill batch Prefill batchx Prefill batch(mixed #running-req: 2). ",
+                "PPPPPPPPPPPPPPPPPPPPPPPPPPPP Prefil batch. ",
+                "Prefill batch(mixed #running-req: x). Prefill batch(mixed #running-req: 7), ",
+            ],
         );
     }
 

@@ -44,7 +44,7 @@ impl<'a> Fields<'a> {
             let c = b[i];
             if let Some(sep) = self.seps.iter().find(|sep| {
                 let sb = sep.as_bytes();
-                sb.first().is_none_or(|&f| f == c) && b[i..].starts_with(sb)
+                sb.first().is_none_or(|&f| f == c) && begins_with(&b[i..], sb)
             }) {
                 return (i, i + sep.len());
             }
@@ -115,12 +115,32 @@ fn find_str(hay: &str, needle: &str) -> Option<usize> {
     let mut at = 0;
     while let Some(p) = memchr::memchr(first, &h[at..]) {
         let i = at + p;
-        if h[i..].starts_with(n) {
+        if begins_with(&h[i..], n) {
             return Some(i);
         }
         at = i + 1;
     }
     None
+}
+
+/// `a == b` for the short texts of a line (separators, field keys, cached prefixes: 2-30 bytes)
+/// without a call to `memcmp`: bytes one by one up to eight, else the last and first eight as
+/// words before the middle.
+pub fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    if n <= 8 {
+        return a.iter().zip(b).all(|(x, y)| x == y);
+    }
+    let word = |s: &[u8], at: usize| u64::from_ne_bytes(s[at..at + 8].try_into().unwrap_or([0; 8]));
+    word(a, n - 8) == word(b, n - 8) && word(a, 0) == word(b, 0) && (n <= 16 || a[8..] == b[8..])
+}
+
+/// `hay.starts_with(p)` by [`bytes_eq`].
+pub fn begins_with(hay: &[u8], p: &[u8]) -> bool {
+    hay.get(..p.len()).is_some_and(|h| bytes_eq(h, p))
 }
 
 /// `v.rfind("-> ")` by memrchr on `>`: no searcher set-up per value.
@@ -169,6 +189,12 @@ pub fn parse_value(v: &str) -> Result<f64, ValueError> {
 /// [`parse_value`] with its sign.
 fn parse_number(v: &str) -> Result<f64, ValueError> {
     let v = v.trim_ascii();
+    // Most values are bare decimals (`0.31`, `3580.10`): read at once, no unit or arrow search.
+    if v.as_bytes().first().is_some_and(u8::is_ascii_digit) {
+        if let Some(x) = fast_decimal(v.as_bytes(), 0) {
+            return Ok(x);
+        }
+    }
     let v = match rfind_arrow(v) {
         Some(p) => &v[p + 3..],
         None => v,
@@ -329,6 +355,21 @@ pub fn compound_part(value: &str) -> Option<(&str, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bytes_eq_and_begins_with_agree_with_the_standard_comparisons() {
+        let a: Vec<u8> = (0..40u8).map(|i| b'a' + i % 26).collect();
+        for n in 0..=a.len() {
+            for flip in 0..n {
+                let mut b = a[..n].to_vec();
+                assert!(bytes_eq(&a[..n], &b) && begins_with(&a, &b), "{n}");
+                b[flip] ^= 1;
+                assert!(!bytes_eq(&a[..n], &b) && !begins_with(&a, &b), "{n} {flip}");
+            }
+            assert!(!bytes_eq(&a[..n], &a[..n.saturating_sub(1)]) || n == 0);
+            assert_eq!(begins_with(&a[..n], &a), n == a.len());
+        }
+    }
 
     fn seps() -> Vec<String> {
         vec![", ".into()]

@@ -94,9 +94,9 @@ impl FieldMemo {
         key: &str,
     ) -> (Option<FieldTarget>, bool) {
         let n = self.keys.len();
-        for j in 0..n {
-            let i = (self.next + j) % n;
-            if &*self.keys[i].0 == key {
+        let start = if self.next < n { self.next } else { 0 };
+        for i in (start..n).chain(0..start) {
+            if fields::bytes_eq(self.keys[i].0.as_bytes(), key.as_bytes()) {
                 self.next = i + 1;
                 return (self.keys[i].1, self.keys[i].2);
             }
@@ -146,7 +146,7 @@ impl PrefixCache {
         let r = region.as_bytes();
         self.entries
             .iter()
-            .find(|(p, _, _)| !p.is_empty() && starts_with(r, p))
+            .find(|(p, _, _)| !p.is_empty() && fields::begins_with(r, p))
             .map(|(p, t, r)| (p.len(), *t, *r))
     }
 
@@ -158,23 +158,6 @@ impl PrefixCache {
         e.2 = r;
         self.next = (self.next + 1) % self.entries.len();
     }
-}
-
-/// Whether `hay` starts with `p`. Cached prefixes differ mostly in their last bytes (the second,
-/// the rank tags): their last eight are compared first, inline, before the whole.
-fn starts_with(hay: &[u8], p: &[u8]) -> bool {
-    let n = p.len();
-    if hay.len() < n {
-        return false;
-    }
-    let last8 = |b: &[u8]| {
-        b.get(n.wrapping_sub(8)..n)
-            .map(|s| u64::from_ne_bytes(s.try_into().unwrap_or_default()))
-    };
-    if n >= 8 && last8(hay) != last8(p) {
-        return false;
-    }
-    hay[..n] == *p
 }
 
 fn group_index(re: &Regex, name: &str) -> Option<usize> {
@@ -297,14 +280,14 @@ impl Parser {
     /// Reads `line` as kind `k` (its regex matched): `None` when the line is not of that kind
     /// after all (a malformed prefix, an absurd rank, required fields missing).
     fn read_kind<'a>(&mut self, k: usize, line: &'a str) -> Option<Found<'a>> {
-        let pat = self.pat.clone();
-        let kind = &pat.lines[k];
+        let pat = &*self.pat;
+        let class = pat.lines[k].class;
         let (m_start, m_end) = self.search[k].locs.get(0)?;
-        if quoted_label(&pat, &line[..m_start]) {
+        if quoted_label(pat, &line[..m_start]) {
             return None;
         }
         // The SGLang prefix: the last timestamp bracket before the end of the label.
-        let (time, mut ranks) = self.prefix.read(&pat, &line[..m_end])?;
+        let (time, mut ranks) = self.prefix.read(pat, &line[..m_end])?;
         if time.is_none() && ranks == Ranks::default() {
             if prefix::broken_timestamp(&line[..m_start]) {
                 return None;
@@ -326,7 +309,7 @@ impl Parser {
             server_args: None,
             request: false,
         };
-        match kind.class {
+        match class {
             Class::Access => found.access = Some(self.access(k, line)),
             Class::ServerArgs => {
                 found.server_args = Some(Box::new(parse_server_args(&line[m_end..])))
@@ -375,12 +358,16 @@ impl Parser {
     /// The request of an access line.
     fn access<'a>(&self, k: usize, line: &'a str) -> Access<'a> {
         let locs = &self.search[k].locs;
-        let [method, path, status] =
-            self.access_groups[k].map(|g| g.and_then(|g| locs.get(g)).map(|(s, e)| &line[s..e]));
+        let groups = &self.access_groups[k];
+        let group = |i: usize| {
+            groups[i]
+                .and_then(|g| locs.get(g))
+                .map_or("", |(s, e)| &line[s..e])
+        };
         Access {
-            method: method.unwrap_or(""),
-            path: path.unwrap_or(""),
-            status: status.and_then(|s| s.parse().ok()).unwrap_or(0),
+            method: group(0),
+            path: group(1),
+            status: group(2).parse().unwrap_or(0),
         }
     }
 

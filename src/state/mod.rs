@@ -754,15 +754,22 @@ impl State {
         let (max_ranks, max_total) = (self.cfg.max_ranks, self.cfg.max_ranks_total);
         let room = self.ranks_total < max_total;
         let max_http = self.cfg.max_http_series;
-        let pat = self.pat.clone();
-        let d = self.derived.clone();
-        // One lookup for a known server (each costs string comparisons); `server_mut` adds one.
-        let srv = match self.servers.get_mut(key) {
-            Some(s) => s,
-            None => match self.server_mut(key) {
-                Some(s) => s,
-                None => return,
-            },
+        // A new server is added first (rare); then one lookup (string comparisons) finds it,
+        // borrowing the state's fields apart (no reference counting per line).
+        if !self.servers.contains_key(key) && self.server_mut(key).is_none() {
+            return;
+        }
+        let State {
+            servers,
+            pat,
+            derived: d,
+            ranks_total,
+            fact_metrics,
+            dropped_series,
+            ..
+        } = self;
+        let Some(srv) = servers.get_mut(key) else {
+            return;
         };
         if let Some(t) = ts {
             srv.last_seen = Some(srv.last_seen.map_or(t, |l| l.max(t)));
@@ -815,19 +822,19 @@ impl State {
                 if new_rank && (srv.ranks.len() >= max_ranks || !room) {
                     true
                 } else {
-                    apply_rank_line(&pat, &d, srv, class, rec, ts);
-                    self.ranks_total += usize::from(new_rank);
+                    apply_rank_line(pat, d, srv, class, rec, ts);
+                    *ranks_total += usize::from(new_rank);
                     if class == Class::Fact {
                         for &(id, _) in rec.values {
-                            self.fact_metrics[id as usize] = true;
+                            fact_metrics[id as usize] = true;
                         }
                     }
                     false
                 }
             }
         };
-        self.dropped_series += u64::from(dropped);
-        self.ranks_total -= restarted;
+        *dropped_series += u64::from(dropped);
+        *ranks_total -= restarted;
     }
 
     fn count_unknown(&mut self, key: &str) {
