@@ -236,7 +236,9 @@ fn feed(
     threads: usize,
 ) -> Result<(), BackfillError> {
     let threads = parallel::threads(threads);
-    let mut batch = (threads > 1).then(|| parallel::Batch::new(pipeline, threads));
+    let mut batch = (threads > 1)
+        .then(|| parallel::Batch::new(pipeline, threads))
+        .flatten();
     read_lines(reader, max_line, bar, path, |l| match &mut batch {
         Some(b) => {
             if b.push(l) {

@@ -346,7 +346,8 @@ pub struct ReadArgs {
 
     /// Threads that parse an input read to its end (`--once`, `backfill`; 0: every core). The
     /// state is applied in log order whatever the number, so the output is the same; `1` reads
-    /// sequentially. Stdin, the journal and live following are always read on one thread.
+    /// sequentially. Stdin, the journal and live following are always read on one thread, and
+    /// so is every input when --max-line-bytes is above 512 MiB.
     #[arg(long = "threads", value_name = "N", default_value_t = 0)]
     pub threads: usize,
 }

@@ -168,7 +168,7 @@ impl Pipeline {
             };
         let (text, changed) = crate::parse::clean::clean(text, clean_buf);
         d.control_codes += u64::from(changed);
-        let text = match std::str::from_utf8(text) {
+        let text = match simdutf8::basic::from_utf8(text) {
             Ok(s) => s,
             Err(_) => {
                 d.invalid_utf8 += 1;
@@ -303,7 +303,7 @@ impl Ingest {
     /// at the line that holds its text).
     pub fn parallel(mut self, threads: usize) -> Ingest {
         if threads > 1 && !fault::enabled() {
-            self.batch = Some(parallel::Batch::new(&self.pipeline, threads));
+            self.batch = parallel::Batch::new(&self.pipeline, threads);
         }
         self
     }

@@ -2,19 +2,20 @@
 //! (`--once`, `backfill`), cuts them at line boundaries into contiguous chunks (a few per
 //! thread), parses the chunks at once (each thread with its own [`Pipeline`], taking the next
 //! chunk when done), and hands the outcomes back in log order, so the state is applied
-//! sequentially exactly as a single thread would.
+//! sequentially exactly as a single thread would. The calling thread applies each chunk as soon
+//! as it and every earlier one are parsed, and parses chunks itself while the next one is not
+//! ready: applying (a quarter of the work) overlaps the other threads' parsing.
 //!
 //! Parsing a line is a pure function of the line except for one thing: the [`Framer`] joins the
 //! pieces of a partial container record (CRI `P`, Docker `json-file` over 16 KiB) across lines.
 //! A chunk is only used when its framer held no piece after any of its lines; otherwise the
-//! batch is parsed again sequentially by the input's own pipeline, and so is the rest of the
-//! input. The parsers' caches (prefixes, field keys) change no result.
+//! batch is parsed again from that chunk on, sequentially, by the input's own pipeline, and so
+//! is the rest of the input. The parsers' caches (prefixes, field keys) change no result.
 //!
 //! [`Framer`]: super::framing::Framer
 
-use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex, MutexGuard};
 
 use super::{Outcome, Pipeline};
 use crate::parse::patterns::{Class, MetricId};
@@ -49,9 +50,10 @@ pub struct Batch {
     ends: Vec<usize>,
     /// One pipeline per thread.
     pipelines: Vec<Pipeline>,
-    /// What each chunk of the batch gave; threads take the next chunk as they finish one, so a
-    /// thread the system holds back (other work on its core) delays only its current chunk.
-    chunks: Vec<Mutex<Chunk>>,
+    /// What each chunk of the batch gave, and its signal that it is parsed; threads take the
+    /// next chunk as they finish one, so a thread the system holds back (other work on its
+    /// core) delays only its current chunk.
+    chunks: Vec<(Mutex<Chunk>, Condvar)>,
     /// A chunk was unsafe to parse apart: the rest of the input is parsed sequentially.
     sequential: bool,
 }
@@ -66,6 +68,8 @@ struct Chunk {
     delta: SourceDelta,
     /// Every line of the chunk left the framer without a partial record.
     safe: bool,
+    /// Parsed in this batch (the caller waits for it on the chunk's condition variable).
+    done: bool,
 }
 
 /// Owned outcomes of a chunk: per line an [`Item`], whose record borrows these buffers.
@@ -90,31 +94,54 @@ enum Item {
     Panicked,
 }
 
-/// A text of an outcome: a range of the batch's lines where it is part of a line as read (most
-/// texts: no copy), else of [`Parsed`]'s own text (what a wrapper or the parser's scratch made).
-#[derive(Debug, Clone)]
-enum Text {
-    Line(Range<usize>),
-    Own(Range<usize>),
+/// A text of an outcome: bytes `start..start + len` of the batch's lines where it is part of a
+/// line as read (most texts: no copy; `own: false`), else of [`Parsed`]'s own text (what a
+/// wrapper or the parser's scratch made). 32-bit offsets keep an [`Item`] small (its bytes are
+/// written and read once per line): a batch holds at most [`MAX_LINE`] + [`MAX_BATCH_BYTES`]
+/// bytes of lines, and its own text at most three times that (invalid UTF-8 made lossy).
+#[derive(Debug, Clone, Copy)]
+struct Text {
+    start: u32,
+    len: u32,
+    own: bool,
 }
 
-/// A [`Record`] with its borrowed parts as ranges into [`Parsed`]'s buffers.
+/// The longest line a batch takes (`--max-line-bytes` above this: no parallel batches), so
+/// that every offset into a batch fits in 32 bits.
+pub const MAX_LINE: usize = 512 << 20;
+
+/// A range of [`Parsed`]'s value buffers.
+type Span = (u32, u32);
+
+/// `v[span]`.
+fn at<T>(v: &[T], (a, b): Span) -> &[T] {
+    &v[a as usize..b as usize]
+}
+
+/// `v.extend_from_slice(x)`, as the span of `v` it took.
+fn append<T: Copy>(v: &mut Vec<T>, x: &[T]) -> Span {
+    let a = v.len();
+    v.extend_from_slice(x);
+    (a as u32, v.len() as u32)
+}
+
+/// A [`Record`] with its borrowed parts as spans of [`Parsed`]'s buffers.
 #[derive(Debug)]
 struct Rec {
-    kind: usize,
+    kind: u32,
     class: Class,
+    bad_values: u32,
     time: Option<LogTime>,
     ranks: Ranks,
-    values: Range<usize>,
-    bad_metrics: Range<usize>,
+    values: Span,
+    bad_metrics: Span,
+    unknown: Span,
     line: Text,
     unknown_text: Text,
-    unknown: Range<usize>,
-    bad_values: u32,
     engine: Option<Text>,
     access: Option<(Text, Text, u16)>,
     server_args: Option<Box<ServerArgs>>,
-    request: Option<usize>,
+    request: Option<u32>,
     unit: Option<Text>,
     realtime: Option<f64>,
 }
@@ -132,12 +159,22 @@ impl Parsed {
     /// `s` as a range of `arena` when it lies in it, else copied.
     fn text(&mut self, arena: &[u8], s: &str) -> Text {
         let (a, p) = (arena.as_ptr() as usize, s.as_ptr() as usize);
+        let len = s.len() as u32;
         if p >= a && p + s.len() <= a + arena.len() {
-            return Text::Line(p - a..p - a + s.len());
+            let start = (p - a) as u32;
+            return Text {
+                start,
+                len,
+                own: false,
+            };
         }
-        let start = self.text.len();
+        let start = self.text.len() as u32;
         self.text.push_str(s);
-        Text::Own(start..self.text.len())
+        Text {
+            start,
+            len,
+            own: true,
+        }
     }
 
     /// Keeps an outcome of the chunk's pipeline (`arena`: the batch's lines).
@@ -162,26 +199,23 @@ impl Parsed {
         unit: Option<&str>,
         realtime: Option<f64>,
     ) -> Rec {
-        let v = self.values.len();
-        self.values.extend_from_slice(r.values);
-        let b = self.bad_metrics.len();
-        self.bad_metrics.extend_from_slice(r.bad_metrics);
-        let u = self.unknown.len();
-        self.unknown.extend_from_slice(r.unknown);
+        let values = append(&mut self.values, r.values);
+        let bad_metrics = append(&mut self.bad_metrics, r.bad_metrics);
+        let unknown = append(&mut self.unknown, r.unknown);
         let request = r.request.map(|q| {
             self.requests.push(*q);
-            self.requests.len() - 1
+            (self.requests.len() - 1) as u32
         });
         Rec {
-            kind: r.kind,
+            kind: r.kind as u32,
             class: r.class,
             time: r.time,
             ranks: r.ranks,
-            values: v..self.values.len(),
-            bad_metrics: b..self.bad_metrics.len(),
+            values,
+            bad_metrics,
             line: self.text(arena, r.line),
             unknown_text: self.text(arena, r.unknown_text),
-            unknown: u..self.unknown.len(),
+            unknown,
             bad_values: r.bad_values,
             engine: r.engine.map(|e| self.text(arena, e)),
             access: r.access.map(|a| {
@@ -195,12 +229,14 @@ impl Parsed {
         }
     }
 
-    /// The text of `t` (`arena`: the batch's lines; a line range is UTF-8, as it was read as a
-    /// `&str` there).
+    /// The text of `t` (`arena`: the batch's lines; a line's text is UTF-8, as it was read as a
+    /// `&str` there, checked again by SIMD).
     fn get<'a>(&'a self, arena: &'a [u8], t: &Text) -> &'a str {
-        match t {
-            Text::Line(r) => std::str::from_utf8(&arena[r.clone()]).unwrap_or(""),
-            Text::Own(r) => &self.text[r.clone()],
+        let r = t.start as usize..(t.start + t.len) as usize;
+        if t.own {
+            &self.text[r]
+        } else {
+            simdutf8::basic::from_utf8(&arena[r]).unwrap_or("")
         }
     }
 
@@ -214,15 +250,15 @@ impl Parsed {
         };
         let t = |x: &Text| self.get(arena, x);
         let rec = Record {
-            kind: r.kind,
+            kind: r.kind as usize,
             class: r.class,
             time: r.time,
             ranks: r.ranks,
-            values: &self.values[r.values.clone()],
-            bad_metrics: &self.bad_metrics[r.bad_metrics.clone()],
+            values: at(&self.values, r.values),
+            bad_metrics: at(&self.bad_metrics, r.bad_metrics),
             line: t(&r.line),
             unknown_text: t(&r.unknown_text),
-            unknown: &self.unknown[r.unknown.clone()],
+            unknown: at(&self.unknown, r.unknown),
             bad_values: r.bad_values,
             engine: r.engine.as_ref().map(t),
             access: r.access.as_ref().map(|(m, p, s)| Access {
@@ -231,7 +267,7 @@ impl Parsed {
                 status: *s,
             }),
             server_args: r.server_args.clone(),
-            request: r.request.map(|q| &self.requests[q]),
+            request: r.request.map(|q| &self.requests[q as usize]),
         };
         Outcome::Parsed {
             rec,
@@ -255,26 +291,31 @@ impl Chunk {
             start = end;
             if !pipeline.framer_idle() {
                 self.safe = false;
-                return;
+                break;
             }
         }
+        self.done = true;
     }
 }
 
 impl Batch {
     /// A batch parsing with `threads` copies of `like` (at least 2; `like` itself stays with
-    /// the caller, for the sequential fallback).
-    pub fn new(like: &Pipeline, threads: usize) -> Batch {
+    /// the caller, for the sequential fallback); `None` where `like` takes lines longer than
+    /// [`MAX_LINE`].
+    pub fn new(like: &Pipeline, threads: usize) -> Option<Batch> {
+        if like.max_line > MAX_LINE {
+            return None;
+        }
         let threads = threads.max(2);
-        Batch {
+        Some(Batch {
             arena: Vec::new(),
             ends: Vec::new(),
             pipelines: (0..threads).map(|_| like.sibling()).collect(),
             chunks: (0..threads * CHUNKS_PER_THREAD)
-                .map(|_| Mutex::default())
+                .map(|_| (Mutex::default(), Condvar::new()))
                 .collect(),
             sequential: false,
-        }
+        })
     }
 
     /// Adds a line (without `\n`). Returns whether the batch is full: time to [`Batch::run`].
@@ -296,29 +337,22 @@ impl Batch {
         let mut d = SourceDelta::default();
         // A partial record held from before (a sequential stretch) joins lines apart.
         self.sequential |= !main.framer_idle();
+        let mut applied = 0;
         if !self.sequential && self.ends.len() > 1 {
-            self.parse_parallel();
-        }
-        let chunks: Vec<&Chunk> = self.chunks.iter_mut().map(|c| &*lock(c)).collect();
-        if !self.sequential && self.ends.len() > 1 && chunks.iter().all(|c| c.safe) {
-            for c in chunks {
-                for i in 0..c.out.items.len() {
-                    f(c.out.outcome(&self.arena, i));
-                }
-                d.add(&c.delta);
-            }
-        } else {
-            if !self.sequential && self.ends.len() > 1 {
+            applied = self.parse_parallel(&mut d, &mut f);
+            if applied < self.ends.len() {
                 tracing::debug!(
                     "a partial container record: the rest of this input is parsed on one thread"
                 );
                 self.sequential = true;
             }
-            let mut start = 0;
-            for &end in &self.ends {
-                f(main.run(&self.arena[start..end], &mut d));
-                start = end;
-            }
+        }
+        // The chunks before an unsafe one ended with an idle framer, as `main`'s is: the rest
+        // is read by `main` from there, as one thread would.
+        let mut start = applied.checked_sub(1).map_or(0, |i| self.ends[i]);
+        for &end in &self.ends[applied..] {
+            f(main.run(&self.arena[start..end], &mut d));
+            start = end;
         }
         self.arena.clear();
         self.ends.clear();
@@ -326,8 +360,11 @@ impl Batch {
     }
 
     /// Cuts the lines into chunks (by bytes, at line ends) and parses them at once: each thread
-    /// (this one too) takes the next chunk until none is left.
-    fn parse_parallel(&mut self) {
+    /// takes the next chunk until none is left. This thread also hands the parsed chunks to `f`
+    /// in order as they are ready (so applying overlaps the other threads' parsing), and parses
+    /// a chunk itself when the next one to hand is not yet taken. Returns the lines handed: all
+    /// of them, or those before the first chunk that left a partial container record.
+    fn parse_parallel(&mut self, d: &mut SourceDelta, f: &mut impl FnMut(Outcome<'_>)) -> usize {
         let Batch {
             arena,
             ends,
@@ -335,6 +372,9 @@ impl Batch {
             chunks,
             ..
         } = self;
+        for (c, _) in chunks.iter_mut() {
+            lock(c).done = false;
+        }
         let (arena, ends, chunks) = (&arena[..], &ends[..], &chunks[..]);
         let n = chunks.len();
         let mut cuts = vec![0usize];
@@ -347,24 +387,65 @@ impl Batch {
         }
         cuts.push(ends.len());
         let next = AtomicUsize::new(0);
-        let work = |p: &mut Pipeline| loop {
-            let k = next.fetch_add(1, Ordering::Relaxed);
+        // Takes the next chunk, if any is left, and parses it.
+        let take = |p: &mut Pipeline| {
+            let k = next.fetch_add(1, Ordering::AcqRel);
             if k >= n {
-                break;
+                return false;
             }
             let (a, b) = (cuts[k], cuts[k + 1]);
             let from = if a == 0 { 0 } else { ends[a - 1] };
-            let mut c = chunks[k].lock().unwrap_or_else(|e| e.into_inner());
-            c.parse(p, arena, from, &ends[a..b]);
+            let (m, ready) = &chunks[k];
+            let mut c = relock(m.lock());
+            let parse = std::panic::AssertUnwindSafe(|| c.parse(p, arena, from, &ends[a..b]));
+            if std::panic::catch_unwind(parse).is_err() {
+                // Never left undone (the caller waits for it): read again on one thread.
+                c.safe = false;
+                c.done = true;
+            }
+            drop(c);
+            ready.notify_all();
+            true
         };
         std::thread::scope(|s| {
             let (first, rest) = pipelines.split_at_mut(1);
             for p in rest {
-                s.spawn(|| work(p));
+                s.spawn(|| while take(p) {});
             }
-            work(&mut first[0]);
-        });
+            for k in 0..n {
+                let (m, ready) = &chunks[k];
+                // While chunk k is not ready, this thread parses the chunks left rather than
+                // wait; with none left, it waits.
+                let c = loop {
+                    if let Some(c) = m.try_lock().ok().filter(|c| c.done) {
+                        break c;
+                    }
+                    if !take(&mut first[0]) {
+                        let mut c = relock(m.lock());
+                        while !c.done {
+                            c = relock(ready.wait(c));
+                        }
+                        break c;
+                    }
+                };
+                if !c.safe {
+                    return cuts[k];
+                }
+                for i in 0..c.out.items.len() {
+                    f(c.out.outcome(arena, i));
+                }
+                d.add(&c.delta);
+            }
+            ends.len()
+        })
     }
+}
+
+/// A chunk's guard, also after a panic elsewhere (the results of a finished parse stand).
+fn relock<'a>(
+    g: Result<MutexGuard<'a, Chunk>, std::sync::PoisonError<MutexGuard<'a, Chunk>>>,
+) -> MutexGuard<'a, Chunk> {
+    g.unwrap_or_else(|e| e.into_inner())
 }
 
 /// A chunk's results, also after a panic elsewhere (the results of a finished parse stand).
