@@ -120,8 +120,9 @@ struct Starts {
     anchored: Regex,
     bytes: Vec<u8>,
     /// Every match starts with one of these (the prefix literals' longest common prefix, else
-    /// the literals themselves, at most [`MAX_PREFIXES`]; empty: not checked). A candidate byte whose text starts with none of
-    /// them (the `P` of `DP0` for `Prefill batch`) is passed over without running the regex.
+    /// the literals themselves, at most [`MAX_PREFIXES`]; empty: not checked). A candidate byte
+    /// whose text starts with none of them (the `P` of `DP0` for `Prefill batch`) is passed
+    /// over without running the regex.
     prefixes: Vec<Vec<u8>>,
 }
 

@@ -15,7 +15,7 @@
 //! [`Framer`]: super::framing::Framer
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Condvar, LockResult, Mutex, PoisonError};
 
 use super::{Outcome, Pipeline};
 use crate::parse::patterns::{Class, MetricId};
@@ -373,7 +373,7 @@ impl Batch {
             ..
         } = self;
         for (c, _) in chunks.iter_mut() {
-            lock(c).done = false;
+            unpoisoned(c.get_mut()).done = false;
         }
         let (arena, ends, chunks) = (&arena[..], &ends[..], &chunks[..]);
         let n = chunks.len();
@@ -396,7 +396,7 @@ impl Batch {
             let (a, b) = (cuts[k], cuts[k + 1]);
             let from = if a == 0 { 0 } else { ends[a - 1] };
             let (m, ready) = &chunks[k];
-            let mut c = relock(m.lock());
+            let mut c = unpoisoned(m.lock());
             let parse = std::panic::AssertUnwindSafe(|| c.parse(p, arena, from, &ends[a..b]));
             if std::panic::catch_unwind(parse).is_err() {
                 // Never left undone (the caller waits for it): read again on one thread.
@@ -421,9 +421,9 @@ impl Batch {
                         break c;
                     }
                     if !take(&mut first[0]) {
-                        let mut c = relock(m.lock());
+                        let mut c = unpoisoned(m.lock());
                         while !c.done {
-                            c = relock(ready.wait(c));
+                            c = unpoisoned(ready.wait(c));
                         }
                         break c;
                     }
@@ -441,14 +441,8 @@ impl Batch {
     }
 }
 
-/// A chunk's guard, also after a panic elsewhere (the results of a finished parse stand).
-fn relock<'a>(
-    g: Result<MutexGuard<'a, Chunk>, std::sync::PoisonError<MutexGuard<'a, Chunk>>>,
-) -> MutexGuard<'a, Chunk> {
-    g.unwrap_or_else(|e| e.into_inner())
-}
-
-/// A chunk's results, also after a panic elsewhere (the results of a finished parse stand).
-fn lock(c: &mut Mutex<Chunk>) -> &mut Chunk {
-    c.get_mut().unwrap_or_else(|e| e.into_inner())
+/// A chunk (its guard, or itself through `&mut`), also after a panic elsewhere (the results of a
+/// finished parse stand).
+fn unpoisoned<G>(r: LockResult<G>) -> G {
+    r.unwrap_or_else(PoisonError::into_inner)
 }

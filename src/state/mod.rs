@@ -679,28 +679,34 @@ impl State {
             .min_by(f64::total_cmp)
     }
 
-    fn server_mut(&mut self, key: &ServerKey) -> Option<&mut ServerState> {
-        if !self.servers.contains_key(key) {
-            let engines = || {
-                self.servers
-                    .keys()
-                    .filter(|k| k.server == key.server && !k.engine.is_empty())
-                    .count()
-            };
-            if self.servers.len() >= self.cfg.max_servers
-                || (!key.engine.is_empty() && engines() >= self.cfg.max_engines)
-            {
-                self.dropped_series += 1;
-                return None;
-            }
-            let n = self.pat.metrics.len();
-            let mut srv = ServerState::new(n);
-            if let Some(l) = self.source_labels.get(&key.server) {
-                srv.source_labels = l.clone();
-            }
-            self.servers.insert(key.clone(), srv);
+    /// Adds the server of `key` (which `servers` lacks) where the bounds leave room; otherwise
+    /// counts a dropped series. Apart from `self`, so that a caller holding other fields can
+    /// call it.
+    fn add_server<'a>(
+        servers: &'a mut BTreeMap<ServerKey, ServerState>,
+        cfg: &StateConfig,
+        source_labels: &BTreeMap<String, Vec<(&'static str, String)>>,
+        metrics: usize,
+        dropped_series: &mut u64,
+        key: &ServerKey,
+    ) -> Option<&'a mut ServerState> {
+        let engines = || {
+            servers
+                .keys()
+                .filter(|k| k.server == key.server && !k.engine.is_empty())
+                .count()
+        };
+        if servers.len() >= cfg.max_servers
+            || (!key.engine.is_empty() && engines() >= cfg.max_engines)
+        {
+            *dropped_series += 1;
+            return None;
         }
-        self.servers.get_mut(key)
+        let mut srv = ServerState::new(metrics);
+        if let Some(l) = source_labels.get(&key.server) {
+            srv.source_labels = l.clone();
+        }
+        Some(servers.entry(key.clone()).or_insert(srv))
     }
 
     /// Applies a batch of source counters.
@@ -754,13 +760,12 @@ impl State {
         let (max_ranks, max_total) = (self.cfg.max_ranks, self.cfg.max_ranks_total);
         let room = self.ranks_total < max_total;
         let max_http = self.cfg.max_http_series;
-        // A new server is added first (rare); then one lookup (string comparisons) finds it,
-        // borrowing the state's fields apart (no reference counting per line).
-        if !self.servers.contains_key(key) && self.server_mut(key).is_none() {
-            return;
-        }
+        // The state's fields borrowed apart (no reference counting per line); one lookup for
+        // a known server (each costs string comparisons).
         let State {
+            cfg,
             servers,
+            source_labels,
             pat,
             derived: d,
             ranks_total,
@@ -768,8 +773,15 @@ impl State {
             dropped_series,
             ..
         } = self;
-        let Some(srv) = servers.get_mut(key) else {
-            return;
+        let srv = match servers.get_mut(key) {
+            Some(s) => s,
+            None => {
+                let n = pat.metrics.len();
+                match State::add_server(servers, cfg, source_labels, n, dropped_series, key) {
+                    Some(s) => s,
+                    None => return,
+                }
+            }
         };
         if let Some(t) = ts {
             srv.last_seen = Some(srv.last_seen.map_or(t, |l| l.max(t)));

@@ -261,6 +261,27 @@ fn limits_drop_ranks_and_fold_unknown_keys() {
 }
 
 #[test]
+fn the_server_bound_drops_the_lines_of_servers_past_it() {
+    let mut f = Fixture::new(StateConfig {
+        max_servers: 2,
+        ..StateConfig::default()
+    });
+    let line = "[2026-06-03 10:00:00 TP0] Decode batch, #running-req: 3, #token: 1, token usage: 0.01, #queue-req: 0";
+    for srv in ["a", "b", "c", "a", "c"] {
+        f.apply(srv, line, Some(T));
+    }
+    let names: Vec<&str> = f
+        .state
+        .servers()
+        .keys()
+        .map(|k| k.server.as_str())
+        .collect();
+    assert_eq!(names, ["a", "b"]);
+    assert_eq!(f.state.dropped_series, 2);
+    assert_eq!(f.rank("a", Some(0)).decode_lines, 2);
+}
+
+#[test]
 fn server_keys_order_as_their_bytes() {
     let k = |s: &str, e: &str| ServerKey {
         server: s.to_string(),
