@@ -18,6 +18,11 @@ pub struct LiteralSet {
     implied: Vec<u64>,
     /// Every occurrence, overlapping: the fallback where Teddy is unavailable.
     overlapping: aho_corasick::AhoCorasick,
+    /// Teddy reads a haystack at least `minimum_len` long and hands a shorter one to a much
+    /// slower Rabin-Karp search: the end of a line after its last occurrence (`1.1" 200 OK`
+    /// after ` HTTP/`) is copied here and padded with NUL bytes instead. `None` when a literal
+    /// holds a NUL (padding could then complete it).
+    pad: Option<Vec<u8>>,
 }
 
 impl LiteralSet {
@@ -43,18 +48,20 @@ impl LiteralSet {
                     .fold(0u64, |m, (j, _)| m | 1 << j)
             })
             .collect();
+        let pad = (!literals.iter().any(|l| l.contains('\0'))).then(Vec::new);
         LiteralSet {
             packed: b.build(),
             packed_literal: order,
             implied,
             overlapping,
+            pad,
         }
     }
 
     /// The literals `line` holds (bit `i` for literal `i`); 0 for none. Linear in the line: each
     /// search resumes one byte after the previous occurrence's start, so overlapping occurrences
     /// (`batch` inside `new fill batch. `) all count.
-    pub fn present(&self, line: &str) -> u64 {
+    pub fn present(&mut self, line: &str) -> u64 {
         let Some(p) = &self.packed else {
             return self
                 .overlapping
@@ -62,9 +69,30 @@ impl LiteralSet {
                 .fold(0, |m, o| m | 1 << o.pattern().as_usize());
         };
         let hay = line.as_bytes();
+        let min = p.minimum_len();
         let mut set = 0u64;
         let mut at = 0;
-        while let Some(m) = p.find_in(hay, aho_corasick::Span::from(at..hay.len())) {
+        while at < hay.len() {
+            if hay.len() - at < min {
+                if let Some(pad) = &mut self.pad {
+                    // Every search in the padded copy spans at least `min` bytes.
+                    let tail = &hay[at..];
+                    pad.clear();
+                    pad.extend_from_slice(tail);
+                    pad.resize(tail.len() + min, 0);
+                    let mut from = 0;
+                    while let Some(m) = p.find_in(&*pad, aho_corasick::Span::from(from..pad.len()))
+                    {
+                        let lit = self.packed_literal[m.pattern().as_usize()];
+                        set |= 1 << lit | self.implied[lit];
+                        from = m.start() + 1;
+                    }
+                    return set;
+                }
+            }
+            let Some(m) = p.find_in(hay, aho_corasick::Span::from(at..hay.len())) else {
+                break;
+            };
             let lit = self.packed_literal[m.pattern().as_usize()];
             set |= 1 << lit | self.implied[lit];
             at = m.start() + 1;
@@ -88,17 +116,22 @@ mod tests {
 
     /// Both ways of searching give the same set, which is every literal the line contains.
     fn check(lits: &[&str], line: &str) -> u64 {
-        let s = set(lits);
+        let mut s = set(lits);
         let want = lits
             .iter()
             .enumerate()
             .filter(|(_, l)| line.contains(*l))
             .fold(0u64, |m, (i, _)| m | 1 << i);
         assert_eq!(s.present(line), want, "{line:?}");
-        let slow = LiteralSet {
+        let mut slow = LiteralSet {
             packed: None,
             ..set(lits)
         };
+        let mut unpadded = LiteralSet {
+            pad: None,
+            ..set(lits)
+        };
+        assert_eq!(unpadded.present(line), want, "{line:?} (not padded)");
         assert_eq!(slow.present(line), want, "{line:?} (fallback)");
         want
     }
@@ -121,5 +154,35 @@ mod tests {
         assert_eq!(check(&lits, "abc bcd"), 0b101000);
         assert_eq!(check(&lits, "ab"), 0);
         assert_eq!(check(&lits, "batchbatchbatch abc"), 0b001001);
+    }
+
+    /// Occurrences at every distance from the end of lines longer and shorter than Teddy's
+    /// minimum haystack (the padded tail), NUL bytes in the line, and cut-off literals at its end.
+    #[test]
+    fn occurrences_near_the_end_of_a_line_all_count() {
+        let lits = [" HTTP/", "batch", "abc", "abcd", "bcd", "#queue-req: "];
+        for lead in 0..80 {
+            for tail in [
+                "",
+                "x",
+                "1.1\" 200 OK",
+                "\0\0",
+                "abcd",
+                "ab",
+                "bcd abc",
+                " HTTP",
+                "batc",
+            ] {
+                for mid in ["", " HTTP/", "abc", "batch\0bcd", "#queue-req: 3"] {
+                    let line = format!("{}{mid}{tail}", "x".repeat(lead));
+                    check(&lits, &line);
+                }
+            }
+        }
+        // A literal with a NUL is never padded (the padding could complete it).
+        let nul = ["a\0", "zz"];
+        assert!(set(&nul).pad.is_none());
+        assert_eq!(check(&nul, "xxa"), 0);
+        assert_eq!(check(&nul, "xxa\0"), 0b01);
     }
 }

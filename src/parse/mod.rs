@@ -18,6 +18,7 @@ pub mod patterns;
 pub mod prefix;
 pub mod request;
 pub mod server_args;
+mod template;
 
 use std::sync::Arc;
 
@@ -46,6 +47,9 @@ pub struct Parser {
     literals: literals::LiteralSet,
     /// Per line kind, field keys already looked up and their targets (see [`FieldMemo`]).
     field_memo: Vec<FieldMemo>,
+    /// Per line kind, the bytes its values may hold in a template (`None`: the kind has none)
+    /// and its last clean fields section (see [`template`]).
+    templates: Vec<(Option<template::Plain>, template::Template)>,
 }
 
 /// Buffers a [`Record`] borrows, reused from line to line.
@@ -53,6 +57,10 @@ pub struct Parser {
 struct Scratch {
     values: Vec<(MetricId, f64)>,
     bad_metrics: Vec<MetricId>,
+    /// Bit sets over metric ids: which are in `values` / `bad_metrics`, so that the first value
+    /// of a metric (nearly all) is added without a search of either.
+    in_values: Bits,
+    in_bad: Bits,
     unknown_text: String,
     unknown_spans: Vec<(usize, usize)>,
     /// A compound key expanded (`#token` + `full` → `#full token`).
@@ -67,8 +75,40 @@ impl Scratch {
     fn clear(&mut self) {
         self.values.clear();
         self.bad_metrics.clear();
+        self.in_values.clear();
+        self.in_bad.clear();
         self.unknown_text.clear();
         self.unknown_spans.clear();
+    }
+}
+
+/// A set of metric ids (see [`Scratch::in_values`]); ids past its size read as possibly present.
+#[derive(Debug, Default)]
+struct Bits(Vec<u64>);
+
+impl Bits {
+    fn sized(n: usize) -> Bits {
+        Bits(vec![0; n.div_ceil(64)])
+    }
+
+    fn clear(&mut self) {
+        self.0.fill(0);
+    }
+
+    fn maybe(&self, id: MetricId) -> bool {
+        let i = usize::from(id);
+        self.0.get(i / 64).is_none_or(|w| w & 1 << (i % 64) != 0)
+    }
+
+    fn set(&mut self, id: MetricId, on: bool) {
+        let i = usize::from(id);
+        if let Some(w) = self.0.get_mut(i / 64) {
+            *w = if on {
+                *w | 1 << (i % 64)
+            } else {
+                *w & !(1 << (i % 64))
+            };
+        }
     }
 }
 
@@ -196,13 +236,22 @@ impl Parser {
             cache: (pat.prefix.as_str() == CACHEABLE_PREFIX).then(PrefixCache::default),
         };
         let field_memo = pat.lines.iter().map(|_| FieldMemo::default()).collect();
+        let n_metrics = pat.metrics.len();
+        let templates = pat
+            .lines
+            .iter()
+            .map(|l| (template::Plain::of(l), template::Template::default()))
+            .collect();
         Parser {
+            templates,
             literals: literals::LiteralSet::new(&pat.literals, pat.prefilter.clone()),
             field_memo,
             pat,
             search,
             scratch: Scratch {
                 values: Vec::with_capacity(32),
+                in_values: Bits::sized(n_metrics),
+                in_bad: Bits::sized(n_metrics),
                 ..Scratch::default()
             },
             prefix,
@@ -380,78 +429,138 @@ impl Parser {
             search,
             scratch,
             field_memo,
+            templates,
             ..
         } = self;
         let pat = &**pat;
         let kind = &pat.lines[k];
         let locs = &search[k].locs;
         let mut bad = 0u32;
-        let mut required = kind.requires.is_empty();
         for &(gi, target) in &kind.group_fields {
             if let Some((s, e)) = locs.get(gi) {
                 push_value(scratch, target, &line[s..e], &mut bad);
             }
         }
-        let body = fields_section(kind, locs, line, m_end);
-        if glued(pat, body) {
-            return None;
+        let start = fields_start(kind, locs, m_end);
+        let (plain, tpl) = &mut templates[k];
+        let Some(plain) = plain else {
+            return read_fields(
+                pat,
+                k,
+                &line[start..],
+                scratch,
+                &mut field_memo[k],
+                None,
+                bad,
+            );
+        };
+        if tpl.matches(plain, &line[start..]) {
+            for (t, v) in tpl.values(&line[start..]) {
+                push_value(scratch, t, v, &mut bad);
+            }
+            scratch.unknown_text.push_str(&tpl.unknown_text);
+            scratch.unknown_spans.extend_from_slice(&tpl.unknown_spans);
+            return tpl.required.then_some(bad);
         }
-        let mut pieces = split_fields(body, &kind.separators);
-        let mut compound: Option<&str> = None;
-        while let Some(piece) = pieces.next() {
-            let Some((key, mut value)) = split_kv(piece, &kind.kv).or_else(|| {
-                // `swa=8192` after `#token: full=20480`
-                let part = piece.trim();
-                compound
-                    .filter(|_| compound_part(part).is_some())
-                    .map(|ck| (ck, part))
-            }) else {
-                // Not `key: value`: on a statistics line, where every piece is a field, counted
-                // (never silently dropped); startup lines may carry prose between fields.
-                if matches!(kind.class, Class::Prefill | Class::Decode | Class::Retract) {
-                    bad += 1;
-                    // A last field cut to `#queue-req:`: its gauge is withdrawn too, rather
-                    // than left showing an older value.
-                    if let Some(key) = empty_value(piece, &kind.kv) {
-                        if let (Some(t), _) = field_memo[k].get(pat, kind, key) {
-                            push_value(scratch, t, "", &mut 0);
-                        }
+        let learner = tpl.learner(plain, &line[start..]);
+        read_fields(
+            pat,
+            k,
+            &line[start..],
+            scratch,
+            &mut field_memo[k],
+            Some(learner),
+            bad,
+        )
+    }
+}
+
+/// Reads the `key: value` fields of `rest` (a line of kind `k` from its fields section on) into
+/// the scratch buffers, with `bad` unreadable values so far: the general path, which splits
+/// the section into pieces and looks each key up. A `learner` sees every value read and keeps
+/// the line as its kind's template when nothing in it needs the general path.
+fn read_fields(
+    pat: &Patterns,
+    k: usize,
+    rest: &str,
+    scratch: &mut Scratch,
+    memo: &mut FieldMemo,
+    mut learner: Option<template::Learner<'_>>,
+    mut bad: u32,
+) -> Option<u32> {
+    let kind = &pat.lines[k];
+    let mut required = kind.requires.is_empty();
+    let body = fields_section(kind, rest);
+    if glued(pat, body) {
+        return None;
+    }
+    let spoil = |l: &mut Option<template::Learner<'_>>| *l = None;
+    let mut pieces = split_fields(body, &kind.separators);
+    let mut compound: Option<&str> = None;
+    while let Some(piece) = pieces.next() {
+        let Some((key, mut value)) = split_kv(piece, &kind.kv).or_else(|| {
+            // `swa=8192` after `#token: full=20480`
+            let part = piece.trim();
+            compound
+                .filter(|_| compound_part(part).is_some())
+                .map(|ck| (ck, part))
+        }) else {
+            spoil(&mut learner);
+            // Not `key: value`: on a statistics line, where every piece is a field, counted
+            // (never silently dropped); startup lines may carry prose between fields.
+            if matches!(kind.class, Class::Prefill | Class::Decode | Class::Retract) {
+                bad += 1;
+                // A last field cut to `#queue-req:`: its gauge is withdrawn too, rather
+                // than left showing an older value.
+                if let Some(key) = empty_value(piece, &kind.kv) {
+                    if let (Some(t), _) = memo.get(pat, kind, key) {
+                        push_value(scratch, t, "", &mut 0);
                     }
                 }
-                continue;
-            };
-            if value.contains('[') && pat.bracketed.iter().any(|b| b == key) {
-                if let Some((_, v)) = pieces
-                    .extend_bracket(piece)
-                    .and_then(|p| split_kv(p, &kind.kv))
-                {
-                    value = v;
-                }
             }
-            let (key, value) = match compound_part(value) {
-                Some((sub, num)) if kind.kv.iter().all(|k| k != "=") => {
-                    compound = Some(key);
-                    (compound_key(key, sub, &mut scratch.key_buf) as &str, num)
-                }
-                _ => {
-                    compound = None;
-                    (key, value)
-                }
-            };
-            let (target, is_required) = field_memo[k].get(pat, kind, key);
-            required |= is_required;
-            match target {
-                Some(t) => push_value(scratch, t, value, &mut bad),
-                None => {
-                    // Field by field: `key` may borrow the key buffer.
-                    let s = scratch.unknown_text.len();
-                    scratch.unknown_text.push_str(key);
-                    scratch.unknown_spans.push((s, scratch.unknown_text.len()));
-                }
+            continue;
+        };
+        if value.contains('[') && pat.bracketed.iter().any(|b| b == key) {
+            spoil(&mut learner);
+            if let Some((_, v)) = pieces
+                .extend_bracket(piece)
+                .and_then(|p| split_kv(p, &kind.kv))
+            {
+                value = v;
             }
         }
-        required.then_some(bad)
+        let (key, value) = match compound_part(value) {
+            Some((sub, num)) if kind.kv.iter().all(|k| k != "=") => {
+                spoil(&mut learner);
+                compound = Some(key);
+                (compound_key(key, sub, &mut scratch.key_buf) as &str, num)
+            }
+            _ => {
+                if compound.take().is_some() {
+                    spoil(&mut learner);
+                }
+                (key, value)
+            }
+        };
+        let (target, is_required) = memo.get(pat, kind, key);
+        required |= is_required;
+        if let Some(l) = &mut learner {
+            l.value(value, target);
+        }
+        match target {
+            Some(t) => push_value(scratch, t, value, &mut bad),
+            None => {
+                // Field by field: `key` may borrow the key buffer.
+                let s = scratch.unknown_text.len();
+                scratch.unknown_text.push_str(key);
+                scratch.unknown_spans.push((s, scratch.unknown_text.len()));
+            }
+        }
     }
+    if let (Some(l), true) = (learner, required) {
+        l.keep(&scratch.unknown_text, &scratch.unknown_spans, required);
+    }
+    required.then_some(bad)
 }
 
 /// Whether an SGLang prefix starts inside the fields: two lines glued into one (a writer killed
@@ -467,19 +576,18 @@ fn glued(pat: &Patterns, body: &str) -> bool {
     })
 }
 
-/// The part of a line of `kind` that holds its `key: value` fields: from the kind's `fields`
-/// group (else the end of its match, `m_end`) to its `stop` text, without trailing separators.
-fn fields_section<'l>(
-    kind: &patterns::LineKind,
-    locs: &Locs,
-    line: &'l str,
-    m_end: usize,
-) -> &'l str {
-    let start = kind
-        .fields_group
+/// Where the `key: value` fields of a line of `kind` start: at the kind's `fields` group, else
+/// at the end of its match (`m_end`).
+fn fields_start(kind: &patterns::LineKind, locs: &Locs, m_end: usize) -> usize {
+    kind.fields_group
         .and_then(|g| locs.get(g))
-        .map_or(m_end, |(s, _)| s);
-    let mut body = &line[start..];
+        .map_or(m_end, |(s, _)| s)
+}
+
+/// The part of `rest` (a line of `kind` from its [`fields_start`]) that holds its fields: up to
+/// the kind's `stop` text, without trailing separators.
+fn fields_section<'l>(kind: &patterns::LineKind, rest: &'l str) -> &'l str {
+    let mut body = rest;
     if let Some(stop) = &kind.stop {
         if let Some(p) = body.find(stop.as_str()) {
             body = &body[..p];
@@ -595,8 +703,16 @@ fn push_value(scratch: &mut Scratch, t: FieldTarget, raw: &str, bad: &mut u32) {
     let FieldTarget::Metric { id, scale, sum } = t else {
         return;
     };
-    let slot = scratch.values.iter().position(|(m, _)| *m == id);
-    let unreadable = scratch.bad_metrics.iter().position(|m| *m == id);
+    let slot = if scratch.in_values.maybe(id) {
+        scratch.values.iter().position(|(m, _)| *m == id)
+    } else {
+        None
+    };
+    let unreadable = if scratch.in_bad.maybe(id) {
+        scratch.bad_metrics.iter().position(|m| *m == id)
+    } else {
+        None
+    };
     match parse_value(raw) {
         Ok(_) if sum && unreadable.is_some() => {}
         Ok(v) => {
@@ -605,11 +721,15 @@ fn push_value(scratch: &mut Scratch, t: FieldTarget, raw: &str, bad: &mut u32) {
             let v = v * scale;
             if let Some(u) = unreadable {
                 scratch.bad_metrics.swap_remove(u);
+                scratch.in_bad.set(id, false);
             }
             match slot {
                 Some(i) if sum => scratch.values[i].1 += v,
                 Some(i) => scratch.values[i].1 = v,
-                None => scratch.values.push((id, v)),
+                None => {
+                    scratch.values.push((id, v));
+                    scratch.in_values.set(id, true);
+                }
             }
         }
         Err(_) => {
@@ -617,9 +737,11 @@ fn push_value(scratch: &mut Scratch, t: FieldTarget, raw: &str, bad: &mut u32) {
             if sum || slot.is_none() {
                 if let Some(i) = slot {
                     scratch.values.swap_remove(i);
+                    scratch.in_values.set(id, false);
                 }
                 if unreadable.is_none() {
                     scratch.bad_metrics.push(id);
+                    scratch.in_bad.set(id, true);
                 }
             }
         }

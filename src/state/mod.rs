@@ -8,6 +8,7 @@
 pub mod clock;
 pub mod http;
 pub mod persist;
+mod printed;
 pub mod requests;
 pub mod selfmetric;
 
@@ -18,6 +19,7 @@ use crate::parse::patterns::{Class, MetricId, MetricKind, Patterns, Scope};
 use crate::record::{Ranks, Record, ServerArgs};
 pub use clock::LogClock;
 pub use http::HttpKey;
+use printed::Printed;
 pub use selfmetric::SelfMetric;
 
 /// Limits and policy of the state.
@@ -921,8 +923,9 @@ fn apply_rank_line(
                 rank.decode_lines += 1;
             }
             rank.last_stats = ts.or(rank.last_stats);
-            derive(d, class, rec, &mut rank.values);
-            apply_defaults(&d.defaults, class, rec, &mut rank.values);
+            let rec = Printed::of(rec);
+            derive(d, class, &rec, &mut rank.values);
+            apply_defaults(&d.defaults, class, &rec, &mut rank.values);
             let (ids, hint) = if class == Class::Prefill {
                 (&d.pd_prefill[..], EngineType::Prefill)
             } else {
@@ -946,11 +949,11 @@ fn apply_rank_line(
 fn apply_defaults(
     defaults: &[(MetricId, f64, Class)],
     class: Class,
-    rec: &Record<'_>,
+    rec: &Printed<'_, '_>,
     values: &mut [f64],
 ) {
     for &(id, v, c) in defaults {
-        if c == class && rec.get(id).is_none() && !rec.bad_metrics.contains(&id) {
+        if c == class && rec.get(id).is_none() && !rec.unreadable(id) {
             values[id as usize] = v;
         }
     }
@@ -963,10 +966,9 @@ fn apply_defaults(
 /// Nothing is derived from a line where an input of the derivation was unreadable: the derived
 /// gauge keeps its value rather than be re-derived from the inputs that remain (the largest of
 /// the other pools is not the largest pool).
-fn derive(d: &Derived, class: Class, rec: &Record<'_>, values: &mut [f64]) {
+fn derive(d: &Derived, class: Class, rec: &Printed<'_, '_>, values: &mut [f64]) {
     let got = |m: Option<MetricId>| m.and_then(|m| rec.get(m));
-    let unreadable =
-        |ms: &[Option<MetricId>]| ms.iter().flatten().any(|m| rec.bad_metrics.contains(m));
+    let unreadable = |ms: &[Option<MetricId>]| ms.iter().flatten().any(|&m| rec.unreadable(m));
     if let Some(used) = d.used {
         if got(Some(used)).is_none() && !unreadable(&[d.full_used, d.swa_used, Some(used)]) {
             let pools = [got(d.full_used), got(d.swa_used)];
