@@ -332,11 +332,14 @@ impl Parser {
         let pat = &*self.pat;
         let class = pat.lines[k].class;
         let (m_start, m_end) = self.search[k].locs.get(0)?;
-        if quoted_label(pat, &line[..m_start]) {
+        // Most lines hold one `[` before the label's end, at their start (the SGLang prefix):
+        // then neither a quoted label nor a later prefix needs looking for.
+        let one_bracket = memchr::memchr(b'[', &line.as_bytes()[1.min(m_end)..m_end]).is_none();
+        if !one_bracket && quoted_label(pat, &line[..m_start]) {
             return None;
         }
         // The SGLang prefix: the last timestamp bracket before the end of the label.
-        let (time, mut ranks) = self.prefix.read(pat, &line[..m_end])?;
+        let (time, mut ranks) = self.prefix.read(pat, &line[..m_end], one_bracket)?;
         if time.is_none() && ranks == Ranks::default() {
             if prefix::broken_timestamp(&line[..m_start]) {
                 return None;
@@ -624,10 +627,13 @@ fn gpu_tag(region: &str) -> Option<u32> {
 impl PrefixScratch {
     /// The time and ranks of the last prefix match in `region` (none: no time, no ranks);
     /// `None` for a malformed one.
-    fn read(&mut self, pat: &Patterns, region: &str) -> PrefixRead {
+    /// `one_bracket`: the region holds no `[` past its first byte.
+    fn read(&mut self, pat: &Patterns, region: &str, one_bracket: bool) -> PrefixRead {
         if let Some((len, t, r)) = self.cache.as_ref().and_then(|c| c.get(region)) {
-            // Every match of the cached prefix regex starts with `[`.
-            if memchr::memchr(b'[', &region.as_bytes()[len..]).is_none()
+            // Every match of the cached prefix regex starts with `[`, and a cached prefix is
+            // at least one byte long.
+            if one_bracket
+                || memchr::memchr(b'[', &region.as_bytes()[len..]).is_none()
                 || pat.prefix.find_at(region, len).is_none()
             {
                 return Some((t, r));
