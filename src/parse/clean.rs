@@ -15,6 +15,23 @@
 //! Tabs read as spaces. A line with no ESC, `\r` or tab (nearly every line) costs one `memchr3`
 //! and is not copied.
 
+/// Whether `b` is all printable ASCII (bytes 0x20-0x7F): then it holds nothing [`clean`] removes
+/// (ESC, `\r` and tab are below 0x20) and is valid UTF-8. Eight bytes at a time: for a byte
+/// below 0x80, subtracting 0x20 sets its top bit exactly when it is below 0x20, and the lowest
+/// such byte of a word borrows from no byte before it, so the test of the whole word is exact.
+pub fn is_plain_ascii(b: &[u8]) -> bool {
+    const LOW: u64 = 0x2020_2020_2020_2020;
+    const TOP: u64 = 0x8080_8080_8080_8080;
+    let words = b.chunks_exact(8);
+    let rest = words.remainder();
+    let mut seen = 0u64;
+    for w in words {
+        let w = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
+        seen |= w.wrapping_sub(LOW) | w;
+    }
+    seen & TOP == 0 && rest.iter().all(|&c| (0x20..0x80).contains(&c))
+}
+
 /// Cleans `line`, writing into `buf` only when something had to be removed.
 ///
 /// Returns the cleaned bytes (`line` itself, or a slice of `buf`) and whether anything was
@@ -122,6 +139,27 @@ fn last_fragment(b: &[u8]) -> (usize, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plain_ascii_is_exactly_bytes_0x20_to_0x7f() {
+        let base: Vec<u8> = (0..40u8).map(|i| b'a' + i % 26).collect();
+        for n in 0..base.len() {
+            assert!(is_plain_ascii(&base[..n]));
+            for at in 0..n {
+                for c in 0..=255u8 {
+                    let mut b = base[..n].to_vec();
+                    b[at] = c;
+                    assert_eq!(
+                        is_plain_ascii(&b),
+                        (0x20..0x80).contains(&c),
+                        "{n} {at} {c}"
+                    );
+                }
+            }
+        }
+        // Several low bytes in one word, after one that borrows.
+        assert!(!is_plain_ascii(b"ab\x00\x1f\x1b\rxyzabcdefgh"));
+    }
 
     fn c(s: &[u8]) -> (String, bool) {
         let mut buf = Vec::new();

@@ -166,15 +166,23 @@ impl Pipeline {
                     }
                 }
             };
-        let (text, changed) = crate::parse::clean::clean(text, clean_buf);
-        d.control_codes += u64::from(changed);
-        let text = match simdutf8::basic::from_utf8(text) {
-            Ok(s) => s,
-            Err(_) => {
-                d.invalid_utf8 += 1;
-                lossy.clear();
-                lossy.push_str(&String::from_utf8_lossy(text));
-                lossy.as_str()
+        // Nearly every line is printable ASCII: nothing to clean, valid UTF-8 (one pass).
+        let text = if crate::parse::clean::is_plain_ascii(text) {
+            debug_assert!(std::str::from_utf8(text).is_ok());
+            // SAFETY: every byte is below 0x80 (`is_plain_ascii`), and ASCII is valid UTF-8.
+            // (`str::from_utf8` would read the line a second time: ~4 % of all the work.)
+            unsafe { std::str::from_utf8_unchecked(text) }
+        } else {
+            let (text, changed) = crate::parse::clean::clean(text, clean_buf);
+            d.control_codes += u64::from(changed);
+            match simdutf8::basic::from_utf8(text) {
+                Ok(s) => s,
+                Err(_) => {
+                    d.invalid_utf8 += 1;
+                    lossy.clear();
+                    lossy.push_str(&String::from_utf8_lossy(text));
+                    lossy.as_str()
+                }
             }
         };
         match parser.parse(text) {
