@@ -152,6 +152,13 @@ pub struct ServerKey {
 /// keys cost more than the rest of applying an access line).
 impl Ord for ServerKey {
     fn cmp(&self, other: &ServerKey) -> std::cmp::Ordering {
+        // A lookup nearly always lands on its own key: equality first, inline.
+        use crate::parse::fields::bytes_eq;
+        if bytes_eq(self.server.as_bytes(), other.server.as_bytes())
+            && bytes_eq(self.engine.as_bytes(), other.engine.as_bytes())
+        {
+            return std::cmp::Ordering::Equal;
+        }
         cmp_bytes(self.server.as_bytes(), other.server.as_bytes())
             .then_with(|| cmp_bytes(self.engine.as_bytes(), other.engine.as_bytes()))
     }
