@@ -121,3 +121,57 @@ impl<'a> Record<'a> {
         self.unknown.iter().map(|&(s, e)| &self.unknown_text[s..e])
     }
 }
+
+/// A set of metric ids as bits, so that "does this line carry metric X" is a bit test instead of
+/// a search of its values. Ids from [`MetricSet::COVERED`] on (a pattern file with that many
+/// metrics) are never stored: asking about one answers `None`, and the caller searches.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MetricSet([u64; MetricSet::COVERED / 64]);
+
+impl MetricSet {
+    /// Metric ids the set can hold.
+    pub const COVERED: usize = 256;
+
+    /// Whether `id` is in the set; `None` for an id past [`MetricSet::COVERED`].
+    pub fn contains(&self, id: MetricId) -> Option<bool> {
+        let i = usize::from(id);
+        (i < Self::COVERED).then(|| self.0[i / 64] & 1 << (i % 64) != 0)
+    }
+
+    /// Adds (`on`) or removes `id`; an id past [`MetricSet::COVERED`] is not stored.
+    pub fn set(&mut self, id: MetricId, on: bool) {
+        let i = usize::from(id);
+        if let Some(w) = self.0.get_mut(i / 64) {
+            let bit = 1 << (i % 64);
+            *w = if on { *w | bit } else { *w & !bit };
+        }
+    }
+
+    /// Empties the set.
+    pub fn clear(&mut self) {
+        self.0 = [0; Self::COVERED / 64];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_metric_set_holds_the_ids_it_covers_and_answers_none_past_them() {
+        let mut s = MetricSet::default();
+        for id in [0, 63, 64, 255] {
+            assert_eq!(s.contains(id), Some(false));
+            s.set(id, true);
+            assert_eq!(s.contains(id), Some(true));
+        }
+        assert_eq!(s.contains(1), Some(false));
+        s.set(64, false);
+        assert_eq!(s.contains(64), Some(false));
+        assert_eq!(s.contains(63), Some(true));
+        s.set(256, true);
+        assert_eq!(s.contains(256), None);
+        s.clear();
+        assert_eq!(s.contains(255), Some(false));
+    }
+}

@@ -26,7 +26,7 @@ use regex::{CaptureLocations, Regex};
 
 use anchored::{KindSearch, Locs};
 
-use crate::record::{Access, LogTime, Ranks, Record, ServerArgs};
+use crate::record::{Access, LogTime, MetricSet, Ranks, Record, ServerArgs};
 use fields::{compound_key, compound_part, parse_value, split_fields, split_kv};
 use patterns::{Class, FieldTarget, MetricId, Patterns};
 pub use server_args::parse_server_args;
@@ -59,8 +59,8 @@ struct Scratch {
     bad_metrics: Vec<MetricId>,
     /// Bit sets over metric ids: which are in `values` / `bad_metrics`, so that the first value
     /// of a metric (nearly all) is added without a search of either.
-    in_values: Bits,
-    in_bad: Bits,
+    in_values: MetricSet,
+    in_bad: MetricSet,
     unknown_text: String,
     unknown_spans: Vec<(usize, usize)>,
     /// A compound key expanded (`#token` + `full` → `#full token`).
@@ -79,36 +79,6 @@ impl Scratch {
         self.in_bad.clear();
         self.unknown_text.clear();
         self.unknown_spans.clear();
-    }
-}
-
-/// A set of metric ids (see [`Scratch::in_values`]); ids past its size read as possibly present.
-#[derive(Debug, Default)]
-struct Bits(Vec<u64>);
-
-impl Bits {
-    fn sized(n: usize) -> Bits {
-        Bits(vec![0; n.div_ceil(64)])
-    }
-
-    fn clear(&mut self) {
-        self.0.fill(0);
-    }
-
-    fn maybe(&self, id: MetricId) -> bool {
-        let i = usize::from(id);
-        self.0.get(i / 64).is_none_or(|w| w & 1 << (i % 64) != 0)
-    }
-
-    fn set(&mut self, id: MetricId, on: bool) {
-        let i = usize::from(id);
-        if let Some(w) = self.0.get_mut(i / 64) {
-            *w = if on {
-                *w | 1 << (i % 64)
-            } else {
-                *w & !(1 << (i % 64))
-            };
-        }
     }
 }
 
@@ -236,7 +206,6 @@ impl Parser {
             cache: (pat.prefix.as_str() == CACHEABLE_PREFIX).then(PrefixCache::default),
         };
         let field_memo = pat.lines.iter().map(|_| FieldMemo::default()).collect();
-        let n_metrics = pat.metrics.len();
         let templates = pat
             .lines
             .iter()
@@ -250,8 +219,6 @@ impl Parser {
             search,
             scratch: Scratch {
                 values: Vec::with_capacity(32),
-                in_values: Bits::sized(n_metrics),
-                in_bad: Bits::sized(n_metrics),
                 ..Scratch::default()
             },
             prefix,
@@ -444,37 +411,21 @@ impl Parser {
                 push_value(scratch, target, &line[s..e], &mut bad);
             }
         }
-        let start = fields_start(kind, locs, m_end);
+        let rest = &line[fields_start(kind, locs, m_end)..];
         let (plain, tpl) = &mut templates[k];
-        let Some(plain) = plain else {
-            return read_fields(
-                pat,
-                k,
-                &line[start..],
-                scratch,
-                &mut field_memo[k],
-                None,
-                bad,
-            );
-        };
-        if tpl.matches(plain, &line[start..]) {
-            for (t, v) in tpl.values(&line[start..]) {
-                push_value(scratch, t, v, &mut bad);
+        let learner = match plain {
+            Some(plain) if tpl.matches(plain, rest) => {
+                for (t, v) in tpl.values(rest) {
+                    push_value(scratch, t, v, &mut bad);
+                }
+                scratch.unknown_text.push_str(&tpl.unknown_text);
+                scratch.unknown_spans.extend_from_slice(&tpl.unknown_spans);
+                return tpl.required.then_some(bad);
             }
-            scratch.unknown_text.push_str(&tpl.unknown_text);
-            scratch.unknown_spans.extend_from_slice(&tpl.unknown_spans);
-            return tpl.required.then_some(bad);
-        }
-        let learner = tpl.learner(plain, &line[start..]);
-        read_fields(
-            pat,
-            k,
-            &line[start..],
-            scratch,
-            &mut field_memo[k],
-            Some(learner),
-            bad,
-        )
+            Some(plain) => Some(tpl.learner(plain, rest)),
+            None => None,
+        };
+        read_fields(pat, k, rest, scratch, &mut field_memo[k], learner, bad)
     }
 }
 
@@ -709,15 +660,13 @@ fn push_value(scratch: &mut Scratch, t: FieldTarget, raw: &str, bad: &mut u32) {
     let FieldTarget::Metric { id, scale, sum } = t else {
         return;
     };
-    let slot = if scratch.in_values.maybe(id) {
-        scratch.values.iter().position(|(m, _)| *m == id)
-    } else {
-        None
+    let slot = match scratch.in_values.contains(id) {
+        Some(false) => None,
+        _ => scratch.values.iter().position(|(m, _)| *m == id),
     };
-    let unreadable = if scratch.in_bad.maybe(id) {
-        scratch.bad_metrics.iter().position(|m| *m == id)
-    } else {
-        None
+    let unreadable = match scratch.in_bad.contains(id) {
+        Some(false) => None,
+        _ => scratch.bad_metrics.iter().position(|m| *m == id),
     };
     match parse_value(raw) {
         Ok(_) if sum && unreadable.is_some() => {}

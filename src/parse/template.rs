@@ -73,6 +73,9 @@ pub(super) struct Template {
     pub(super) required: bool,
     /// The values of the line being read: spans in its fields section.
     found: Vec<(u32, u32)>,
+    /// The values a [`Learner`] collects (spans in the line's fields section, targets), kept
+    /// here so that learning allocates nothing per line.
+    pending: Vec<(usize, usize, Option<FieldTarget>)>,
 }
 
 impl Template {
@@ -120,11 +123,11 @@ impl Template {
 
     /// Starts learning a new line (the general path then calls [`Learner::value`] per value).
     pub(super) fn learner<'a>(&'a mut self, plain: &'a Plain, rest: &'a str) -> Learner<'a> {
+        self.pending.clear();
         Learner {
             ok: rest.len() <= MAX_TEMPLATE && !rest.contains('['),
             plain,
             rest,
-            slots: Vec::new(),
             tpl: self,
         }
     }
@@ -136,8 +139,6 @@ pub(super) struct Learner<'a> {
     tpl: &'a mut Template,
     plain: &'a Plain,
     rest: &'a str,
-    /// Value spans in `rest` and their targets.
-    slots: Vec<(usize, usize, Option<FieldTarget>)>,
     ok: bool,
 }
 
@@ -155,8 +156,8 @@ impl Learner<'_> {
         self.ok = e <= b.len()
             && self.plain.all(&b[s..e])
             && b.get(e).is_none_or(|&c| !self.plain.0[c as usize])
-            && self.slots.last().is_none_or(|&(_, le, _)| le <= s);
-        self.slots.push((s, e, target));
+            && self.tpl.pending.last().is_none_or(|&(_, le, _)| le <= s);
+        self.tpl.pending.push((s, e, target));
     }
 
     /// The line was read with no piece the template cannot replay (compound or bracketed
@@ -171,7 +172,7 @@ impl Learner<'_> {
         t.slots.clear();
         let b = self.rest.as_bytes();
         let mut at = 0;
-        for &(s, e, target) in &self.slots {
+        for &(s, e, target) in &t.pending {
             t.text.extend_from_slice(&b[at..s]);
             t.slots.push((t.text.len() as u32, target));
             at = e;

@@ -3,49 +3,34 @@
 //! line's values would.
 
 use crate::parse::patterns::MetricId;
-use crate::record::Record;
+use crate::record::{MetricSet, Record};
 
-/// Metric ids a bit set covers; a pattern file with more metrics answers from the record.
-const COVERED: usize = 256;
-
-/// A record with bit sets of the metrics it has a value for and an unreadable value for.
+/// A record with the sets of the metrics it has a value for and an unreadable value for.
 pub(super) struct Printed<'r, 'a> {
     rec: &'r Record<'a>,
-    has: [u64; COVERED / 64],
-    bad: [u64; COVERED / 64],
-}
-
-fn bit(set: &[u64; COVERED / 64], id: MetricId) -> Option<bool> {
-    let i = usize::from(id);
-    (i < COVERED).then(|| set[i / 64] & 1 << (i % 64) != 0)
-}
-
-fn put(set: &mut [u64; COVERED / 64], id: MetricId) {
-    let i = usize::from(id);
-    if i < COVERED {
-        set[i / 64] |= 1 << (i % 64);
-    }
+    has: MetricSet,
+    bad: MetricSet,
 }
 
 impl<'r, 'a> Printed<'r, 'a> {
     pub(super) fn of(rec: &'r Record<'a>) -> Self {
         let mut p = Printed {
             rec,
-            has: [0; COVERED / 64],
-            bad: [0; COVERED / 64],
+            has: MetricSet::default(),
+            bad: MetricSet::default(),
         };
         for &(id, _) in rec.values {
-            put(&mut p.has, id);
+            p.has.set(id, true);
         }
         for &id in rec.bad_metrics {
-            put(&mut p.bad, id);
+            p.bad.set(id, true);
         }
         p
     }
 
     /// The line's value of `id` ([`Record::get`]).
     pub(super) fn get(&self, id: MetricId) -> Option<f64> {
-        match bit(&self.has, id) {
+        match self.has.contains(id) {
             Some(false) => None,
             _ => self.rec.get(id),
         }
@@ -53,6 +38,8 @@ impl<'r, 'a> Printed<'r, 'a> {
 
     /// Whether the line printed `id` with an unreadable value.
     pub(super) fn unreadable(&self, id: MetricId) -> bool {
-        bit(&self.bad, id).unwrap_or_else(|| self.rec.bad_metrics.contains(&id))
+        self.bad
+            .contains(id)
+            .unwrap_or_else(|| self.rec.bad_metrics.contains(&id))
     }
 }
