@@ -12,6 +12,8 @@
 
 use regex::{CaptureLocations, Regex};
 
+use super::shape::{HitProbe, Span};
+
 /// A line kind's captures, positioned in the line.
 #[derive(Debug)]
 pub(super) struct Locs {
@@ -45,6 +47,23 @@ impl Locs {
 
     fn len(&self) -> usize {
         self.inner.len()
+    }
+
+    /// Takes the groups' spans from a memo: `spans` relative to `offset`.
+    pub(super) fn set_memo(&mut self, spans: &[Span], offset: usize) {
+        self.memo_spans.clear();
+        self.memo_spans.extend_from_slice(spans);
+        self.from_memo = true;
+        self.offset = offset;
+    }
+
+    /// Every group's span relative to `origin` (no span starts before it; each fits in u32,
+    /// the memoised texts being short).
+    pub(super) fn spans(&self, origin: usize) -> impl Iterator<Item = Span> + '_ {
+        (0..self.len()).map(move |i| {
+            let (s, e) = self.get(i)?;
+            Some(((s - origin) as u32, (e - origin) as u32))
+        })
     }
 }
 
@@ -87,10 +106,7 @@ impl KindSearch {
         if let Some(found) = self.memo.get(tail) {
             return match found {
                 Some(spans) => {
-                    locs.memo_spans.clear();
-                    locs.memo_spans.extend_from_slice(spans);
-                    locs.from_memo = true;
-                    locs.offset = first;
+                    locs.set_memo(spans, first);
                     true
                 }
                 None => false,
@@ -98,13 +114,8 @@ impl KindSearch {
         }
         let found = st.captures(re, locs, line, first);
         if self.memo.wants(tail) {
-            let rel = |i| {
-                let (s, e) = locs.get(i)?;
-                // Every span lies in the tail; it fits in u32 because the tail is short.
-                Some(((s - first) as u32, (e - first) as u32))
-            };
-            let spans = found.then(|| (0..locs.len()).map(rel));
-            self.memo.put(tail, spans);
+            // Every span lies in the tail.
+            self.memo.put(tail, found.then(|| locs.spans(first)));
         }
         found
     }
@@ -225,21 +236,14 @@ impl Starts {
     }
 }
 
-/// A memoised group's span relative to the tail (`None`: the group did not take part).
-type Span = Option<(u32, u32)>;
-
 /// Recent answers of one specialised kind's search, by the line's text from the first candidate
 /// byte on (the tail): a direct-mapped table, so a lookup costs a hash of the tail and one
 /// comparison. Tails longer than [`MEMO_MAX_TAIL`] are not kept. A kind whose tails rarely
-/// repeat (a stats line's tail holds its values) stops memoising after a probe of
-/// [`MEMO_PROBE`] lookups for [`MEMO_PAUSE`] searches, then probes again.
+/// repeat (a stats line's tail holds its values) stops memoising for a while ([`HitProbe`]).
 #[derive(Debug, Default)]
 struct Memo {
     entries: Vec<MemoEntry>,
-    lookups: u32,
-    hits: u32,
-    /// Searches left before the next probe (0: probing).
-    paused: u32,
+    probe: HitProbe,
 }
 
 #[derive(Debug, Default)]
@@ -251,8 +255,6 @@ struct MemoEntry {
 
 const MEMO_SLOTS: usize = 64;
 const MEMO_MAX_TAIL: usize = 256;
-const MEMO_PROBE: u32 = 1024;
-const MEMO_PAUSE: u32 = 1 << 16;
 
 impl Memo {
     fn slot(tail: &[u8]) -> usize {
@@ -271,37 +273,24 @@ impl Memo {
 
     /// The answer for `tail`, if memoised: `Some(None)` for no match.
     fn get(&mut self, tail: &[u8]) -> Option<Option<&[Span]>> {
-        if self.paused > 0 {
-            self.paused -= 1;
+        if !self.probe.active() {
             return None;
         }
         if tail.len() > MEMO_MAX_TAIL || self.entries.is_empty() {
-            self.count(false);
+            self.probe.count(false);
             return None;
         }
         let i = Memo::slot(tail);
         // A tail is never empty (it holds its candidate byte), so an unused entry never hits.
         let hit = self.entries[i].tail == tail;
-        self.count(hit);
+        self.probe.count(hit);
         let e = &self.entries[i];
         hit.then_some(e.spans.as_deref())
     }
 
-    fn count(&mut self, hit: bool) {
-        self.lookups += 1;
-        self.hits += u32::from(hit);
-        if self.lookups == MEMO_PROBE {
-            if self.hits < MEMO_PROBE / 4 {
-                self.paused = MEMO_PAUSE;
-            }
-            self.lookups = 0;
-            self.hits = 0;
-        }
-    }
-
     /// Whether an answer for `tail` would be kept.
     fn wants(&self, tail: &[u8]) -> bool {
-        self.paused == 0 && tail.len() <= MEMO_MAX_TAIL
+        self.probe.on() && tail.len() <= MEMO_MAX_TAIL
     }
 
     fn put(&mut self, tail: &[u8], spans: Option<impl Iterator<Item = Span>>) {
@@ -419,14 +408,14 @@ mod tests {
     fn many_distinct_tails_pause_the_memo_and_answers_stay_right() {
         let re = Regex::new(ACCESS).unwrap();
         let mut ks = KindSearch::new(&re);
-        for i in 0..(3 * MEMO_PROBE) {
+        for i in 0..(3 * super::super::shape::PROBE) {
             same(
                 &mut ks,
                 &re,
                 &format!(r#"x "GET /p{i} HTTP/1.1" {} z"#, 100 + i % 900),
             );
         }
-        assert!(ks.memo.paused > 0);
+        assert!(ks.memo.probe.paused());
         for i in 0..100 {
             same(&mut ks, &re, &format!(r#"x "GET /q{i} HTTP/1.1" 200"#));
         }

@@ -18,6 +18,7 @@ pub mod patterns;
 pub mod prefix;
 pub mod request;
 pub mod server_args;
+mod shape;
 mod template;
 
 use std::sync::Arc;
@@ -50,6 +51,9 @@ pub struct Parser {
     /// Per line kind, the bytes its values may hold in a template (`None`: the kind has none)
     /// and its last clean fields section (see [`template`]).
     templates: Vec<(Option<template::Plain>, template::Template)>,
+    /// Literal sets and first kind matches by line shape; `None` when the patterns tell digits
+    /// apart (see [`shape`]).
+    shapes: Option<shape::ShapeMemo>,
 }
 
 /// Buffers a [`Record`] borrows, reused from line to line.
@@ -211,7 +215,18 @@ impl Parser {
             .iter()
             .map(|l| (template::Plain::of(l), template::Template::default()))
             .collect();
+        let digit_free = pat
+            .literals
+            .iter()
+            .all(|l| !l.bytes().any(|b| b.is_ascii_digit()));
+        let shapes = (digit_free
+            && pat
+                .lines
+                .iter()
+                .all(|l| shape::digits_alike(l.regex.as_str())))
+        .then(shape::ShapeMemo::new);
         Parser {
+            shapes,
             templates,
             literals: literals::LiteralSet::new(&pat.literals, pat.prefilter.clone()),
             field_memo,
@@ -236,16 +251,12 @@ impl Parser {
     pub fn parse<'a>(&'a mut self, line: &'a str) -> Option<Record<'a>> {
         let line = line.strip_suffix('\r').unwrap_or(line);
         let (line, engine) = self.engine(line);
-        let lits = self.literals.present(line);
-        if lits == 0 {
-            return None;
-        }
-        let mut from = 0;
+        let (lits, mut next) = self.first_kind(line);
         let (k, found) = loop {
-            let k = self.next_kind(line, lits, from)?;
+            let k = next?;
             match self.read_kind(k, line) {
                 Some(f) => break (k, f),
-                None => from = k + 1,
+                None => next = self.next_kind(line, lits, k + 1),
             }
         };
         let s = &self.scratch;
@@ -279,6 +290,37 @@ impl Parser {
             }
             None => (line, false),
         }
+    }
+
+    /// The literals `line` holds and the first kind (file order) whose literal it holds and
+    /// whose regex matches it (its captures left in `self.search[k].locs`): from the shape
+    /// memo when the line's shape is known, else found and kept there.
+    fn first_kind(&mut self, line: &str) -> (u64, Option<usize>) {
+        let lookup = match &mut self.shapes {
+            Some(m) => m.get(line.as_bytes()),
+            None => shape::Lookup::Off,
+        };
+        match lookup {
+            shape::Lookup::Hit(lits, first) => {
+                let first = first.map(|(k, spans)| {
+                    self.search[k].locs.set_memo(spans, 0);
+                    k
+                });
+                return (lits, first);
+            }
+            shape::Lookup::Miss | shape::Lookup::Off => {}
+        }
+        let keep = matches!(lookup, shape::Lookup::Miss);
+        let lits = self.literals.present(line);
+        let first = if lits == 0 {
+            None
+        } else {
+            self.next_kind(line, lits, 0)
+        };
+        if let (true, Some(m)) = (keep, &mut self.shapes) {
+            m.put(lits, first.map(|k| (k, self.search[k].locs.spans(0))));
+        }
+        (lits, first)
     }
 
     /// The first kind from `from` on (file order) whose literal the line holds (`lits`, see

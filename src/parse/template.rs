@@ -187,7 +187,7 @@ impl Learner<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     //! A parser that uses templates against one that never does, line by line: the same record
     //! on every shipped log, every census line and values replaced by text that must not pass
     //! for a value.
@@ -205,14 +205,15 @@ mod tests {
     }
 
     /// Everything a record says but the line itself.
-    fn read(p: &mut Parser, line: &str) -> String {
+    pub(in super::super) fn read(p: &mut Parser, line: &str) -> String {
         p.parse(line).map_or("none".into(), |r| {
             let r = super::super::Record { line: "", ..r };
             format!("{r:?}")
         })
     }
 
-    fn corpus() -> Vec<String> {
+    /// Every line of the shipped logs, cases, request logs and census.
+    pub(in super::super) fn corpus() -> Vec<String> {
         let root = env!("CARGO_MANIFEST_DIR");
         let mut lines = Vec::new();
         let mut files: Vec<_> = ["samples", "tests/data/cases", "tests/data/request-logs"]
