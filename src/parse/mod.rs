@@ -26,6 +26,7 @@ use std::sync::Arc;
 use regex::{CaptureLocations, Regex};
 
 use anchored::{KindSearch, Locs};
+use shape::Span;
 
 use crate::record::{Access, LogTime, MetricSet, Ranks, Record, ServerArgs};
 use fields::{compound_key, compound_part, parse_value, split_fields, split_kv};
@@ -54,6 +55,8 @@ pub struct Parser {
     /// Literal sets and first kind matches by line shape; `None` when the patterns tell digits
     /// apart (see [`shape`]).
     shapes: Option<shape::ShapeMemo>,
+    /// The first kind of the line being read, whose prefix the shape memo may know.
+    first: Option<usize>,
 }
 
 /// Buffers a [`Record`] borrows, reused from line to line.
@@ -136,6 +139,8 @@ struct PrefixScratch {
     groups: [Option<usize>; 4],
     /// Recently read prefixes (only for [`CACHEABLE_PREFIX`]).
     cache: Option<PrefixCache>,
+    /// The prefix regex treats the ten digits alike: the shape memo may keep where it matched.
+    digits_alike: bool,
 }
 
 /// The prefix regex the cache is proven for: it ends with `\]` and nothing before that can
@@ -208,6 +213,7 @@ impl Parser {
             locs: pat.prefix.capture_locations(),
             groups: ["date", "time", "frac", "tags"].map(|n| group_index(&pat.prefix, n)),
             cache: (pat.prefix.as_str() == CACHEABLE_PREFIX).then(PrefixCache::default),
+            digits_alike: shape::digits_alike(pat.prefix.as_str()),
         };
         let field_memo = pat.lines.iter().map(|_| FieldMemo::default()).collect();
         let templates = pat
@@ -227,6 +233,7 @@ impl Parser {
         .then(shape::ShapeMemo::new);
         Parser {
             shapes,
+            first: None,
             templates,
             literals: literals::LiteralSet::new(&pat.literals, pat.prefilter.clone()),
             field_memo,
@@ -252,6 +259,7 @@ impl Parser {
         let line = line.strip_suffix('\r').unwrap_or(line);
         let (line, engine) = self.engine(line);
         let (lits, mut next) = self.first_kind(line);
+        self.first = next;
         let (k, found) = loop {
             let k = next?;
             match self.read_kind(k, line) {
@@ -348,7 +356,9 @@ impl Parser {
             return None;
         }
         // The SGLang prefix: the last timestamp bracket before the end of the label.
-        let (time, mut ranks) = self.prefix.read(pat, &line[..m_end], one_bracket)?;
+        // The shape memo knows the prefix of the line's first kind only.
+        let memo = self.shapes.as_mut().filter(|_| self.first == Some(k));
+        let (time, mut ranks) = self.prefix.read(pat, &line[..m_end], one_bracket, memo)?;
         if time.is_none() && ranks == Ranks::default() {
             if prefix::broken_timestamp(&line[..m_start]) {
                 return None;
@@ -621,7 +631,14 @@ impl PrefixScratch {
     /// The time and ranks of the last prefix match in `region` (none: no time, no ranks);
     /// `None` for a malformed one.
     /// `one_bracket`: the region holds no `[` past its first byte.
-    fn read(&mut self, pat: &Patterns, region: &str, one_bracket: bool) -> PrefixRead {
+    /// `memo`: the shape memo, when it may know (or keep) this region's prefix groups.
+    fn read(
+        &mut self,
+        pat: &Patterns,
+        region: &str,
+        one_bracket: bool,
+        memo: Option<&mut shape::ShapeMemo>,
+    ) -> PrefixRead {
         if let Some((len, t, r)) = self.cache.as_ref().and_then(|c| c.get(region)) {
             // Every match of the cached prefix regex starts with `[`, and a cached prefix is
             // at least one byte long.
@@ -632,13 +649,32 @@ impl PrefixScratch {
                 return Some((t, r));
             }
         }
-        if self.read_at_start(pat, region) {
-            let locs = &self.locs;
-            let g = |i: Option<usize>| i.and_then(|i| locs.get(i)).map(|(s, e)| &region[s..e]);
-            let [date, time, frac, tags] = self.groups.map(g);
+        let memo = memo.filter(|_| self.digits_alike);
+        // Where the line's shape is known, so is where the prefix regex matched at its start:
+        // the whole match, then groups `date`, `time`, `frac`, `tags`.
+        let known = memo.as_ref().and_then(|m| m.prefix().copied());
+        let spans = match known {
+            Some(spans) => spans,
+            None if self.read_at_start(pat, region) => {
+                let span = |i: Option<usize>| {
+                    let (s, e) = self.locs.get(i?)?;
+                    Some((s as u32, e as u32))
+                };
+                let [d, t, f, g] = self.groups;
+                let spans = [span(Some(0)), span(d), span(t), span(f), span(g)];
+                if let Some(m) = memo {
+                    m.set_prefix(spans);
+                }
+                spans
+            }
+            None => [None; 5],
+        };
+        if let [Some((_, end)), groups @ ..] = spans {
+            let g = |span: Span| span.map(|(s, e)| &region[s as usize..e as usize]);
+            let [date, time, frac, tags] = [groups[0], groups[1], groups[2], groups[3]].map(g);
             let (t, r) = prefix::read_prefix_parts(pat, date, time, frac, tags)?;
-            if let (Some(c), Some((_, end))) = (self.cache.as_mut(), self.locs.get(0)) {
-                c.put(&region[..end], t, r);
+            if let Some(c) = self.cache.as_mut() {
+                c.put(&region[..end as usize], t, r);
             }
             return Some((t, r));
         }

@@ -68,6 +68,8 @@ pub(super) struct ShapeMemo {
     shape: Box<[u8; MAX_LINE]>,
     len: usize,
     slot: usize,
+    /// The entry at `slot` is the last looked-up line's (it hit, or its answer was kept).
+    current: bool,
     probe: HitProbe,
 }
 
@@ -79,6 +81,9 @@ struct Entry {
     /// The first kind whose literal the line holds and whose regex matches it, with its spans.
     first: Option<usize>,
     spans: Vec<Span>,
+    /// The prefix read before the first kind's match, when the prefix regex matched at the
+    /// line's start (see `PrefixScratch::read`): the whole match, then its groups.
+    prefix: Option<[Span; 5]>,
 }
 
 /// What a lookup found.
@@ -98,12 +103,14 @@ impl ShapeMemo {
             shape: Box::new([0; MAX_LINE]),
             len: 0,
             slot: 0,
+            current: false,
             probe: HitProbe::default(),
         }
     }
 
     /// Looks `line` up by its shape.
     pub(super) fn get(&mut self, line: &[u8]) -> Lookup<'_> {
+        self.current = false;
         if line.len() > MAX_LINE || !self.probe.active() {
             return Lookup::Off;
         }
@@ -121,6 +128,7 @@ impl ShapeMemo {
         if !hit {
             return Lookup::Miss;
         }
+        self.current = true;
         Lookup::Hit(e.lits, e.first.map(|k| (k, &e.spans[..])))
     }
 
@@ -133,11 +141,29 @@ impl ShapeMemo {
         e.shape.clear();
         e.shape.extend_from_slice(&self.shape[..self.len]);
         e.lits = lits;
+        e.prefix = None;
         e.spans.clear();
         e.first = first.map(|(k, spans)| {
             e.spans.extend(spans);
             k
         });
+        self.current = true;
+    }
+
+    /// The prefix groups kept for the last looked-up line's shape.
+    pub(super) fn prefix(&self) -> Option<&[Span; 5]> {
+        self.entries
+            .get(self.slot)
+            .filter(|_| self.current)?
+            .prefix
+            .as_ref()
+    }
+
+    /// Keeps the prefix groups of the last looked-up line's shape.
+    pub(super) fn set_prefix(&mut self, groups: [Span; 5]) {
+        if let (true, Some(e)) = (self.current, self.entries.get_mut(self.slot)) {
+            e.prefix = Some(groups);
+        }
     }
 }
 
