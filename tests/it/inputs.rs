@@ -235,3 +235,38 @@ fn a_companion_line_that_shares_the_label_is_not_a_batch() {
     assert_eq!(only(&s, "sglang_prefill_new_tokens_total"), 128.0);
     assert_eq!(only(&s, "sglang_log_exporter_lines_unmatched_total"), 1.0);
 }
+
+/// A bug of ours while reading a line (a panic, injected by the test hook of
+/// `src/source/fault.rs`) skips that line and is counted; the lines around it are read. The
+/// count is exact: the line is applied once, as a panic, whether the parser or the state panicked.
+#[test]
+fn a_panic_while_reading_a_line_skips_and_counts_that_line_only() {
+    let log = crate::common::sample("pd-decode-session.log");
+    let decode_lines = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("Decode batch"))
+        .count();
+    assert!(decode_lines > 1000, "{decode_lines}");
+    let out = Command::new(bin())
+        .args(["--once", "--gpu.disable", log.to_str().unwrap()])
+        .env("SGLANG_LOG_EXPORTER_FAULT", "parse:Decode batch")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let panics = crate::common::value(
+        &text,
+        &format!(
+            "sglang_log_exporter_source_panics_total{{source=\"{}\"}}",
+            log.display()
+        ),
+    );
+    assert_eq!(panics, Some(decode_lines as f64));
+    // The start-up facts (other lines) are there; no decode gauge is.
+    assert_eq!(
+        crate::common::samples(&text, "sglang_kv_pool_capacity_tokens").len(),
+        4
+    );
+    assert!(crate::common::samples(&text, "sglang:num_running_reqs").is_empty());
+}
