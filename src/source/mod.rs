@@ -480,9 +480,9 @@ impl Applier {
                     }
                     self.key_is_own = self.key.server == self.server && self.key.engine.is_empty();
                 }
-                self.delta.count_record(&rec);
+                self.delta.count_record(rec);
                 let (state, key) = (&self.state, &self.key);
-                let apply = std::panic::AssertUnwindSafe(|| lock(state).apply_to(key, &rec, ts));
+                let apply = std::panic::AssertUnwindSafe(|| lock(state).apply_to(key, rec, ts));
                 std::panic::catch_unwind(apply).is_ok()
             }
             Outcome::Skipped | Outcome::Unmatched(_) => true,
