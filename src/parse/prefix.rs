@@ -142,6 +142,9 @@ pub struct TimeResolver {
     /// The last time resolved (Unix seconds): places a repeated local time (the hour the clocks
     /// go back) at its second occurrence once the log has passed the first.
     last_secs: Option<f64>,
+    /// The last dated time and what it resolved to, when its hour ran evenly (cached): the same
+    /// time again (consecutive lines of one second) resolves the same, with the same effects.
+    last_even: Option<(LogTime, f64)>,
 }
 
 /// How far back a line may be placed before the previous one and still count as the same
@@ -159,6 +162,7 @@ impl TimeResolver {
             last_time: None,
             cache: None,
             last_secs: None,
+            last_even: None,
         }
     }
 
@@ -224,6 +228,14 @@ impl TimeResolver {
     /// [`TimeResolver::resolve`] with the wall clock `now` (asked only for a line with no date
     /// when no `--date` is given).
     fn resolve_at(&mut self, t: LogTime, now: impl Fn() -> jiff::Timestamp) -> Option<f64> {
+        match self.last_even.take() {
+            Some((last, secs)) if last == t => {
+                self.last_even = Some((last, secs));
+                self.last_secs = Some(secs);
+                return Some(secs);
+            }
+            _ => {}
+        }
         let date = match t.date {
             Some(d) => {
                 self.last_date = Some(d);
@@ -247,13 +259,18 @@ impl TimeResolver {
         self.last_time = Some(t.time);
         let hour = t.time.hour();
         let within = t.time.minute() as i64 * 60 + t.time.second() as i64;
+        let mut even = false;
         let whole = match self.cache {
-            Some((d, h, s)) if d == date && h == hour => s + within,
+            Some((d, h, s)) if d == date && h == hour => {
+                even = t.date.is_some();
+                s + within
+            }
             _ => {
                 let dt = DateTime::from_parts(date, Time::new(hour, 0, 0, 0).ok()?);
                 let start = dt.to_zoned(self.tz.clone()).ok()?.timestamp();
                 if self.runs_evenly(dt, start) {
                     self.cache = Some((date, hour, start.as_second()));
+                    even = t.date.is_some();
                     start.as_second() + within
                 } else {
                     // An hour that starts in a gap or holds an offset change (Lord Howe's
@@ -276,6 +293,9 @@ impl TimeResolver {
             }
         }
         self.last_secs = Some(secs);
+        if even {
+            self.last_even = Some((t, secs));
+        }
         Some(secs)
     }
 }
@@ -389,6 +409,41 @@ mod tests {
         // A log that starts in the repeated hour takes its first pass.
         let mut fresh = TimeResolver::new(TimeZone::get("Europe/Berlin").unwrap(), None);
         assert_eq!(fresh.resolve(at(2, 10, 0)), Some(1_792_887_000.0));
+    }
+
+    #[test]
+    fn a_time_repeated_resolves_as_it_did_across_the_repeated_hour_and_midnight() {
+        // Consecutive lines of one second reuse the last answer: the same as working it out
+        // again, with the same effects on what follows (the fold, midnight).
+        let d = |day| Some(jiff::civil::date(2026, 10, day));
+        let at = |date, h, m, s| LogTime {
+            date,
+            time: Time::new(h, m, s, 0).unwrap(),
+        };
+        let times = [
+            at(d(25), 1, 59, 59),
+            at(d(25), 2, 50, 0),
+            at(d(25), 2, 50, 0),
+            at(d(25), 2, 59, 59),
+            at(d(25), 2, 0, 5),
+            at(d(25), 2, 0, 5),
+            at(d(25), 2, 10, 0),
+            at(d(25), 3, 0, 0),
+            at(d(25), 3, 0, 0),
+            at(None, 23, 59, 59),
+            at(None, 23, 59, 59),
+            at(None, 0, 0, 1),
+            at(d(26), 0, 0, 1),
+            at(d(26), 0, 0, 1),
+            at(None, 0, 0, 1),
+        ];
+        let tz = TimeZone::get("Europe/Berlin").unwrap();
+        let mut memo = TimeResolver::new(tz.clone(), None);
+        let mut fresh = TimeResolver::new(tz, None);
+        for t in times {
+            fresh.last_even = None;
+            assert_eq!(memo.resolve_at(t, now), fresh.resolve_at(t, now), "{t:?}");
+        }
     }
 
     #[test]
