@@ -4,7 +4,8 @@
 //! that matches no pattern costs one multi-literal scan and no allocation.
 //!
 //! Steps, each in its own function: Ray's actor prefix ([`actor`]); a multi-literal prefilter
-//! that names the candidate line kinds; per candidate kind (file order) its regex, the SGLang
+//! that names the candidate line kinds (known at once, with the first kind's match, for a line
+//! whose shape was seen: the `shape` memo); per candidate kind (file order) its regex, the SGLang
 //! prefix ([`prefix`]), then by class the access line, the `server_args` dump
 //! ([`server_args`]) or the `key: value` fields ([`fields`]). A kind whose required fields are
 //! missing hands the line to the next candidate.
