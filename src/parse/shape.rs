@@ -318,6 +318,37 @@ mod tests {
     }
 
     #[test]
+    fn mutated_lines_and_their_redigited_copies_read_as_the_plain_path_does() {
+        // Every shipped line with a few bytes replaced (seeded xorshift), each mutant followed by
+        // a copy with its digits shifted: the memo answers the copy from the mutant's shape.
+        let (mut memo, mut plain) = parsers(Patterns::embedded().unwrap());
+        let alphabet = b"0123456789 :,=.[]()#-_/\"'xDPTe\t\x1b";
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for line in corpus() {
+            for _ in 0..4 {
+                let mut b = line.clone().into_bytes();
+                for _ in 0..1 + next() % 3 {
+                    if b.is_empty() {
+                        break;
+                    }
+                    let at = (next() % b.len() as u64) as usize;
+                    b[at] = alphabet[(next() % alphabet.len() as u64) as usize];
+                }
+                let m = String::from_utf8_lossy(&b).into_owned();
+                for l in [m.clone(), redigit(&m, 3), m] {
+                    assert_eq!(read(&mut memo, &l), read(&mut plain, &l), "{l}");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn a_line_hits_only_its_own_shape() {
         let pat = Patterns::embedded().unwrap();
         let (mut memo, mut plain) = parsers(pat);
