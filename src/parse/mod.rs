@@ -56,8 +56,6 @@ pub struct Parser {
     /// Literal sets and first kind matches by line shape; `None` when the patterns tell digits
     /// apart (see [`shape`]).
     shapes: Option<shape::ShapeMemo>,
-    /// The first kind of the line being read, whose prefix the shape memo may know.
-    first: Option<usize>,
 }
 
 /// Buffers a [`Record`] borrows, reused from line to line.
@@ -214,7 +212,7 @@ impl Parser {
             locs: pat.prefix.capture_locations(),
             groups: ["date", "time", "frac", "tags"].map(|n| group_index(&pat.prefix, n)),
             cache: (pat.prefix.as_str() == CACHEABLE_PREFIX).then(PrefixCache::default),
-            digits_alike: shape::digits_alike(pat.prefix.as_str()),
+            digits_alike: pat.prefix_digits_alike,
         };
         let field_memo = pat.lines.iter().map(|_| FieldMemo::default()).collect();
         let templates = pat
@@ -222,19 +220,8 @@ impl Parser {
             .iter()
             .map(|l| (template::Plain::of(l), template::Template::default()))
             .collect();
-        let digit_free = pat
-            .literals
-            .iter()
-            .all(|l| !l.bytes().any(|b| b.is_ascii_digit()));
-        let shapes = (digit_free
-            && pat
-                .lines
-                .iter()
-                .all(|l| shape::digits_alike(l.regex.as_str())))
-        .then(shape::ShapeMemo::new);
         Parser {
-            shapes,
-            first: None,
+            shapes: pat.digits_alike.then(shape::ShapeMemo::new),
             templates,
             literals: literals::LiteralSet::new(&pat.literals, pat.prefilter.clone()),
             field_memo,
@@ -259,11 +246,11 @@ impl Parser {
     pub fn parse<'a>(&'a mut self, line: &'a str) -> Option<Record<'a>> {
         let line = line.strip_suffix('\r').unwrap_or(line);
         let (line, engine) = self.engine(line);
-        let (lits, mut next) = self.first_kind(line);
-        self.first = next;
+        let (lits, first) = self.first_kind(line);
+        let mut next = first;
         let (k, found) = loop {
             let k = next?;
-            match self.read_kind(k, line) {
+            match self.read_kind(k, line, next == first) {
                 Some(f) => break (k, f),
                 None => next = self.next_kind(line, lits, k + 1),
             }
@@ -345,8 +332,9 @@ impl Parser {
     }
 
     /// Reads `line` as kind `k` (its regex matched): `None` when the line is not of that kind
-    /// after all (a malformed prefix, an absurd rank, required fields missing).
-    fn read_kind<'a>(&mut self, k: usize, line: &'a str) -> Option<Found<'a>> {
+    /// after all (a malformed prefix, an absurd rank, required fields missing). `first`: `k` is
+    /// the line's first kind (the one the shape memo knows).
+    fn read_kind<'a>(&mut self, k: usize, line: &'a str, first: bool) -> Option<Found<'a>> {
         let pat = &*self.pat;
         let class = pat.lines[k].class;
         let (m_start, m_end) = self.search[k].locs.get(0)?;
@@ -358,7 +346,7 @@ impl Parser {
         }
         // The SGLang prefix: the last timestamp bracket before the end of the label.
         // The shape memo knows the prefix of the line's first kind only.
-        let memo = self.shapes.as_mut().filter(|_| self.first == Some(k));
+        let memo = self.shapes.as_mut().filter(|_| first);
         let (time, mut ranks) = self.prefix.read(pat, &line[..m_end], one_bracket, memo)?;
         if time.is_none() && ranks == Ranks::default() {
             if prefix::broken_timestamp(&line[..m_start]) {
@@ -670,10 +658,9 @@ impl PrefixScratch {
             }
             None => [None; 5],
         };
-        if let [Some((_, end)), groups @ ..] = spans {
+        if let [Some((_, end)), date, time, frac, tags] = spans {
             let g = |span: Span| span.map(|(s, e)| &region[s as usize..e as usize]);
-            let [date, time, frac, tags] = [groups[0], groups[1], groups[2], groups[3]].map(g);
-            let (t, r) = prefix::read_prefix_parts(pat, date, time, frac, tags)?;
+            let (t, r) = prefix::read_prefix_parts(pat, g(date), g(time), g(frac), g(tags))?;
             if let Some(c) = self.cache.as_mut() {
                 c.put(&region[..end as usize], t, r);
             }

@@ -248,6 +248,8 @@ pub struct LineKind {
     pub scope: Scope,
     /// The compiled regex.
     pub regex: Regex,
+    /// The regex treats the ten ASCII digits alike (see [`digits_alike`]).
+    pub digits_alike: bool,
     /// Field separators (default `, `).
     pub separators: Vec<String>,
     /// Key/value separators (default `: `).
@@ -286,6 +288,12 @@ pub struct Patterns {
     pub literals: Vec<String>,
     /// Field keys whose value may be a bracketed list with separators inside.
     pub bracketed: Vec<String>,
+    /// No literal holds an ASCII digit and every line kind's regex treats the ten digits alike:
+    /// two lines that differ only in digits hold the same literals and match the same kinds at
+    /// the same places (the parser's shape memo relies on it).
+    pub digits_alike: bool,
+    /// The prefix regex treats the ten digits alike.
+    pub prefix_digits_alike: bool,
     fields_prefill: HashMap<String, FieldTarget>,
     fields_decode: HashMap<String, FieldTarget>,
     fields_other: HashMap<String, FieldTarget>,
@@ -378,7 +386,11 @@ impl Patterns {
             .match_kind(aho_corasick::MatchKind::Standard)
             .build(&literals)
             .map_err(|e| PatternError::Invalid(format!("literal prefilter: {e}")))?;
-        let prefix = compile_prefix(&raw.prefix)?;
+        let (prefix, prefix_digits_alike) = compile_prefix(&raw.prefix)?;
+        let digits_alike = lines.iter().all(|l: &LineKind| l.digits_alike)
+            && literals
+                .iter()
+                .all(|l| !l.bytes().any(|b| b.is_ascii_digit()));
         let mut bracketed: Vec<String> = raw
             .fields
             .iter()
@@ -395,6 +407,8 @@ impl Patterns {
             kind_literal,
             literals,
             bracketed,
+            digits_alike,
+            prefix_digits_alike,
             fields_prefill: fields.prefill,
             fields_decode: fields.decode,
             fields_other: fields.other,
@@ -608,7 +622,8 @@ fn compile_rank_tags(
 
 /// Compiles a regex of the pattern file, refusing one that reads digits beyond ASCII (`\d` is
 /// Unicode in the regex crate: `٦` would match, then fail or mislead every reader after it).
-fn compile_regex(what: &str, re: &str) -> Result<Regex, PatternError> {
+/// With it, whether it treats the ten ASCII digits alike ([`digits_alike`]).
+fn compile_regex(what: &str, re: &str) -> Result<(Regex, bool), PatternError> {
     let regex = Regex::new(re).map_err(|source| PatternError::Regex {
         what: what.to_string(),
         source,
@@ -621,7 +636,7 @@ fn compile_regex(what: &str, re: &str) -> Result<Regex, PatternError> {
             "regex of {what}: \\d matches every Unicode digit; write [0-9]"
         )));
     }
-    Ok(regex)
+    Ok((regex, digits_alike(&hir)))
 }
 
 /// Whether a class in `hir` is a digit class wider than ASCII: it holds `0`-`9` and the
@@ -642,6 +657,34 @@ fn reads_unicode_digits(hir: &regex_syntax::hir::Hir) -> bool {
     }
 }
 
+/// Whether `hir` treats the ten ASCII digits alike: every class holds all of them or none, and
+/// no literal holds one. Such a regex cannot tell one digit from another, so it matches two texts
+/// that differ only in digits at the same places with the same groups.
+pub(super) fn digits_alike(hir: &regex_syntax::hir::Hir) -> bool {
+    use regex_syntax::hir::{Class as C, HirKind};
+    fn all_or_none(n: usize) -> bool {
+        n == 0 || n == 10
+    }
+    match hir.kind() {
+        // A word boundary counts every digit as a word character.
+        HirKind::Empty | HirKind::Look(_) => true,
+        HirKind::Literal(l) => !l.0.iter().any(u8::is_ascii_digit),
+        HirKind::Class(C::Unicode(c)) => all_or_none(
+            ('0'..='9')
+                .filter(|&d| c.ranges().iter().any(|r| r.start() <= d && d <= r.end()))
+                .count(),
+        ),
+        HirKind::Class(C::Bytes(c)) => all_or_none(
+            (b'0'..=b'9')
+                .filter(|&d| c.ranges().iter().any(|r| r.start() <= d && d <= r.end()))
+                .count(),
+        ),
+        HirKind::Repetition(r) => digits_alike(&r.sub),
+        HirKind::Capture(c) => digits_alike(&c.sub),
+        HirKind::Concat(v) | HirKind::Alternation(v) => v.iter().all(digits_alike),
+    }
+}
+
 /// The sub-expression of the capture group `name`, if `hir` has one.
 fn group<'h>(hir: &'h regex_syntax::hir::Hir, name: &str) -> Option<&'h regex_syntax::hir::Hir> {
     use regex_syntax::hir::HirKind;
@@ -658,7 +701,7 @@ fn group<'h>(hir: &'h regex_syntax::hir::Hir, name: &str) -> Option<&'h regex_sy
 /// (`HH:MM:SS`), `date` exactly 10 (`YYYY-MM-DD`), `frac` 1 to 9. A custom prefix that lets
 /// `time` be `9:05:00` is refused here rather than misread later. (The reader checks each byte
 /// too; this makes the mistake visible at start-up.)
-fn compile_prefix(re: &str) -> Result<Regex, PatternError> {
+fn compile_prefix(re: &str) -> Result<(Regex, bool), PatternError> {
     let prefix = compile_regex("prefix", re)?;
     let hir = regex_syntax::Parser::new()
         .parse(re)
@@ -695,7 +738,7 @@ fn compile_line(
     ids: &HashMap<String, MetricId>,
     fields: &FieldMaps,
 ) -> Result<LineKind, PatternError> {
-    let regex = compile_regex(&format!("line {}", l.name), &l.regex)?;
+    let (regex, digits_alike) = compile_regex(&format!("line {}", l.name), &l.regex)?;
     if l.literal.is_empty() {
         return Err(PatternError::Invalid(format!(
             "line {}: the literal must not be empty",
@@ -711,6 +754,7 @@ fn compile_line(
         }
     }
     let mut kind = LineKind {
+        digits_alike,
         name: l.name,
         class: l.class,
         scope: l.scope,

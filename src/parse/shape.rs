@@ -3,7 +3,8 @@
 //!
 //! Why this is exact: when no prefilter literal holds an ASCII digit and every line kind's regex
 //! treats the ten digits alike (each of its classes holds all of `0`-`9` or none, none of its
-//! literals holds one; checked at load time by [`digits_alike`]), two lines of one shape
+//! literals holds one; checked when the patterns are compiled, see
+//! [`Patterns::digits_alike`](super::patterns::Patterns::digits_alike)), two lines of one shape
 //! - hold the same literals: an occurrence of a digit-free literal covers no digit, and the
 //!   shapes agree on every other byte;
 //! - and are matched by every kind regex at the same place with the same groups: the regex
@@ -15,42 +16,8 @@
 //! a stats line whose numbers keep their widths, start-up noise); a log whose shapes do not
 //! repeat switches the memo off ([`HitProbe`]).
 
-use regex_syntax::hir::{Class, Hir, HirKind};
-
 /// A memoised group's span in the line (`None`: the group did not take part).
 pub(super) type Span = Option<(u32, u32)>;
-
-/// Whether `re` treats the ten ASCII digits alike: every class holds all of them or none, and
-/// no literal holds one. `false` for a regex that does not parse (not memoised, never wrong).
-pub(super) fn digits_alike(re: &str) -> bool {
-    regex_syntax::Parser::new()
-        .parse(re)
-        .is_ok_and(|h| hir_digits_alike(&h))
-}
-
-fn hir_digits_alike(h: &Hir) -> bool {
-    fn all_or_none(n: usize) -> bool {
-        n == 0 || n == 10
-    }
-    match h.kind() {
-        // A word boundary counts every digit as a word character.
-        HirKind::Empty | HirKind::Look(_) => true,
-        HirKind::Literal(l) => !l.0.iter().any(u8::is_ascii_digit),
-        HirKind::Class(Class::Unicode(c)) => all_or_none(
-            ('0'..='9')
-                .filter(|&d| c.ranges().iter().any(|r| r.start() <= d && d <= r.end()))
-                .count(),
-        ),
-        HirKind::Class(Class::Bytes(c)) => all_or_none(
-            (b'0'..=b'9')
-                .filter(|&d| c.ranges().iter().any(|r| r.start() <= d && d <= r.end()))
-                .count(),
-        ),
-        HirKind::Repetition(r) => hir_digits_alike(&r.sub),
-        HirKind::Capture(c) => hir_digits_alike(&c.sub),
-        HirKind::Concat(v) | HirKind::Alternation(v) => v.iter().all(hir_digits_alike),
-    }
-}
 
 /// Lines longer than this are not memoised (their scan costs more than a miss saves anyway).
 const MAX_LINE: usize = 1024;
@@ -276,6 +243,11 @@ mod tests {
     use super::super::template::tests::{corpus, read};
     use super::super::{patterns::Patterns, Parser};
     use super::*;
+
+    fn digits_alike(re: &str) -> bool {
+        let hir = regex_syntax::Parser::new().parse(re).unwrap();
+        super::super::patterns::digits_alike(&hir)
+    }
 
     fn parsers(pat: Patterns) -> (Parser, Parser) {
         let pat = Arc::new(pat);
