@@ -68,6 +68,17 @@ pub struct ServerArgs {
     pub gpu_id_step: Option<u32>,
     /// `enable_dp_attention`.
     pub enable_dp_attention: Option<bool>,
+    /// `speculative_algorithm` as printed (`EAGLE`, `EAGLE3`, `NEXTN`, ...); `None` in Python
+    /// (no speculative decoding) reads `"None"`, so that a server known to run without a draft
+    /// model tells apart from one whose arguments were not seen.
+    pub speculative_algorithm: Option<String>,
+}
+
+impl ServerArgs {
+    /// Whether the server is known to run without a speculative-decoding draft model.
+    pub fn without_draft(&self) -> bool {
+        self.speculative_algorithm.as_deref() == Some("None")
+    }
 }
 
 /// One parsed line. Borrows the line and the parser's scratch space.

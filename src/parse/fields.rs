@@ -174,6 +174,10 @@ fn rfind_arrow(v: &str) -> Option<usize> {
 pub enum ValueError {
     /// Not a number, boolean, percentage or ratio arrow.
     NotANumber,
+    /// `nan` (or `nan%`): Python's float for a ratio with nothing to divide, which SGLang prints
+    /// on purpose where it has no value yet (`fwd occupancy: nan%`, v0.5.11-v0.5.20, at start
+    /// and after each idle spell). Not a corrupt line; the gauge has no value.
+    NoValue,
 }
 
 /// Reads a field value as a number.
@@ -193,8 +197,8 @@ pub enum ValueError {
 /// a rounded tiny difference, reads 0).
 ///
 /// # Errors
-/// [`ValueError::NotANumber`] for anything else: `nan`, `inf`, exponents, hex, trailing garbage,
-/// numbers beyond 2^53, negative numbers.
+/// [`ValueError::NoValue`] for `nan`/`nan%`; [`ValueError::NotANumber`] for anything else:
+/// `inf`, exponents, hex, trailing garbage, numbers beyond 2^53, negative numbers.
 pub fn parse_value(v: &str) -> Result<f64, ValueError> {
     match parse_number(v)? {
         x if x < 0.0 => Err(ValueError::NotANumber),
@@ -203,9 +207,22 @@ pub fn parse_value(v: &str) -> Result<f64, ValueError> {
     }
 }
 
+/// [`parse_value`] keeping a negative sign, for fields whose values are differences (a pattern
+/// field's `signed: true`: the memory a draft model's loading freed, `mem usage=-1.86 GB`).
+///
+/// # Errors
+/// As [`parse_value`], but negative numbers are read.
+pub fn parse_signed(v: &str) -> Result<f64, ValueError> {
+    // `-0.00` reads 0, not -0.
+    parse_number(v).map(|x| x + 0.0)
+}
+
 /// [`parse_value`] with its sign.
 fn parse_number(v: &str) -> Result<f64, ValueError> {
     let v = v.trim_ascii();
+    if matches!(v, "nan" | "nan%" | "-nan" | "-nan%") {
+        return Err(ValueError::NoValue);
+    }
     // Most values are bare decimals (`0.31`, `3580.10`): read at once, no unit or arrow search.
     if v.as_bytes().first().is_some_and(u8::is_ascii_digit) {
         if let Some(x) = fast_decimal(v.as_bytes(), 0) {
@@ -530,7 +547,6 @@ mod tests {
         assert_eq!(parse_value("9007199254740992"), Ok(9007199254740992.0));
         let huge = "9".repeat(400);
         for bad in [
-            "nan",
             "inf",
             "-inf",
             "9007199254740993",
@@ -588,6 +604,23 @@ mod tests {
         assert_eq!(parse_value("-1"), Err(ValueError::NotANumber));
         assert_eq!(parse_value("-2%"), Err(ValueError::NotANumber));
         assert_eq!(parse_value("-0.00").map(f64::to_bits), Ok(0.0f64.to_bits()));
+        // A field marked signed (a memory delta) reads its sign; `-0.00` is still 0.
+        assert_eq!(parse_signed("-1.86 GB"), Ok(-1.86));
+        assert_eq!(parse_signed("-3.5"), Ok(-3.5));
+        assert_eq!(parse_signed("2.5"), Ok(2.5));
+        assert_eq!(
+            parse_signed("-0.00").map(f64::to_bits),
+            Ok(0.0f64.to_bits())
+        );
+        assert_eq!(parse_signed("-inf"), Err(ValueError::NotANumber));
+        assert_eq!(parse_signed("--1"), Err(ValueError::NotANumber));
+        // `nan` is SGLang's "no value", signed or not, percentage or not; `nanx` is garbage.
+        for v in ["nan", "nan%", " nan% "] {
+            assert_eq!(parse_value(v), Err(ValueError::NoValue), "{v:?}");
+            assert_eq!(parse_signed(v), Err(ValueError::NoValue), "{v:?}");
+        }
+        assert_eq!(parse_value("nanx"), Err(ValueError::NotANumber));
+        assert_eq!(parse_value("NaN"), Err(ValueError::NotANumber));
         // Beyond the fast path's 15 digits: the general parser, same result.
         assert_eq!(parse_value("1234567890123456"), Ok(1234567890123456.0));
         assert_eq!(

@@ -30,7 +30,9 @@ use anchored::{KindSearch, Locs};
 use shape::Span;
 
 use crate::record::{Access, LogTime, MetricSet, Ranks, Record, ServerArgs};
-use fields::{compound_key, compound_part, parse_value, split_fields, split_kv};
+use fields::{
+    compound_key, compound_part, parse_signed, parse_value, split_fields, split_kv, ValueError,
+};
 use patterns::{Class, FieldTarget, MetricId, Patterns};
 pub use server_args::parse_server_args;
 
@@ -723,7 +725,13 @@ fn quoted_label(pat: &Patterns, before: &str) -> bool {
 /// sum with an unreadable part is unreadable; otherwise a key given twice on one line keeps its
 /// last readable value.
 fn push_value(scratch: &mut Scratch, t: FieldTarget, raw: &str, bad: &mut u32) {
-    let FieldTarget::Metric { id, scale, sum } = t else {
+    let FieldTarget::Metric {
+        id,
+        scale,
+        sum,
+        signed,
+    } = t
+    else {
         return;
     };
     let slot = match scratch.in_values.contains(id) {
@@ -734,7 +742,12 @@ fn push_value(scratch: &mut Scratch, t: FieldTarget, raw: &str, bad: &mut u32) {
         Some(false) => None,
         _ => scratch.bad_metrics.iter().position(|m| *m == id),
     };
-    match parse_value(raw) {
+    let read = if signed {
+        parse_signed(raw)
+    } else {
+        parse_value(raw)
+    };
+    match read {
         Ok(_) if sum && unreadable.is_some() => {}
         Ok(v) => {
             // Not rounded: `2.82 GB` is 3027951943.68 bytes as printed (SGLang rounded the GB to
@@ -753,8 +766,12 @@ fn push_value(scratch: &mut Scratch, t: FieldTarget, raw: &str, bad: &mut u32) {
                 }
             }
         }
-        Err(_) => {
-            *bad += 1;
+        Err(e) => {
+            // `nan` is SGLang's own "no value" (a ratio over an empty window): the gauge is
+            // withdrawn as for an unreadable value, but the line is not counted as bad.
+            if e != ValueError::NoValue {
+                *bad += 1;
+            }
             if sum || slot.is_none() {
                 if let Some(i) = slot {
                     scratch.values.swap_remove(i);

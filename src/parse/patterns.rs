@@ -160,6 +160,9 @@ struct FieldSpecRaw {
     /// The value may hold a bracketed list with separators inside (`4.90 [4.70, 5.10]`).
     #[serde(default)]
     bracketed: bool,
+    /// A negative value is a reading (a memory delta: `mem usage=-1.86 GB`), not a corrupt line.
+    #[serde(default)]
+    signed: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -201,6 +204,8 @@ pub enum FieldTarget {
         scale: f64,
         /// Add to an earlier value of the same line instead of replacing it.
         sum: bool,
+        /// Negative values are readings (the field's `signed: true`); otherwise refused.
+        signed: bool,
     },
     /// A key we know and do not export.
     Ignore,
@@ -551,6 +556,7 @@ fn resolve(
         id: *id,
         scale,
         sum: spec.sum,
+        signed: spec.signed,
     }))
 }
 

@@ -1,11 +1,18 @@
-//! The main process's `server_args=ServerArgs(...)` line: the Python repr of SGLang's
-//! `ServerArgs` dataclass, printed at start-up by `launch_server` (`python/sglang/srt/entrypoints/
-//! http_server.py`, `server_args.py`). Only the few fields the exporter uses are read.
+//! The main process's ServerArgs dump, printed once at start-up. Two shapes:
+//! - to v0.5.18, `server_args=ServerArgs(model_path='m', tp_size=8, ...)`: the repr of SGLang's
+//!   `ServerArgs` dataclass (`launch_server`, `python/sglang/srt/entrypoints/http_server.py`,
+//!   `server_args.py`);
+//! - v0.5.19 on, `server_args={'model_path': 'm', 'tp_size': 8, ...}`: the repr of a resolved,
+//!   redacted dict (`python/sglang/srt/entrypoints/engine.py`), with quoted keys, `None`, `True`,
+//!   nested dicts and lists.
+//!
+//! Only the few top-level fields the exporter uses are read; nested values are skipped whole.
 
 use crate::record::ServerArgs;
 
-/// Reads the few `ServerArgs(...)` fields we use from the repr SGLang prints
-/// (`key='text'`, `key=123`, `key=None`, `key=True`), ignoring the rest.
+/// Reads the few fields we use from either repr (`key='text'`, `key=123`, `key=None`,
+/// `key=True`, or `'key': 'text'`, `'key': 123`, ...), ignoring the rest. `s` is the text after
+/// `ServerArgs(` or `{`; a field that cannot be read stays `None`.
 pub fn parse_server_args(s: &str) -> ServerArgs {
     let mut out = ServerArgs::default();
     let mut model_path = None;
@@ -13,21 +20,13 @@ pub fn parse_server_args(s: &str) -> ServerArgs {
     let b = s.as_bytes();
     let mut i = 0;
     while i < b.len() {
-        // key
-        let ks = i;
-        while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
-            i += 1;
-        }
-        let key = &s[ks..i];
-        if i >= b.len() || b[i] != b'=' {
-            // not `key=`: skip to the next top-level `, `
+        let Some((key, vs)) = read_key(s, i) else {
+            // not a key: skip to the next top-level `, `
             i = skip_value(b, i);
             continue;
-        }
-        i += 1;
-        let vs = i;
-        i = skip_value(b, i);
-        let raw = s[vs..i.min(b.len())].trim_end_matches([',', ' ', ')']);
+        };
+        i = skip_value(b, vs);
+        let raw = s[vs..i.min(b.len())].trim_end_matches([',', ' ', ')', '}']);
         let text = raw
             .strip_prefix('\'')
             .and_then(|r| r.strip_suffix('\''))
@@ -45,11 +44,46 @@ pub fn parse_server_args(s: &str) -> ServerArgs {
             "base_gpu_id" => out.base_gpu_id = num(),
             "gpu_id_step" => out.gpu_id_step = num(),
             "enable_dp_attention" => out.enable_dp_attention = Some(raw == "True"),
+            "speculative_algorithm" => {
+                out.speculative_algorithm = text
+                    .or(Some(raw).filter(|r| *r == "None"))
+                    .map(str::to_string)
+            }
             _ => {}
         }
     }
     out.model_name = served.or(model_path);
     out
+}
+
+/// The key at `i` and where its value starts: `key=` (the dataclass repr) or `'key': ` /
+/// `"key": ` (the dict repr). `None` when `i` starts neither.
+fn read_key(s: &str, i: usize) -> Option<(&str, usize)> {
+    let b = s.as_bytes();
+    let word_end = |from: usize| {
+        let mut j = from;
+        while j < b.len() && (b[j].is_ascii_alphanumeric() || b[j] == b'_') {
+            j += 1;
+        }
+        j
+    };
+    match b.get(i)? {
+        q @ (b'\'' | b'"') => {
+            let e = word_end(i + 1);
+            if e == i + 1 || b.get(e) != Some(q) || b.get(e + 1) != Some(&b':') {
+                return None;
+            }
+            let mut v = e + 2;
+            while b.get(v) == Some(&b' ') {
+                v += 1;
+            }
+            Some((&s[i + 1..e], v))
+        }
+        _ => {
+            let e = word_end(i);
+            (e > i && b.get(e) == Some(&b'=')).then(|| (&s[i..e], e + 1))
+        }
+    }
 }
 
 /// Index just past the value starting at `i` (and its `, ` separator), honouring quotes and
@@ -84,4 +118,58 @@ fn skip_value(b: &[u8], mut i: usize) -> usize {
         i += 1;
     }
     i
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The same server printed by v0.5.18 (dataclass repr) and by v0.5.19+ (dict repr) reads
+    /// the same; nested values and look-alike keys inside them are skipped.
+    #[test]
+    fn both_reprs() {
+        let dataclass = "model_path='/models/DeepSeek-V3.2', tokenizer_path='/models/x', \
+            tp_size=8, dp_size=8, pp_size=1, nnodes=2, node_rank=1, base_gpu_id=4, gpu_id_step=1, \
+            json_model_override_args='{\"tp_size\": 99}', served_model_name='deepseek-v3.2', \
+            enable_dp_attention=True, speculative_algorithm='EAGLE', disaggregation_mode='decode', api_key=None)";
+        let dict = "'model_path': '/models/DeepSeek-V3.2', 'tokenizer_path': '/models/x', \
+            'tp_size': 8, 'dp_size': 8, 'pp_size': 1, 'nnodes': 2, 'node_rank': 1, \
+            'base_gpu_id': 4, 'gpu_id_step': 1, 'model_loader_extra_config': {'tp_size': 99, \
+            'nnodes': [1, 2]}, 'lora_paths': ['a', 'b'], 'served_model_name': 'deepseek-v3.2', \
+            'enable_dp_attention': True, 'speculative_algorithm': 'EAGLE', 'disaggregation_mode': 'decode', 'api_key': None}";
+        let want = ServerArgs {
+            model_name: Some("deepseek-v3.2".into()),
+            disaggregation_mode: Some("decode".into()),
+            tp_size: Some(8),
+            dp_size: Some(8),
+            pp_size: Some(1),
+            nnodes: Some(2),
+            node_rank: Some(1),
+            base_gpu_id: Some(4),
+            gpu_id_step: Some(1),
+            enable_dp_attention: Some(true),
+            speculative_algorithm: Some("EAGLE".into()),
+        };
+        assert_eq!(parse_server_args(dataclass), want);
+        assert_eq!(parse_server_args(dict), want);
+    }
+
+    /// The last field of each repr (before `)` or `}`), `None` values and a model path alone.
+    #[test]
+    fn last_field_and_none() {
+        let a = parse_server_args("'model_path': 'm/x', 'served_model_name': None, 'tp_size': 2}");
+        assert_eq!(a.model_name.as_deref(), Some("m/x"));
+        assert_eq!(a.tp_size, Some(2));
+        let b = parse_server_args("model_path='m/y', disaggregation_mode='null')");
+        assert_eq!(b.model_name.as_deref(), Some("m/y"));
+        assert_eq!(b.disaggregation_mode.as_deref(), Some("null"));
+        // A quoted word that is a value, not a key, reads as nothing.
+        let c = parse_server_args("'x', 'tp_size': 4}");
+        assert_eq!(c.tp_size, Some(4));
+        // Speculative decoding off is known (`None`), not unknown.
+        let d = parse_server_args("'speculative_algorithm': None, 'tp_size': 1}");
+        assert!(d.without_draft());
+        assert!(!parse_server_args("tp_size=1)").without_draft());
+        assert!(!parse_server_args("speculative_algorithm='NEXTN')").without_draft());
+    }
 }

@@ -6,12 +6,14 @@
 //! `sglang_log_exporter_series_dropped_total`).
 
 pub mod clock;
+mod draft;
 pub mod http;
 pub mod persist;
 mod printed;
 pub mod requests;
 pub mod selfmetric;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
@@ -403,6 +405,8 @@ struct Derived {
     full_usage: Option<MetricId>,
     /// (metric, default value, line class) of the rank-scope metrics with a `default`.
     defaults: Vec<(MetricId, f64, Class)>,
+    /// Startup figures a draft model runner prints in the target's words.
+    drafts: draft::DraftTwins,
 }
 
 impl State {
@@ -433,6 +437,7 @@ impl State {
                 id("decode_preallocated_usage"),
             ],
             full_usage: id("full_token_usage"),
+            drafts: draft::DraftTwins::of(&pat),
             defaults: pat
                 .metrics
                 .iter()
@@ -897,7 +902,21 @@ fn apply_rank_line(
     let slot_of = |id: MetricId| {
         pat.metrics[id as usize].scope == Scope::Server || line_scope == Scope::Server
     };
-    for &(id, v) in rec.values {
+    // A draft model's figure printed in the target's words goes to the draft's metric; decided
+    // for the whole line before any of its values is written. Only startup lines (rare) are
+    // copied; a stats line's values are used as they are.
+    let (routed, bad): (Cow<[(MetricId, f64)]>, Cow<[MetricId]>) = if class == Class::Fact {
+        let no_draft = srv.args.as_ref().is_some_and(ServerArgs::without_draft);
+        let serving = rank.has_stats();
+        let route = |id| d.drafts.route(id, &rank.values, serving, no_draft);
+        (
+            rec.values.iter().map(|&(id, v)| (route(id), v)).collect(),
+            rec.bad_metrics.iter().map(|&id| route(id)).collect(),
+        )
+    } else {
+        (Cow::Borrowed(rec.values), Cow::Borrowed(rec.bad_metrics))
+    };
+    for &(id, v) in routed.iter() {
         let slot = if slot_of(id) {
             &mut srv.values[id as usize]
         } else {
@@ -913,7 +932,7 @@ fn apply_rank_line(
     }
     // An unreadable value withdraws the gauge's series until the next readable value: an
     // older value would be shown as current. Counters keep their sum.
-    for &id in rec.bad_metrics {
+    for &id in bad.iter() {
         if pat.metrics[id as usize].kind == MetricKind::Gauge {
             if slot_of(id) {
                 srv.values[id as usize] = f64::NAN;

@@ -104,7 +104,7 @@ fn target(
             .map(|(_, t)| *t)
     });
     match t {
-        Some(FieldTarget::Metric { id, scale, sum }) => Ok(Some((id, scale, sum))),
+        Some(FieldTarget::Metric { id, scale, sum, .. }) => Ok(Some((id, scale, sum))),
         Some(FieldTarget::Ignore) => Ok(None),
         None if NOT_EXPORTED.iter().any(|(k, _)| *k == key) => Ok(None),
         None => Err(format!("unknown key {key:?}")),

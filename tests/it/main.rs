@@ -22,6 +22,7 @@ mod push;
 mod repro;
 mod requests;
 mod resilience;
+mod startup;
 mod top;
 mod variants;
 mod webconfig;

@@ -25,7 +25,7 @@ fields:
   skipped: {ignore: true}
 line_fields:
   decode:
-    "#running-req": {metric: running_alt}
+    "#running-req": {metric: running_alt, signed: true}
 metrics:
   running: {name: "sglang:num_running_reqs", kind: gauge, help: "Running.", activity: true}
   running_alt: {name: running_alt, kind: gauge, help: "Alt."}
@@ -67,6 +67,7 @@ fn the_good_file_compiles_as_written() {
         id: 1,
         scale: 1.0,
         sum: false,
+        signed: true,
     };
     assert_eq!(p.field(decode, "#running-req"), Some(running_alt));
     assert_eq!(
@@ -74,7 +75,8 @@ fn the_good_file_compiles_as_written() {
         Some(FieldTarget::Metric {
             id: 0,
             scale: 1.0,
-            sum: false
+            sum: false,
+            signed: false,
         })
     );
     assert_eq!(p.field(pool, "skipped"), Some(FieldTarget::Ignore));
@@ -86,7 +88,8 @@ fn the_good_file_compiles_as_written() {
             FieldTarget::Metric {
                 id: 2,
                 scale: 1.0,
-                sum: false
+                sum: false,
+                signed: false,
             }
         )]
     );
