@@ -105,7 +105,9 @@ pub fn check<R: Read>(
     let mut on = |e: Event<'_>, rep: &mut Report| match e {
         Event::Oversized => rep.oversized += 1,
         Event::Incomplete => rep.incomplete += 1,
-        Event::NulRun => {}
+        Event::NulRun(n) => {
+            pipeline.nuls(n);
+        }
         Event::Line(l, _) => {
             rep.lines += 1;
             match pipeline.run(l, &mut d) {
@@ -123,9 +125,7 @@ pub fn check<R: Read>(
                         }
                     }
                 }
-                Outcome::Unmatched(text)
-                    if text.contains(" batch") || text.contains("#running-req") =>
-                {
+                Outcome::Unmatched(text) if stats_like(text) => {
                     rep.suspicious_total += 1;
                     if rep.suspicious.len() < SAMPLES {
                         rep.suspicious.push(text.chars().take(300).collect());
@@ -145,6 +145,18 @@ pub fn check<R: Read>(
     // Cut JSON records, and container records whose last piece never came.
     rep.incomplete += d.incomplete + pipeline.drop_pending();
     Ok(rep)
+}
+
+/// Whether an unmatched line looks like a stats line no pattern read (a new SGLang format):
+/// it names a batch or running requests. A comment line (`# ...`, `#` then a space, as in an
+/// annotated sample or a shell transcript) is not one: SGLang's own lines never start so (its
+/// v0.1 decode line starts `#running-req:`, no space).
+fn stats_like(text: &str) -> bool {
+    let t = text.trim_start();
+    if t == "#" || t.starts_with("# ") {
+        return false;
+    }
+    text.contains(" batch") || text.contains("#running-req")
 }
 
 impl Report {

@@ -181,6 +181,14 @@ pub fn rank_samples(
     }
 }
 
+/// The capacity a rank's used tokens may be shown as a share of: `capacity` when it is positive
+/// and holds `used`; `None` when `used` exceeds it. A used count above its capacity is a
+/// contradiction (a capacity line of another rank, server or process applied), never a share
+/// over 100 %: callers fall back to SGLang's own token usage.
+pub fn share_capacity(used: Option<f64>, capacity: Option<f64>) -> Option<f64> {
+    capacity.filter(|&c| c > 0.0 && used.is_none_or(|u| u <= c))
+}
+
 /// Token usage × KV pool bytes: the KV-cache bytes in use, estimated (token usage is a share of
 /// SGLang's pool, not of the GPU). 0 while the rank is idle, as token usage is.
 ///
@@ -195,7 +203,7 @@ fn kv_used_estimate(state: &State, srv: &ServerState, rank: &RankState, now: f64
     let exact = id("num_used_tokens")
         .and_then(read)
         .zip(id("max_total_num_tokens").and_then(read))
-        .filter(|&(_, cap)| cap > 0.0)
+        .filter(|&(used, cap)| share_capacity(Some(used), Some(cap)).is_some())
         .map(|(used, cap)| used / cap)
         .filter(|r| (r - u).abs() <= 0.005 + 1e-9);
     Some((exact.unwrap_or(u) * p).round())

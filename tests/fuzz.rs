@@ -1286,7 +1286,7 @@ fn run_linebuf(c: &LineBufCase) -> Result<Vec<Ev>, TestCaseError> {
             .fill(&mut r, |e| {
                 got.push(match e {
                     Event::Line(l, p) => Ev::Line(Bytes(l.to_vec()), p),
-                    Event::NulRun => Ev::Nul,
+                    Event::NulRun(_) => Ev::Nul,
                     Event::Oversized => Ev::Over,
                     Event::Incomplete => Ev::Incomplete,
                 })

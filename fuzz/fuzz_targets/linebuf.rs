@@ -74,7 +74,7 @@ fuzz_target!(|input: &[u8]| {
     let mut push = |e: Event<'_>| {
         got.push(match e {
             Event::Line(l, p) => Ev::Line(l.to_vec(), p),
-            Event::NulRun => Ev::Nul,
+            Event::NulRun(_) => Ev::Nul,
             Event::Oversized => Ev::Over,
             Event::Incomplete => Ev::Incomplete,
         })

@@ -141,7 +141,14 @@ fn rank_line(
         }
     };
     let used = get(ids.used);
+    let contradiction = capacity.filter(|_| crate::view::share_capacity(used, capacity).is_none());
+    let capacity = crate::view::share_capacity(used, capacity);
     let kv = match (used, capacity, get(ids.usage)) {
+        (Some(u), None, r) if contradiction.is_some() => {
+            let c = contradiction.unwrap_or_default();
+            let share = r.map_or(String::new(), |r| format!("{:.1}%, ", 100.0 * r));
+            format!("KV cache {share}{u:.0} tokens used, above the {c:.0}-token capacity seen (contradictory)")
+        }
         (Some(u), Some(c), _) if c > 0.0 => {
             format!("KV cache {:.1}% ({u:.0}/{c:.0} tokens)", 100.0 * u / c)
         }
@@ -223,12 +230,13 @@ mod tests {
     fn last_busy_state_per_rank_at_the_end_of_the_input() {
         let state = state_of(LOG);
         let s = lock(&state);
-        // The log clock: the last line with rank state (10:00:31), not the access line.
+        // The log clock: the last timed line (the access line at 10:00:40); TP1's last stats
+        // line is 9 s before it, within --idle-after.
         let now = s.log_clock().unwrap();
         assert_eq!(
             render(&s, now, &TimeZone::UTC),
             "\
-KV cache at the end of the input (2026-06-03 10:00:31):
+KV cache at the end of the input (2026-06-03 10:00:40):
   decode (decode, m/x)
     TP0  idle since 10:00:00, last busy: KV cache 45.7% (45678/100000 tokens), 12 running, 3 queued
     TP1  busy at 10:00:31: KV cache 1.2% (1234/100000 tokens), 2 running, 0 queued

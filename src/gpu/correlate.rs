@@ -197,9 +197,10 @@ pub struct Local {
 /// on the second host of a TP16). SGLang's rule (`engine.py` `_calculate_rank_ranges`, v0.5.23):
 /// `pp_size_per_node = max(pp_size / nnodes, 1)`, `tp_size_per_node = tp_size / max(nnodes /
 /// pp_size, 1)`, and the local ranks are `pp_rank % pp_size_per_node` and `tp_rank %
-/// tp_size_per_node`. Without `server_args`, the smallest TP (and PP) rank seen is taken as the
-/// host's first when the ranks seen fill whole blocks above it (TP8-TP15 seen: 8; TP2-TP7: 0).
-pub fn local(r: &Ranks, args: Option<&ServerArgs>, all: &[Ranks]) -> Local {
+/// tp_size_per_node`. Without `server_args`, and only where `host_offset` says so (the ranks
+/// cannot be the host's own numbers), the smallest TP (and PP) rank seen is taken as the host's
+/// first when the ranks seen fill whole blocks above it (TP8-TP15 seen: 8; TP2-TP7: 0).
+pub fn local(r: &Ranks, args: Option<&ServerArgs>, all: &[Ranks], host_offset: bool) -> Local {
     let (tp_size, pp_size) = sizes(args, all);
     let (tp, pp) = (r.tp.unwrap_or(0), r.pp.unwrap_or(0));
     match args {
@@ -213,9 +214,14 @@ pub fn local(r: &Ranks, args: Option<&ServerArgs>, all: &[Ranks]) -> Local {
                 tp_per_node,
             }
         }
+        None if !host_offset => Local {
+            tp,
+            pp,
+            tp_per_node: tp_size,
+        },
         None => {
-            let tp_off = host_offset(all, |r| r.tp);
-            let pp_off = host_offset(all, |r| r.pp);
+            let tp_off = offset_seen(all, |r| r.tp);
+            let pp_off = offset_seen(all, |r| r.pp);
             Local {
                 tp: tp.saturating_sub(tp_off),
                 pp: pp.saturating_sub(pp_off),
@@ -227,7 +233,7 @@ pub fn local(r: &Ranks, args: Option<&ServerArgs>, all: &[Ranks]) -> Local {
 
 /// The first rank of this host, judged from the ranks seen: the smallest, when it is a multiple
 /// of the span seen (the host holds a whole block: TP8-TP15), else 0.
-fn host_offset(all: &[Ranks], f: fn(&Ranks) -> Option<u32>) -> u32 {
+fn offset_seen(all: &[Ranks], f: fn(&Ranks) -> Option<u32>) -> u32 {
     let seen = || all.iter().filter_map(f);
     match (seen().min(), seen().max()) {
         (Some(min), Some(max)) if min > 0 && min % (max - min + 1) == 0 => min,
@@ -240,9 +246,23 @@ fn host_offset(all: &[Ranks], f: fn(&Ranks) -> Option<u32>) -> u32 {
 /// for plain DP (where TP ranks restart at 0 in each replica; under DP attention TP ranks are
 /// already global). `tp_size`/`pp_size` come from `server_args`, else from the largest rank
 /// seen.
-pub fn launch_slot(r: &Ranks, args: Option<&ServerArgs>, all: &[Ranks]) -> u32 {
+///
+/// `gpus` is the length of the `--gpus` list. Ranks map by their own numbers whenever every
+/// rank seen fits the list, so a rank's GPU never changes as more ranks appear (a log that
+/// starts mid-run, with only DP2 TP2 and DP3 TP3 so far, maps them to the list's third and
+/// fourth GPU); only ranks that cannot fit (TP8-TP15 on an 8-GPU host of a multi-node server
+/// whose `server_args` line was not seen) are counted from the smallest seen.
+pub fn launch_slot(r: &Ranks, args: Option<&ServerArgs>, all: &[Ranks], gpus: usize) -> u32 {
+    let fits = all
+        .iter()
+        .all(|x| (slot(x, args, all, false) as usize) < gpus);
+    slot(r, args, all, !fits)
+}
+
+/// [`launch_slot`] with or without the host offset of ranks seen.
+fn slot(r: &Ranks, args: Option<&ServerArgs>, all: &[Ranks], host_offset: bool) -> u32 {
     let (tp_size, pp_size) = sizes(args, all);
-    let l = local(r, args, all);
+    let l = local(r, args, all, host_offset);
     let dp_part = if plain_dp(args, all) {
         r.dp.unwrap_or(0) * tp_size * pp_size
     } else {
@@ -258,7 +278,7 @@ pub fn server_args_gpu(r: &Ranks, args: &ServerArgs, all: &[Ranks]) -> u32 {
     let (tp_size, pp_size) = sizes(Some(args), all);
     let base = args.base_gpu_id.unwrap_or(0);
     let step = args.gpu_id_step.unwrap_or(1).max(1);
-    let l = local(r, Some(args), all);
+    let l = local(r, Some(args), all, false);
     let dp_part = if plain_dp(Some(args), all) {
         r.dp.unwrap_or(0) * tp_size * pp_size * step
     } else {
@@ -307,7 +327,7 @@ pub fn correlate(i: &Inputs<'_>) -> Vec<Mapping> {
             continue;
         };
         for r in &s.ranks {
-            let slot = launch_slot(r, s.args.as_ref(), &s.ranks) as usize;
+            let slot = launch_slot(r, s.args.as_ref(), &s.ranks, list.len()) as usize;
             if let Some(g) = list.get(slot).and_then(|x| x.find(i.gpus)) {
                 put(s, *r, g, Method::Explicit);
             }
@@ -376,15 +396,18 @@ mod tests {
     fn slots_follow_sglang_launch_order() {
         // DP attention: TP global, DP derived.
         let att: Vec<Ranks> = (0..4).map(|t| rk(Some(t / 2), None, Some(t))).collect();
-        let slots: Vec<u32> = att.iter().map(|r| launch_slot(r, None, &att)).collect();
+        let slots: Vec<u32> = att.iter().map(|r| launch_slot(r, None, &att, 4)).collect();
         assert_eq!(slots, [0, 1, 2, 3]);
         // Plain DP: TP restarts per replica.
         let plain: Vec<Ranks> = (0..4).map(|i| rk(Some(i / 2), None, Some(i % 2))).collect();
-        let slots: Vec<u32> = plain.iter().map(|r| launch_slot(r, None, &plain)).collect();
+        let slots: Vec<u32> = plain
+            .iter()
+            .map(|r| launch_slot(r, None, &plain, 4))
+            .collect();
         assert_eq!(slots, [0, 1, 2, 3]);
         // PP x TP.
         let pp: Vec<Ranks> = (0..4).map(|i| rk(None, Some(i / 2), Some(i % 2))).collect();
-        let slots: Vec<u32> = pp.iter().map(|r| launch_slot(r, None, &pp)).collect();
+        let slots: Vec<u32> = pp.iter().map(|r| launch_slot(r, None, &pp, 4)).collect();
         assert_eq!(slots, [0, 1, 2, 3]);
     }
 
@@ -421,12 +444,25 @@ mod tests {
             .map(|r| server_args_gpu(r, &a, &node1))
             .collect();
         assert_eq!(ids, (0..8).collect::<Vec<_>>());
-        // Without server_args: from the smallest rank seen.
-        let slots: Vec<u32> = node1.iter().map(|r| launch_slot(r, None, &node1)).collect();
+        // Without server_args, on an 8-GPU list: TP8-TP15 cannot be the host's own numbers,
+        // so they count from the smallest rank seen.
+        let slots: Vec<u32> = node1
+            .iter()
+            .map(|r| launch_slot(r, None, &node1, 8))
+            .collect();
         assert_eq!(slots, (0..8).collect::<Vec<_>>());
         // A host that saw TP2-TP7 only (TP0-1 silent) is the first host.
         let part: Vec<Ranks> = (2..8).map(|t| rk(None, None, Some(t))).collect();
-        assert_eq!(launch_slot(&part[0], None, &part), 2);
+        assert_eq!(launch_slot(&part[0], None, &part, 8), 2);
+        // DP attention seen from its middle (DP2 TP2, DP3 TP3 of four on `--gpus 4,5,6,7`):
+        // the ranks fit the list, so they map by their own numbers, and keep them as the
+        // other ranks appear.
+        let mid: Vec<Ranks> = (2..4).map(|t| rk(Some(t), None, Some(t))).collect();
+        let slots: Vec<u32> = mid.iter().map(|r| launch_slot(r, None, &mid, 4)).collect();
+        assert_eq!(slots, [2, 3]);
+        let all: Vec<Ranks> = (0..4).map(|t| rk(Some(t), None, Some(t))).collect();
+        let slots: Vec<u32> = all.iter().map(|r| launch_slot(r, None, &all, 4)).collect();
+        assert_eq!(slots, [0, 1, 2, 3]);
         // PP2 x TP8 on two hosts: a PP stage per host, TP ranks 0-7 on each.
         let pp = ServerArgs {
             tp_size: Some(8),

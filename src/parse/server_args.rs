@@ -17,6 +17,7 @@ pub fn parse_server_args(s: &str) -> ServerArgs {
     let mut out = ServerArgs::default();
     let mut model_path = None;
     let mut served = None;
+    let mut attn_dp = None;
     let b = s.as_bytes();
     let mut i = 0;
     while i < b.len() {
@@ -38,6 +39,7 @@ pub fn parse_server_args(s: &str) -> ServerArgs {
             "disaggregation_mode" => out.disaggregation_mode = text.map(str::to_string),
             "tp_size" => out.tp_size = num(),
             "dp_size" => out.dp_size = num(),
+            "attn_dp_size" => attn_dp = num(),
             "pp_size" => out.pp_size = num(),
             "nnodes" => out.nnodes = num(),
             "node_rank" => out.node_rank = num(),
@@ -53,6 +55,12 @@ pub fn parse_server_args(s: &str) -> ServerArgs {
         }
     }
     out.model_name = served.or(model_path);
+    // v0.5.22+ log DP attention as `attn_dp_size=N` with `dp_size=1` (the flags rewritten at
+    // start-up): N is the DP width the ranks show.
+    if let Some(n) = attn_dp.filter(|&n| n > 1) {
+        out.dp_size = Some(out.dp_size.map_or(n, |d| d.max(n)));
+        out.enable_dp_attention = Some(true);
+    }
     out
 }
 
@@ -171,5 +179,12 @@ mod tests {
         assert!(d.without_draft());
         assert!(!parse_server_args("tp_size=1)").without_draft());
         assert!(!parse_server_args("speculative_algorithm='NEXTN')").without_draft());
+        // v0.5.22+: DP attention as `attn_dp_size` beside `dp_size: 1`.
+        let e = parse_server_args(
+            "'tp_size': 8, 'dp_size': 1, 'attn_dp_size': 8, 'enable_dp_attention': True}",
+        );
+        assert_eq!((e.dp_size, e.enable_dp_attention), (Some(8), Some(true)));
+        let f = parse_server_args("'tp_size': 8, 'dp_size': 1, 'attn_dp_size': 1}");
+        assert_eq!(f.dp_size, Some(1));
     }
 }

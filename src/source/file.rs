@@ -524,7 +524,7 @@ mod tests {
         fn event(&mut self, e: Event<'_>) {
             match e {
                 Event::Line(l, _) => self.lines.push(String::from_utf8_lossy(l).into_owned()),
-                Event::NulRun => self.nuls += 1,
+                Event::NulRun(_) => self.nuls += 1,
                 _ => {}
             }
         }

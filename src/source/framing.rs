@@ -16,6 +16,9 @@
 //!   ([`crate::parse::request`]), which reads them in one pass without building the object.
 //! * Kubernetes CRI lines: `<RFC 3339 time> <stdout|stderr> <P|F> <text>`; `P` pieces continue
 //!   in the next record.
+//! * The journal export format (`journalctl -o export`, [`super::export`]): entries of
+//!   `NAME=value` lines ended by an empty line; `MESSAGE` is the line, `_SYSTEMD_UNIT` the
+//!   server, `__REALTIME_TIMESTAMP` the time.
 //!
 //! Anything else passes through unchanged. Detection is per line, so a file may mix them. A
 //! record reassembled from pieces past the line limit is skipped and counted, never parsed in
@@ -66,6 +69,9 @@ pub enum Framed<'a> {
     /// A line that starts as a JSON object but does not parse (a record cut short): skipped,
     /// never read as plain text (its last value would be a cut number).
     CutJson,
+    /// A journal export entry that broke its format (a binary length that does not match its
+    /// bytes, a value past the line limit): skipped whole.
+    BrokenEntry,
 }
 
 /// The pieces of one container record being joined.
@@ -93,6 +99,8 @@ pub struct Framer {
     max_line: usize,
     /// `--input.json-message-key`, split at dots.
     user_key: Option<Vec<String>>,
+    /// The journal export entry being read.
+    export: super::export::Export,
 }
 
 impl Framer {
@@ -104,6 +112,7 @@ impl Framer {
             unit: String::new(),
             max_line,
             user_key: None,
+            export: super::export::Export::new(max_line),
         }
     }
 
@@ -117,7 +126,19 @@ impl Framer {
     /// Whether no partial record is held: the next line frames the same whatever came before
     /// (see [`crate::source::parallel`]).
     pub fn is_idle(&self) -> bool {
-        self.partials.iter().all(|p| !p.open)
+        self.partials.iter().all(|p| !p.open) && !self.export.is_open()
+    }
+
+    /// Takes `n` NUL bytes skipped before the next line when a journal export entry's binary
+    /// value is being read (see [`super::export::Export::nuls`]); `false` otherwise.
+    pub fn nuls(&mut self, n: usize) -> bool {
+        self.export.nuls(n)
+    }
+
+    /// Whether `line` needs [`Framer::frame`]: it may start a wrapper (`{`, a digit, `_` of a
+    /// journal export entry's first field), or a journal export entry is being read.
+    pub fn wants(&self, line: &[u8]) -> bool {
+        matches!(line.first(), Some(b'{' | b'_' | b'0'..=b'9')) || self.export.is_open()
     }
 
     /// Unwraps one line.
@@ -126,6 +147,33 @@ impl Framer {
     /// a CRI `P` piece, where it is the middle of the joined line, not its end. JSON allows it
     /// as trailing whitespace.
     pub fn frame<'a>(&'a mut self, line: &'a [u8]) -> Framed<'a> {
+        if self.export.is_open() || line.first() == Some(&b'_') {
+            use super::export::Step;
+            match self.export.feed(line) {
+                Step::NotExport => {}
+                Step::Held => return Framed::Pending,
+                Step::Broken => return Framed::BrokenEntry,
+                Step::Ended => {
+                    let (msg, unit, realtime) = self.export.take();
+                    let Some(mut msg) = msg else {
+                        return Framed::NoMessage;
+                    };
+                    if msg.last() == Some(&b'\n') {
+                        msg.pop();
+                    }
+                    self.out = msg;
+                    self.unit.clear();
+                    if let Some(u) = &unit {
+                        self.unit.push_str(super::server_name_of_unit(u));
+                    }
+                    return Framed::Message {
+                        text: &self.out,
+                        unit: unit.map(|_| self.unit.as_str()),
+                        realtime,
+                    };
+                }
+            }
+        }
         if is_request_event(line) {
             return Framed::Plain(line);
         }
@@ -236,7 +284,7 @@ impl Framer {
     pub fn drop_pending(&mut self) -> u64 {
         let open = self.partials.iter().filter(|p| p.open).count();
         self.partials = Default::default();
-        open as u64
+        open as u64 + u64::from(self.export.drop_open())
     }
 }
 

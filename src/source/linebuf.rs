@@ -14,8 +14,9 @@ pub enum Event<'a> {
     /// reading resumes after it; set before the line is handed out, so a reader restarted after
     /// a failure on this line goes on with the next).
     Line(&'a [u8], u64),
-    /// A run of NUL bytes where a line would start was skipped.
-    NulRun,
+    /// A run of NUL bytes where a line would start was skipped: how many of its bytes this
+    /// read held (a run that goes on into the next read is reported once).
+    NulRun(usize),
     /// A line longer than the limit was skipped (counted once per line).
     Oversized,
     /// The input ended (or was rotated or truncated) in the middle of a line: the bytes after the
@@ -147,7 +148,7 @@ impl LineBuf {
         let held = &self.buf[self.start..self.end];
         let n = held.iter().position(|&b| b != 0).unwrap_or(held.len());
         if n > 0 && !self.in_nul_run {
-            f(Event::NulRun);
+            f(Event::NulRun(n));
         }
         self.start += n;
         self.pos += n as u64;
@@ -200,7 +201,7 @@ mod tests {
                 .fill(&mut r, |e| match e {
                     Event::Line(l, _) => lines.push(String::from_utf8_lossy(l).into_owned()),
                     Event::Oversized => over += 1,
-                    Event::NulRun => lines.push("<NUL>".into()),
+                    Event::NulRun(_) => lines.push("<NUL>".into()),
                     Event::Incomplete => unreachable!("fill never reports a partial line"),
                 })
                 .unwrap()

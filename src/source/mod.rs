@@ -5,6 +5,7 @@
 //! wrappers, parses, stamps the line with a time and applies it to the shared state.
 
 pub mod discover;
+pub mod export;
 pub mod fault;
 pub mod file;
 pub mod framing;
@@ -107,6 +108,12 @@ impl Pipeline {
         )
     }
 
+    /// Hands `n` NUL bytes the line reader skipped at a line start to the framer; `true` when
+    /// they were a binary value's bytes of a journal export entry (not a hole to count).
+    pub fn nuls(&mut self, n: usize) -> bool {
+        self.framer.nuls(n)
+    }
+
     /// Whether the framer holds no partial record (see [`framing::Framer::is_idle`]).
     pub fn framer_idle(&self) -> bool {
         self.framer.is_idle()
@@ -146,39 +153,37 @@ impl Pipeline {
             parser,
             ..
         } = self;
-        // Fast path: most lines are plain; only `{` and a digit can start a wrapper.
-        let first = raw.first().copied();
-        let (text, unit, realtime) =
-            if first != Some(b'{') && !first.is_some_and(|c| c.is_ascii_digit()) {
-                (raw, None, None)
-            } else {
-                match framer.frame(raw) {
-                    Framed::Plain(l) => (l, None, None),
-                    Framed::Message {
-                        text,
-                        unit,
-                        realtime,
-                    } => (text, unit, realtime),
-                    Framed::Pending => return Outcome::Skipped,
-                    Framed::NullMessage => {
-                        d.unmatched += 1;
-                        d.null_messages += 1;
-                        return Outcome::Skipped;
-                    }
-                    Framed::NoMessage => {
-                        d.json_without_message += 1;
-                        return Outcome::Skipped;
-                    }
-                    Framed::Oversized => {
-                        d.oversized += 1;
-                        return Outcome::Skipped;
-                    }
-                    Framed::CutJson => {
-                        d.incomplete += 1;
-                        return Outcome::Skipped;
-                    }
+        // Fast path: most lines are plain; only `{`, a digit and `_` can start a wrapper.
+        let (text, unit, realtime) = if !framer.wants(raw) {
+            (raw, None, None)
+        } else {
+            match framer.frame(raw) {
+                Framed::Plain(l) => (l, None, None),
+                Framed::Message {
+                    text,
+                    unit,
+                    realtime,
+                } => (text, unit, realtime),
+                Framed::Pending => return Outcome::Skipped,
+                Framed::NullMessage => {
+                    d.unmatched += 1;
+                    d.null_messages += 1;
+                    return Outcome::Skipped;
                 }
-            };
+                Framed::NoMessage => {
+                    d.json_without_message += 1;
+                    return Outcome::Skipped;
+                }
+                Framed::Oversized => {
+                    d.oversized += 1;
+                    return Outcome::Skipped;
+                }
+                Framed::CutJson | Framed::BrokenEntry => {
+                    d.incomplete += 1;
+                    return Outcome::Skipped;
+                }
+            }
+        };
         // Nearly every line is printable ASCII: nothing to clean, valid UTF-8 (one pass).
         let text = if crate::parse::clean::is_plain_ascii(text) {
             debug_assert!(std::str::from_utf8(text).is_ok());
@@ -380,7 +385,13 @@ impl Ingest {
                 d.incomplete += 1;
                 tracing::warn!(source = %self.ap.source, "the input ended in the middle of a line (no newline); that part was not read");
             }
-            Event::NulRun => d.nul_runs += 1,
+            // Inside a binary value of a journal export entry, NULs are the value's bytes (a
+            // length prefix's high bytes after a `\n` in its low ones), not a hole.
+            Event::NulRun(n) => {
+                if !self.pipeline.nuls(n) {
+                    self.ap.delta.nul_runs += 1;
+                }
+            }
         }
     }
 

@@ -1,12 +1,13 @@
 //! The log's own clock, for reading finished inputs (`--once`, `backfill`): "now" is the time
-//! of the input's last line that carries rank state, so `--once old.log` shows the state at the
-//! end of that log, not "idle since June".
+//! of the input's last timed line, so `--once old.log` shows the state at the end of that log,
+//! not "idle since June", and a log that went on quietly (access lines only) past
+//! `--idle-after` reads idle at its end, as the same file followed live does.
 
 /// A jump ahead by more than this needs a second line to confirm it.
 pub const JUMP: f64 = 3600.0;
 
-/// The latest plausible time of the lines that carry rank state (stats, retraction and startup
-/// lines; never access or `server_args` lines).
+/// The latest plausible time of the input's timed lines (every kind: stats, retraction, startup,
+/// access, `server_args` and request lines).
 ///
 /// One line with a corrupt time (a flipped day or year digit) cannot move the clock alone: a
 /// time more than [`JUMP`] ahead is held as pending until a second line lands within `JUMP` of

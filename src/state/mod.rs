@@ -407,6 +407,10 @@ struct Derived {
     defaults: Vec<(MetricId, f64, Class)>,
     /// Startup figures a draft model runner prints in the target's words.
     drafts: draft::DraftTwins,
+    /// The rank's KV pool capacity and the server's capacity line, against which a stats
+    /// line's used tokens are checked.
+    pool_capacity: Option<MetricId>,
+    max_total: Option<MetricId>,
 }
 
 impl State {
@@ -438,6 +442,8 @@ impl State {
             ],
             full_usage: id("full_token_usage"),
             drafts: draft::DraftTwins::of(&pat),
+            pool_capacity: id("kv_pool_capacity_tokens"),
+            max_total: id("max_total_num_tokens"),
             defaults: pat
                 .metrics
                 .iter()
@@ -764,11 +770,10 @@ impl State {
         for k in rec.unknown_keys() {
             self.count_unknown(k);
         }
-        let carries_rank_state = !matches!(
-            rec.class,
-            Class::Access | Class::ServerArgs | Class::Request
-        );
-        if let (true, Some(t)) = (carries_rank_state, ts) {
+        // Every timed line moves the log's clock (a log that goes on with access lines past
+        // --idle-after reads idle at its end, as it would followed live); the clock's own rule
+        // keeps a lone line with a wrong day from moving it.
+        if let Some(t) = ts {
             self.clock.observe(t);
         }
         let (max_ranks, max_total) = (self.cfg.max_ranks, self.cfg.max_ranks_total);
@@ -801,6 +806,7 @@ impl State {
             srv.last_seen = Some(srv.last_seen.map_or(t, |l| l.max(t)));
         }
         let mut restarted = 0;
+        let mut contradictions = 0;
         let dropped = match rec.class {
             Class::ServerArgs => {
                 if srv.args.is_some() || !srv.ranks.is_empty() {
@@ -848,19 +854,34 @@ impl State {
                 if new_rank && (srv.ranks.len() >= max_ranks || !room) {
                     true
                 } else {
-                    apply_rank_line(pat, d, srv, class, rec, ts);
+                    contradictions = apply_rank_line(pat, d, srv, class, rec, ts, fact_metrics);
                     *ranks_total += usize::from(new_rank);
-                    if class == Class::Fact {
-                        for &(id, _) in rec.values {
-                            fact_metrics[id as usize] = true;
-                        }
-                    }
                     false
                 }
             }
         };
         *dropped_series += u64::from(dropped);
         *ranks_total -= restarted;
+        if contradictions > 0 {
+            self.count_contradictions(&key.server, contradictions);
+        }
+    }
+
+    /// Counts `n` stats lines whose used tokens exceed their rank's known capacity; warns once
+    /// per server.
+    fn count_contradictions(&mut self, server: &str, n: u32) {
+        let first = !self
+            .self_metrics
+            .contains_key(&(SelfMetric::KvCapacityContradictions, server.to_string()));
+        if first {
+            tracing::warn!(
+                server,
+                "a stats line reports more KV-cache tokens in use than the capacity seen for its rank \
+                 (a capacity line of another rank or process?); its share is shown from token usage \
+                 (sglang_log_exporter_kv_capacity_contradictions_total)"
+            );
+        }
+        self.add_self(SelfMetric::KvCapacityContradictions, server, f64::from(n));
     }
 
     fn count_unknown(&mut self, key: &str) {
@@ -884,7 +905,9 @@ impl State {
 /// `sglang_log_exporter_unknown_fields_total` stays short. Real SGLang keys are under 40.
 const MAX_UNKNOWN_KEY_LEN: usize = 64;
 
-/// Applies a stats, retraction or startup line to its rank (created if new).
+/// Applies a stats, retraction or startup line to its rank (created if new), marking the
+/// metrics a startup line set in `facts`. Returns how many ranks now hold used tokens above
+/// their known capacity because of this line (a contradiction, counted by the caller).
 fn apply_rank_line(
     pat: &Patterns,
     d: &Derived,
@@ -892,7 +915,8 @@ fn apply_rank_line(
     class: Class,
     rec: &Record<'_>,
     ts: Option<f64>,
-) {
+    facts: &mut [bool],
+) -> u32 {
     let n = pat.metrics.len();
     let line_scope = pat.lines[rec.kind].scope;
     let rank = srv
@@ -917,6 +941,9 @@ fn apply_rank_line(
         (Cow::Borrowed(rec.values), Cow::Borrowed(rec.bad_metrics))
     };
     for &(id, v) in routed.iter() {
+        if class == Class::Fact {
+            facts[id as usize] = true;
+        }
         let slot = if slot_of(id) {
             &mut srv.values[id as usize]
         } else {
@@ -960,6 +987,31 @@ fn apply_rank_line(
             if ids.iter().flatten().any(|&m| rec.get(m).is_some()) {
                 srv.engine_hint = Some(hint);
             }
+            // The used count as printed (`#token`), against the rank's pool, else the server's
+            // capacity line.
+            let capacity =
+                cap_of(d.pool_capacity, &rank.values).or(cap_of(d.max_total, &srv.values));
+            if let (Some(u), Some(c)) = (d.used.and_then(|m| rec.get(m)), capacity) {
+                return u32::from(u > c);
+            }
+        }
+        // A capacity that arrives after the stats lines it contradicts (a capacity line of
+        // another process, read later) counts once per rank it contradicts.
+        Class::Fact
+            if routed
+                .iter()
+                .any(|&(m, _)| Some(m) == d.max_total || Some(m) == d.pool_capacity) =>
+        {
+            let server_cap = cap_of(d.max_total, &srv.values);
+            return srv
+                .ranks
+                .values()
+                .filter(|r| {
+                    let used = cap_of(d.used, &r.values);
+                    let c = cap_of(d.pool_capacity, &r.values).or(server_cap);
+                    matches!((used, c), (Some(u), Some(c)) if u > c)
+                })
+                .count() as u32;
         }
         Class::Retract => {
             rank.retractions += 1;
@@ -967,6 +1019,12 @@ fn apply_rank_line(
         }
         _ => {}
     }
+    0
+}
+
+/// The value of metric `m` in `values`, if set.
+fn cap_of(m: Option<MetricId>, values: &[f64]) -> Option<f64> {
+    m.map(|m| values[m as usize]).filter(|v| !v.is_nan())
 }
 
 /// The pattern file's `default` of every metric the line does not print (SGLang's own metrics

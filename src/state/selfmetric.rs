@@ -26,11 +26,13 @@ pub enum SelfMetric {
     DiscoveryFollowed,
     /// `sglang_log_exporter_discovery_files_skipped_total`.
     DiscoverySkipped,
+    /// `sglang_log_exporter_kv_capacity_contradictions_total{server}`.
+    KvCapacityContradictions,
 }
 
 impl SelfMetric {
     /// Every self metric, in exposition order.
-    pub const ALL: [SelfMetric; 10] = [
+    pub const ALL: [SelfMetric; 11] = [
         SelfMetric::SourceUp,
         SelfMetric::SourcePanics,
         SelfMetric::JournalctlRestarts,
@@ -41,6 +43,7 @@ impl SelfMetric {
         SelfMetric::PushLastStatus,
         SelfMetric::DiscoveryFollowed,
         SelfMetric::DiscoverySkipped,
+        SelfMetric::KvCapacityContradictions,
     ];
 
     /// Name, HELP, type and label name (empty: no label).
@@ -106,6 +109,12 @@ impl SelfMetric {
                 "Files found by --input.glob that were not followed because --input.max-files were followed already (each file counted once per time it is skipped).",
                 Kind::Counter,
                 "",
+            ),
+            S::KvCapacityContradictions => (
+                "sglang_log_exporter_kv_capacity_contradictions_total",
+                "Times a rank's used KV-cache tokens were seen above the capacity known for it (a stats line above its pool or capacity line, or a capacity line below its last count: a capacity of another rank or process); its share is then shown from token usage, never over 100 %.",
+                Kind::Counter,
+                "server",
             ),
         }
     }

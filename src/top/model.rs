@@ -120,9 +120,11 @@ pub struct Rank {
 }
 
 impl Rank {
-    /// KV-cache capacity in tokens: `sglang:max_total_num_tokens`, else the pool's capacity.
+    /// KV-cache capacity in tokens: `sglang:max_total_num_tokens`, else the pool's capacity;
+    /// `None` where the used tokens exceed it (a contradiction, see [`crate::view::share_capacity`]).
     pub fn capacity(&self) -> Option<f64> {
-        self.max_total_tokens.or(self.pool_capacity_tokens)
+        let cap = self.max_total_tokens.or(self.pool_capacity_tokens);
+        crate::view::share_capacity(self.used_tokens, cap)
     }
 
     /// KV-cache usage (0-1): used / capacity where both are known, else `sglang:token_usage`.

@@ -592,3 +592,34 @@ fn readme_joins_work_in_promtool() {
     }
     crate::promtools::test_rules(dir.path(), "joins.test.yml", &y);
 }
+
+/// `--gpus` with a log that starts mid-run (only DP2 TP2 and DP3 TP3 have printed): the ranks
+/// fit the list, so they map by their own numbers (the list's third and fourth GPU), not by the
+/// smallest rank seen; and the mapping stays when the other ranks appear.
+#[test]
+fn an_explicit_list_maps_a_partial_view_of_ranks_by_their_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = fake_nvml(dir.path());
+    let s = script_file(dir.path());
+    script(&s, &four_gpus());
+    let log = dir.path().join("dec.log");
+    let line = |dp: u32| {
+        format!("[2026-06-03 10:00:0{dp} DP{dp} TP{dp}] Decode batch, #running-req: 1, #token: 10, token usage: 0.10, gen throughput (token/s): 1.00, #queue-req: 0\n")
+    };
+    std::fs::write(&log, line(2) + &line(3)).unwrap();
+    let input = format!("dec={}", log.display());
+    let info = |dp: u32, gpu: u32| {
+        format!("sglang_rank_gpu_info{{server=\"dec\",engine_type=\"unified\",dp_rank=\"{dp}\",pp_rank=\"0\",tp_rank=\"{dp}\",moe_ep_rank=\"0\",gpu=\"{gpu}\",uuid=\"GPU-{gpu}{gpu}{gpu}{gpu}\",method=\"explicit\"}} 1")
+    };
+    let (out, _) = once(&lib, &s, &["--gpus", "dec=0,1,2,3", &input]);
+    assert_eq!(
+        samples(&out, "sglang_rank_gpu_info"),
+        [info(2, 2), info(3, 3)]
+    );
+    std::fs::write(&log, line(2) + &line(3) + &line(0) + &line(1)).unwrap();
+    let (out, _) = once(&lib, &s, &["--gpus", "dec=0,1,2,3", &input]);
+    assert_eq!(
+        samples(&out, "sglang_rank_gpu_info"),
+        [info(0, 0), info(1, 1), info(2, 2), info(3, 3)]
+    );
+}

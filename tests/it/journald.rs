@@ -534,3 +534,88 @@ fn units_security_exposure_is_the_readmes_1_6() {
         );
     }
 }
+
+/// The journal export format piped in (`journalctl -o export | sglang-log-exporter -`), as
+/// real journalctl writes it from a real journal: each unit is its own server, the time is the
+/// entry's `__REALTIME_TIMESTAMP`, and a binary `MESSAGE` (a newline, a colour code) is read
+/// whole. The same values as reading the unit through `--journal-unit`.
+#[test]
+fn the_export_format_on_stdin_is_read_entry_by_entry() {
+    let j = Journal::new();
+    // A binary MESSAGE (colour codes, a newline inside: the text after it is not the line) and
+    // a length whose first byte is a newline (10 bytes of message after the prefix's cut).
+    let coloured = format!("\x1b[32m{}\x1b[0m", decode_line("10:07:51", 2, 61));
+    let mut extra = entry(
+        "sglang-decode.service",
+        INVOCATION,
+        1_780_481_271_000_000,
+        coloured.as_bytes(),
+    );
+    extra.extend(entry(
+        "sglang-decode.service",
+        INVOCATION,
+        1_780_481_271_500_000,
+        b"0123456\n89",
+    ));
+    j.append(&extra);
+    let export = Command::new("journalctl")
+        .args(["-o", "export", "--file"])
+        .arg(&j.path)
+        .arg(format!("_SYSTEMD_INVOCATION_ID={INVOCATION}"))
+        .arg("+")
+        .arg("_SYSTEMD_UNIT=sglang-prefill.service")
+        .output()
+        .expect("journalctl");
+    assert!(export.status.success());
+    assert!(
+        export.stdout.windows(8).any(|w| w == b"MESSAGE\n"),
+        "journalctl wrote no binary field"
+    );
+    let mut cmd = Command::new(crate::common::bin());
+    cmd.args(["--once", "--gpu.disable", "--timezone", "UTC", "-"]);
+    let out = run_with_input(&mut cmd, &export.stdout, "the exporter");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let m = String::from_utf8(out.stdout).unwrap();
+    for (dp, running) in [(0, 55.0), (1, 56.0), (2, 61.0), (3, 54.0)] {
+        assert_eq!(
+            get(&m, &format!("sglang:num_running_reqs{}", rank(dp))),
+            Some(running),
+            "{m}"
+        );
+    }
+    assert_eq!(
+        get(
+            &m,
+            &format!("sglang_last_stats_timestamp_seconds{}", rank(2))
+        ),
+        Some(1780481271.0)
+    );
+    assert_eq!(
+        get(
+            &m,
+            &format!("sglang_last_stats_timestamp_seconds{}", rank(0))
+        ),
+        Some(1780481270.372041)
+    );
+    // The prefill unit is a server of its own, labelled prefill.
+    assert_eq!(
+        get(
+            &m,
+            r#"sglang_server_info{server="sglang-prefill",model_name="deepseek-ai/DeepSeek-V3",engine_type="prefill",tp_size="4",dp_size="1",pp_size="1"}"#
+        ),
+        Some(1.0),
+        "{m}"
+    );
+    assert!(!m.contains(r#"server="-""#), "{m}");
+    assert_eq!(
+        get(
+            &m,
+            r#"sglang_log_exporter_lines_incomplete_total{source="-"}"#
+        ),
+        Some(0.0)
+    );
+}
