@@ -25,6 +25,18 @@ pub enum Step {
     Broken,
 }
 
+/// What an ended entry said: its `MESSAGE` (`None`: it had none), `_SYSTEMD_UNIT` and
+/// `__REALTIME_TIMESTAMP` (Unix seconds).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Entry {
+    /// The log line.
+    pub message: Option<Vec<u8>>,
+    /// The systemd unit, as written (`sglang-decode.service`).
+    pub unit: Option<String>,
+    /// The entry's time, Unix seconds.
+    pub realtime: Option<f64>,
+}
+
 /// Which field a value is kept for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Field {
@@ -213,9 +225,13 @@ impl Export {
         self.realtime = None;
     }
 
-    /// The ended entry's message (`None`: the entry had none), unit and time; clears it.
-    pub fn take(&mut self) -> (Option<Vec<u8>>, Option<String>, Option<f64>) {
-        let out = (self.message.take(), self.unit.take(), self.realtime.take());
+    /// The ended entry; clears it.
+    pub fn take(&mut self) -> Entry {
+        let out = Entry {
+            message: self.message.take(),
+            unit: self.unit.take(),
+            realtime: self.realtime.take(),
+        };
         self.clear();
         out
     }
@@ -235,7 +251,7 @@ mod tests {
     use super::*;
 
     /// Feeds `input` split at `\n` as the line reader does; returns each ended entry.
-    fn decode(input: &[u8]) -> Vec<Result<(Option<Vec<u8>>, Option<String>, Option<f64>), ()>> {
+    fn decode(input: &[u8]) -> Vec<Result<Entry, ()>> {
         let mut e = Export::new(1 << 20);
         let mut out = Vec::new();
         let body = input.strip_suffix(b"\n").unwrap_or(input);
@@ -274,23 +290,19 @@ mod tests {
         input.extend_from_slice(b"\n");
         let got = decode(&input);
         assert_eq!(got.len(), 3);
-        assert_eq!(
-            got[0],
-            Ok((
-                Some(b"[2026-06-03 09:57:43 TP0] hello".to_vec()),
-                Some("sglang-decode.service".into()),
-                Some(1780480663.400276)
-            ))
-        );
+        let entry = |m: &[u8], unit: Option<&str>, realtime| Entry {
+            message: Some(m.to_vec()),
+            unit: unit.map(str::to_string),
+            realtime,
+        };
+        let hello = b"[2026-06-03 09:57:43 TP0] hello";
+        let unit = Some("sglang-decode.service");
+        assert_eq!(got[0], Ok(entry(hello, unit, Some(1780480663.400276))));
         assert_eq!(
             got[1],
-            Ok((
-                Some(odd.to_vec()),
-                Some("u.service".into()),
-                Some(1780480664.0)
-            ))
+            Ok(entry(odd, Some("u.service"), Some(1780480664.0)))
         );
-        assert_eq!(got[2], Ok((Some(ten.to_vec()), None, None)));
+        assert_eq!(got[2], Ok(entry(ten, None, None)));
     }
 
     #[test]
@@ -299,7 +311,11 @@ mod tests {
         input.extend_from_slice(&3u64.to_le_bytes());
         input.extend_from_slice(b"toolong\n\n__CURSOR=b\nMESSAGE=ok\n\n");
         let got = decode(&input);
-        assert_eq!(got, [Err(()), Ok((Some(b"ok".to_vec()), None, None))]);
+        let ok = Entry {
+            message: Some(b"ok".to_vec()),
+            ..Entry::default()
+        };
+        assert_eq!(got, [Err(()), Ok(ok)]);
         // A value past the limit.
         let mut e = Export::new(4);
         for l in [&b"__CURSOR=a"[..], b"MESSAGE=12345"] {
@@ -335,7 +351,7 @@ mod tests {
                     assert!(e.nuls(n));
                 }
                 if e.feed(&line[n..]) == Step::Ended {
-                    got = e.take().0;
+                    got = e.take().message;
                 }
             }
             assert_eq!(got.as_deref(), Some(&value[..]), "{len}");

@@ -154,8 +154,12 @@ impl Framer {
                 Step::Held => return Framed::Pending,
                 Step::Broken => return Framed::BrokenEntry,
                 Step::Ended => {
-                    let (msg, unit, realtime) = self.export.take();
-                    let Some(mut msg) = msg else {
+                    let super::export::Entry {
+                        message,
+                        unit,
+                        realtime,
+                    } = self.export.take();
+                    let Some(mut msg) = message else {
                         return Framed::NoMessage;
                     };
                     if msg.last() == Some(&b'\n') {

@@ -346,7 +346,7 @@ impl Batch {
             applied = self.parse_parallel(&mut d, &mut f);
             if applied < self.ends.len() {
                 tracing::debug!(
-                    "a partial container record: the rest of this input is parsed on one thread"
+                    "a record over several lines (a container record in pieces, a journal export entry): the rest of this input is parsed on one thread"
                 );
                 self.sequential = true;
             }

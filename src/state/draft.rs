@@ -8,7 +8,28 @@
 //! have kinds of their own in the pattern file; the ones that do not are told apart by order:
 //! the target's comes first.
 
+use std::borrow::Cow;
+
 use crate::parse::patterns::{MetricId, Patterns};
+use crate::record::Record;
+
+/// A line's values and withdrawn metrics, each under the metric it goes to.
+pub struct Routed<'a> {
+    /// (metric, value).
+    pub values: Cow<'a, [(MetricId, f64)]>,
+    /// Metrics withdrawn (unreadable on the line).
+    pub bad: Cow<'a, [MetricId]>,
+}
+
+impl<'a> Routed<'a> {
+    /// The line's own metrics, not copied (every line but startup lines).
+    pub fn as_printed(rec: &Record<'a>) -> Routed<'a> {
+        Routed {
+            values: Cow::Borrowed(rec.values),
+            bad: Cow::Borrowed(rec.bad_metrics),
+        }
+    }
+}
 
 /// The target metrics a draft model runner prints again in the same words, each with the
 /// draft's own metric.
@@ -29,6 +50,22 @@ impl DraftTwins {
                 .filter_map(|(t, d)| Some((pat.metric_by_id(t)?, pat.metric_by_id(d)?)))
                 .collect(),
         )
+    }
+
+    /// Every metric of startup line `rec` routed by [`DraftTwins::route`], decided for the whole
+    /// line before any of its values is written.
+    pub fn route_line<'a>(
+        &self,
+        rec: &Record<'a>,
+        values: &[f64],
+        serving: bool,
+        no_draft: bool,
+    ) -> Routed<'a> {
+        let route = |id| self.route(id, values, serving, no_draft);
+        Routed {
+            values: rec.values.iter().map(|&(id, v)| (route(id), v)).collect(),
+            bad: rec.bad_metrics.iter().map(|&id| route(id)).collect(),
+        }
     }
 
     /// Where a startup line's value of `id` goes on a rank whose current values are `values`:

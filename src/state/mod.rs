@@ -13,7 +13,6 @@ mod printed;
 pub mod requests;
 pub mod selfmetric;
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
@@ -929,16 +928,15 @@ fn apply_rank_line(
     // A draft model's figure printed in the target's words goes to the draft's metric; decided
     // for the whole line before any of its values is written. Only startup lines (rare) are
     // copied; a stats line's values are used as they are.
-    let (routed, bad): (Cow<[(MetricId, f64)]>, Cow<[MetricId]>) = if class == Class::Fact {
+    let draft::Routed {
+        values: routed,
+        bad,
+    } = if class == Class::Fact {
         let no_draft = srv.args.as_ref().is_some_and(ServerArgs::without_draft);
-        let serving = rank.has_stats();
-        let route = |id| d.drafts.route(id, &rank.values, serving, no_draft);
-        (
-            rec.values.iter().map(|&(id, v)| (route(id), v)).collect(),
-            rec.bad_metrics.iter().map(|&id| route(id)).collect(),
-        )
+        d.drafts
+            .route_line(rec, &rank.values, rank.has_stats(), no_draft)
     } else {
-        (Cow::Borrowed(rec.values), Cow::Borrowed(rec.bad_metrics))
+        draft::Routed::as_printed(rec)
     };
     for &(id, v) in routed.iter() {
         if class == Class::Fact {

@@ -361,16 +361,19 @@ fn idle_ranks_read_zero_after_idle_after() {
         ),
         [(idle_at, 786432.0)]
     );
-    // The end of the input: the log clock is the last line that carries rank state (DP0's
-    // decode line at 10:17:36; the /health lines up to 10:18:46 do not count). Every rank's
-    // last stats line (10:17:31-36) is within 30 s of it: none is idle at the end.
-    let end = 1780481856.0;
+    // The end of the input: the log clock is the last timed line (the /health line at
+    // 10:18:46). Every rank's last stats line (10:17:31-36) is more than 30 s before it: each
+    // ends idle, 30 s after its last stats line, as the same file followed live would.
+    let last_stats = 1780481856.0;
     let mut ranks = 0;
     for (k, pts) in &all {
         if k.starts_with("sglang_idle{") {
             let (t, v) = *pts.last().unwrap();
-            assert_eq!(v, 0.0, "{k}");
-            assert!(t <= end && t >= end - 5.0, "{k} at {t}");
+            assert_eq!(v, 1.0, "{k}");
+            assert!(
+                t <= last_stats + 30.0 && t >= last_stats + 25.0,
+                "{k} at {t}"
+            );
             ranks += 1;
         }
     }

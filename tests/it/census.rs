@@ -165,3 +165,36 @@ fn every_census_format_is_read_with_its_printed_values() {
     );
     assert!(checked > 1500, "only {checked} values checked");
 }
+
+/// A KV-pool or graph-capture line that names the draft model (`draft KV Cache is allocated`,
+/// `Capture draft extend cuda graph end`, `Capture Frozen-KV MTP draft ...`) in any release is
+/// read as the draft's (a `*_draft` kind, whose figures go to the `draft_*` metrics); one that
+/// does not name it is the target's.
+#[test]
+fn census_lines_that_name_the_draft_are_the_drafts() {
+    let pat = Arc::new(Patterns::embedded().unwrap());
+    let mut parser = Parser::new(pat.clone());
+    let mut seen = [0, 0];
+    for row in rows() {
+        let census_kind = row.id.split('-').next().unwrap_or("");
+        if !matches!(census_kind, "kv_pool" | "graph_end") || row.line.contains("VA upper bound") {
+            continue;
+        }
+        let rec = parser.parse(&row.line).expect(&row.id);
+        let kind = &pat.lines[rec.kind].name;
+        let draft = row.line.contains("draft ");
+        assert_eq!(
+            kind.ends_with("_draft"),
+            draft,
+            "{} read as {kind}: {}",
+            row.id,
+            row.line
+        );
+        seen[usize::from(draft)] += 1;
+        for &(id, _) in rec.values {
+            let metric = &pat.metrics[id as usize].id;
+            assert_eq!(metric.starts_with("draft_"), draft, "{}: {metric}", row.id);
+        }
+    }
+    assert!(seen[0] >= 30 && seen[1] >= 15, "{seen:?}");
+}

@@ -116,7 +116,11 @@ fn every_shipped_log_reads_the_same_on_any_number_of_threads() {
 /// and oddity of them meets the batch and chunk boundaries), with `insert` after about half.
 fn generated(dir: &Path, bytes: usize, insert: &[u8]) -> PathBuf {
     let mut body = Vec::new();
-    for p in logs() {
+    // Not the journal export: its entries span lines, which is read on one thread by design.
+    for p in logs()
+        .into_iter()
+        .filter(|p| !p.ends_with("samples/journal-export.txt"))
+    {
         let mut t = std::fs::read(&p).expect("read a log");
         if !t.ends_with(b"\n") {
             t.push(b'\n');

@@ -69,9 +69,13 @@ fn top_snapshots_match_their_golden_files() {
         ),
         (
             "top-pd-80.txt",
+            // At the decode server's last stats line (the logs go on quietly past it, so at
+            // their end every rank reads idle).
             &[
                 "--width",
                 "80",
+                "--now",
+                "1780481856",
                 "samples/pd-decode-session.log",
                 "samples/prefill-session.log",
             ],

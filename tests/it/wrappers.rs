@@ -159,8 +159,11 @@ fn a_record_whose_last_piece_never_came_is_counted() {
 /// usage 0.00; the bytes in use come from the exact ratio (pool 55,265,491,681.28 bytes).
 #[test]
 fn kv_bytes_in_use_come_from_the_exact_token_ratio() {
+    // The log goes on 70 s past the last stats line: a longer --idle-after keeps it busy.
     let m = once(&[
         "--gpu.disable",
+        "--idle-after",
+        "2m",
         crate::common::sample("pd-decode-session.log")
             .to_str()
             .expect("utf-8 path"),
