@@ -17,8 +17,9 @@ use crate::state::SourceDelta;
 const MAX_LISTED: usize = 64;
 
 /// Runs the subcommand: a report per input on stdout. Exit status 0 when every stats-like line
-/// matched and every field was known and readable; 1 when some were not (so `check` can gate a
-/// CI job on a new SGLang version's logs); 2 for a bad pattern file or an unreadable input. A
+/// matched, every field was known and readable and no line or record was skipped (too long, cut
+/// short); 1 when something was not read (so `check` can gate a CI job on a new SGLang
+/// version's logs); 2 for a bad pattern file or an unreadable input. A
 /// closed stdout (`| head`) ends the report quietly.
 pub fn run(a: &crate::cli::CheckArgs) -> ExitCode {
     let fail = |msg: String| {
@@ -103,7 +104,10 @@ pub fn check<R: Read>(
     let mut lb = LineBuf::new(max_line);
     let mut d = SourceDelta::default();
     let mut on = |e: Event<'_>, rep: &mut Report| match e {
-        Event::Oversized => rep.oversized += 1,
+        Event::Oversized => {
+            rep.oversized += 1;
+            pipeline.oversized();
+        }
         Event::Incomplete => rep.incomplete += 1,
         Event::NulRun(n) => {
             pipeline.nuls(n);
@@ -144,6 +148,8 @@ pub fn check<R: Read>(
     lb.flush_partial(|e| on(e, &mut rep));
     // Cut JSON records, and container records whose last piece never came.
     rep.incomplete += d.incomplete + pipeline.drop_pending();
+    // Records past the limit once joined (container pieces, journal export values).
+    rep.oversized += d.oversized;
     Ok(rep)
 }
 
@@ -174,7 +180,7 @@ impl Report {
         if self.incomplete > 0 {
             let _ = writeln!(
                 s,
-                "  last line without a newline, not read: {}",
+                "  records not read whole (a last line without its newline, a record cut short): {}",
                 self.incomplete
             );
         }
@@ -215,10 +221,13 @@ impl Report {
         s
     }
 
-    /// Whether the patterns fall short on this input: stats-like lines unmatched, fields
-    /// unknown or unreadable, or a bug hit. (`check` then exits 1.)
+    /// Whether something of this input was not read: stats-like lines unmatched, fields
+    /// unknown or unreadable, lines or records skipped as too long or cut short, or a bug hit.
+    /// (`check` then exits 1.)
     pub fn has_gaps(&self) -> bool {
         self.suspicious_total > 0
+            || self.oversized > 0
+            || self.incomplete > 0
             || !self.unknown.is_empty()
             || self.bad_values > 0
             || self.panics > 0

@@ -6,23 +6,40 @@
 //! journalctl was told to print fewer fields). `journalctl -o export | ssh host
 //! sglang-log-exporter -` is a way to ship a journal.
 //!
-//! Of each entry, `MESSAGE` is the log line, `_SYSTEMD_UNIT` names the server and
-//! `__REALTIME_TIMESTAMP` (µs) is its time; the other fields are skipped. The decoder is fed the
-//! input's lines (split at `\n`) and joins the lines of a binary value back together, so a
-//! value holding newlines is read whole.
+//! Of each entry, `MESSAGE` is the log line (its first value, where a field repeats),
+//! `_SYSTEMD_UNIT` names the server and `__REALTIME_TIMESTAMP` (µs) is its time; the other
+//! fields are skipped. The decoder is fed the input's lines (split at `\n`; a `\r` before it is
+//! dropped from field lines) and joins the lines of a binary value back together, so a value
+//! holding newlines is read whole.
+//!
+//! The format is recognised by an entry's first line, so an ordinary log that holds a line such
+//! as `__CURSOR=x` must not lose what follows: a line that is neither a field nor the empty
+//! line ends the entry (cut, counted as incomplete) and is read as a line of its own. A new
+//! `__CURSOR=` inside an entry (a lost empty line) ends the one before and starts another.
 
 /// What one input line did to the entry being read.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Step {
-    /// The line is not part of an export entry: frame it as any other line.
+    /// The line is not part of an export entry: frame it as any other line (an entry it cut
+    /// short is counted by [`Export::take_cut`]).
     NotExport,
     /// The line was a field (or part of one); the entry goes on.
     Held,
-    /// The entry ended (an empty line): read it with [`Export::message`].
+    /// The entry ended: read it with [`Export::take`].
     Ended,
-    /// The entry ended but broke the format (a binary length that does not match, a value past
-    /// the line limit): skipped, counted as incomplete.
-    Broken,
+    /// The entry ended but could not be read whole.
+    Broken(Broken),
+}
+
+/// Why an entry could not be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Broken {
+    /// A binary length that does not match its bytes: incomplete.
+    Cut,
+    /// A value past the line limit (its bytes skipped, never read in part).
+    Oversized,
+    /// Already counted where it happened (a line the line reader skipped as too long).
+    Counted,
 }
 
 /// What an ended entry said: its `MESSAGE` (`None`: it had none), `_SYSTEMD_UNIT` and
@@ -61,8 +78,12 @@ impl Field {
 #[derive(Debug)]
 struct Binary {
     field: Field,
-    /// The length prefix and value bytes so far (lines joined with the `\n` that split them).
+    /// The length prefix, then the value's bytes (lines joined with the `\n` that split
+    /// them); a value past the limit keeps only its prefix and counts the rest in `skipped`.
     bytes: Vec<u8>,
+    skipped: u64,
+    /// The longest value kept.
+    limit: u64,
     /// A first piece was added.
     started: bool,
     /// NULs skipped by the line reader were added: the next line continues them directly.
@@ -73,21 +94,47 @@ impl Binary {
     /// Adds the `\n` at which the line reader split the value (none before the first piece).
     fn split(&mut self) {
         if self.started {
-            self.bytes.push(b'\n');
+            self.push(b"\n");
         }
         self.started = true;
     }
+
+    /// Adds bytes of the value; past the limit they are counted, not kept.
+    fn push(&mut self, b: &[u8]) {
+        let prefix = 8usize.saturating_sub(self.bytes.len()).min(b.len());
+        self.bytes.extend_from_slice(&b[..prefix]);
+        let rest = &b[prefix..];
+        if self.bytes.len() == 8 && self.len() > self.limit {
+            self.skipped += rest.len() as u64;
+        } else {
+            self.bytes.extend_from_slice(rest);
+        }
+    }
+
+    /// The value's length from its prefix (0 until the prefix is whole).
+    fn len(&self) -> u64 {
+        self.bytes
+            .get(..8)
+            .map_or(0, |p| u64::from_le_bytes(p.try_into().unwrap_or_default()))
+    }
+
+    /// Value bytes seen so far.
+    fn have(&self) -> u64 {
+        (self.bytes.len().saturating_sub(8)) as u64 + self.skipped
+    }
 }
 
-/// The entry being read (bounded: a value past `max_line` bytes breaks the entry).
+/// The entry being read (bounded: a value past `max_line` bytes is skipped, not kept).
 #[derive(Debug, Default)]
 pub struct Export {
     open: bool,
-    broken: bool,
+    broken: Option<Broken>,
     binary: Option<Binary>,
     message: Option<Vec<u8>>,
     unit: Option<String>,
     realtime: Option<f64>,
+    /// Entries cut short by a line that is no field, not yet counted.
+    cut: u64,
     max_line: usize,
 }
 
@@ -98,6 +145,11 @@ fn field_name(name: &[u8]) -> bool {
         && name
             .iter()
             .all(|&c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == b'_')
+}
+
+/// Whether `line` starts an entry.
+fn starts_entry(line: &[u8]) -> bool {
+    line.starts_with(b"__CURSOR=") || line.starts_with(b"__REALTIME_TIMESTAMP=")
 }
 
 impl Export {
@@ -122,8 +174,20 @@ impl Export {
             return false;
         };
         b.split();
-        b.bytes.resize(b.bytes.len() + n, 0);
+        b.push(&vec![0; n]);
         b.glued = true;
+        true
+    }
+
+    /// The line reader skipped a line as too long (and counted it): inside an entry, the entry
+    /// cannot be read whole (a binary value's bytes are lost, its end unknown). `true` when an
+    /// entry was open.
+    pub fn oversized(&mut self) -> bool {
+        if !self.open {
+            return false;
+        }
+        self.binary = None;
+        self.broken = Some(Broken::Counted);
         true
     }
 
@@ -133,68 +197,77 @@ impl Export {
             if !std::mem::take(&mut b.glued) {
                 b.split();
             }
-            b.bytes.extend_from_slice(line);
-            return self.binary_progress();
+            b.push(line);
+            self.binary_progress();
+            return Step::Held;
         }
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
         if !self.open {
-            if !(line.starts_with(b"__CURSOR=") || line.starts_with(b"__REALTIME_TIMESTAMP=")) {
+            if !starts_entry(line) {
                 return Step::NotExport;
             }
             self.open = true;
+        } else if line.starts_with(b"__CURSOR=") {
+            // The empty line before it was lost: the entry before ends here.
+            return self.end();
         }
         if line.is_empty() {
+            self.open = false;
             return self.end();
         }
         match memchr::memchr(b'=', line) {
             Some(eq) if field_name(&line[..eq]) => {
-                let field = Field::of(&line[..eq]);
-                self.keep(field, &line[eq + 1..]);
+                self.keep(Field::of(&line[..eq]), &line[eq + 1..])
             }
             _ if field_name(line) => {
                 self.binary = Some(Binary {
                     field: Field::of(line),
                     bytes: Vec::new(),
+                    skipped: 0,
+                    limit: self.max_line as u64,
                     started: false,
                     glued: false,
                 })
             }
-            // Neither a field nor a binary field's name: not this format after all.
-            _ => self.broken = true,
+            _ => {
+                // Not this format after all: the entry is cut, the line is a line.
+                self.clear();
+                self.open = false;
+                self.cut += 1;
+                return Step::NotExport;
+            }
         }
         Step::Held
     }
 
     /// After a piece of a binary value: the value is whole once the length prefix and that
     /// many bytes are held; a line that runs past them breaks the entry.
-    fn binary_progress(&mut self) -> Step {
+    fn binary_progress(&mut self) {
         let Some(b) = self.binary.as_ref() else {
-            return Step::Held;
+            return;
         };
-        if b.bytes.len() < 8 {
-            return Step::Held;
+        if b.bytes.len() < 8 || b.have() < b.len() {
+            return;
         }
-        let len = u64::from_le_bytes(b.bytes[..8].try_into().unwrap_or_default());
-        let have = (b.bytes.len() - 8) as u64;
-        if len > self.max_line as u64 || have > len {
-            // A value past the limit, or a length that does not match the bytes: the entry
-            // cannot be read; skip to its end.
-            self.binary = None;
-            self.broken = true;
-            return Step::Held;
-        }
-        if have < len {
-            return Step::Held;
-        }
-        if let Some(b) = self.binary.take() {
+        let b = self.binary.take().expect("checked above");
+        if b.have() > b.len() {
+            // A length that does not match the bytes: skip to the entry's end.
+            self.broken.get_or_insert(Broken::Cut);
+        } else if b.skipped > 0 || b.len() > b.limit {
+            self.broken.get_or_insert(Broken::Oversized);
+        } else {
             self.keep(b.field, &b.bytes[8..]);
         }
-        Step::Held
     }
 
     fn keep(&mut self, field: Field, value: &[u8]) {
         match field {
-            Field::Message if value.len() > self.max_line => self.broken = true,
-            Field::Message => self.message = Some(value.to_vec()),
+            Field::Message if value.len() > self.max_line => {
+                self.broken.get_or_insert(Broken::Oversized);
+            }
+            // A field may have several values: the first is the message.
+            Field::Message if self.message.is_none() => self.message = Some(value.to_vec()),
+            Field::Message => {}
             Field::Unit => {
                 self.unit = Some(String::from_utf8_lossy(value).into_owned());
             }
@@ -209,17 +282,22 @@ impl Export {
         }
     }
 
+    /// The entry ends: [`Step::Ended`] with its fields kept for [`Export::take`], or
+    /// [`Step::Broken`] with them dropped. `open` is the caller's (a `__CURSOR=` that ends an
+    /// entry opens the next).
     fn end(&mut self) -> Step {
-        self.open = false;
-        if std::mem::take(&mut self.broken) {
-            self.clear();
-            return Step::Broken;
+        match self.broken.take() {
+            Some(why) => {
+                self.clear();
+                Step::Broken(why)
+            }
+            None => Step::Ended,
         }
-        Step::Ended
     }
 
     fn clear(&mut self) {
         self.binary = None;
+        self.broken = None;
         self.message = None;
         self.unit = None;
         self.realtime = None;
@@ -236,11 +314,16 @@ impl Export {
         out
     }
 
+    /// Entries cut short by a line that was no field since the last call (to count as
+    /// incomplete).
+    pub fn take_cut(&mut self) -> u64 {
+        std::mem::take(&mut self.cut)
+    }
+
     /// Drops an entry the input ended inside; whether there was one.
     pub fn drop_open(&mut self) -> bool {
         let open = self.open;
         self.open = false;
-        self.broken = false;
         self.clear();
         open
     }
@@ -250,20 +333,49 @@ impl Export {
 mod tests {
     use super::*;
 
-    /// Feeds `input` split at `\n` as the line reader does; returns each ended entry.
-    fn decode(input: &[u8]) -> Vec<Result<Entry, ()>> {
-        let mut e = Export::new(1 << 20);
+    /// What [`decode`] saw: an entry, a broken one, or a line read as a line.
+    #[derive(Debug, PartialEq)]
+    enum Got {
+        Entry(Entry),
+        Broken(Broken),
+        Line(String),
+    }
+
+    fn msg(m: &str) -> Got {
+        Got::Entry(Entry {
+            message: Some(m.as_bytes().to_vec()),
+            ..Entry::default()
+        })
+    }
+
+    /// Feeds `input` split at `\n` as the line reader does (limit `max`); returns what each
+    /// line gave and the entries counted as cut.
+    fn decode_with(input: &[u8], max: usize) -> (Vec<Got>, u64) {
+        let mut e = Export::new(max);
         let mut out = Vec::new();
         let body = input.strip_suffix(b"\n").unwrap_or(input);
         for line in body.split(|&c| c == b'\n') {
             match e.feed(line) {
-                Step::Ended => out.push(Ok(e.take())),
-                Step::Broken => out.push(Err(())),
-                Step::NotExport => panic!("not export: {:?}", String::from_utf8_lossy(line)),
+                Step::Ended => out.push(Got::Entry(e.take())),
+                Step::Broken(why) => out.push(Got::Broken(why)),
+                Step::NotExport => out.push(Got::Line(String::from_utf8_lossy(line).into())),
                 Step::Held => {}
             }
         }
-        out
+        (out, e.take_cut())
+    }
+
+    /// [`decode_with`] for input that is all export entries.
+    fn decode(input: &[u8]) -> Vec<Result<Entry, ()>> {
+        let (got, cut) = decode_with(input, 1 << 20);
+        assert_eq!(cut, 0);
+        got.into_iter()
+            .map(|g| match g {
+                Got::Entry(e) => Ok(e),
+                Got::Broken(_) => Err(()),
+                Got::Line(l) => panic!("not export: {l:?}"),
+            })
+            .collect()
     }
 
     fn binary(name: &str, value: &[u8]) -> Vec<u8> {
@@ -321,17 +433,61 @@ mod tests {
         for l in [&b"__CURSOR=a"[..], b"MESSAGE=12345"] {
             assert_eq!(e.feed(l), Step::Held);
         }
-        assert_eq!(e.feed(b""), Step::Broken);
-        // A line that is no field inside an entry.
-        let mut e = Export::new(100);
-        for l in [&b"__CURSOR=a"[..], b"not a field"] {
-            assert_eq!(e.feed(l), Step::Held);
-        }
-        assert_eq!(e.feed(b""), Step::Broken);
+        assert_eq!(e.feed(b""), Step::Broken(Broken::Oversized));
         // Plain lines outside an entry are not this format.
         assert_eq!(e.feed(b"[2026-06-03 09:57:43 TP0] x"), Step::NotExport);
         assert_eq!(e.feed(b"MESSAGE=x"), Step::NotExport);
         assert_eq!(e.feed(b""), Step::NotExport);
+    }
+
+    /// An ordinary log holding a line that starts like an entry loses nothing after it: the
+    /// first line that is no field ends the entry (counted as cut) and is read as a line.
+    #[test]
+    fn a_plain_line_ends_an_entry_and_is_read() {
+        let input = b"__CURSOR=my app cursor\n[2026-06-03 10:00:00 TP0] Decode batch, x\nnext\n\
+            __REALTIME_TIMESTAMP=1\nPRIORITY=6\nnot a field\n__CURSOR=a\nMESSAGE=ok\n\n";
+        let (got, cut) = decode_with(input, 100);
+        assert_eq!(
+            got,
+            [
+                Got::Line("[2026-06-03 10:00:00 TP0] Decode batch, x".into()),
+                Got::Line("next".into()),
+                Got::Line("not a field".into()),
+                msg("ok"),
+            ]
+        );
+        assert_eq!(cut, 2);
+    }
+
+    /// A lost empty line: the next `__CURSOR=` ends the entry before; a repeated MESSAGE keeps
+    /// its first value; CRLF endings are endings.
+    #[test]
+    fn a_cursor_starts_the_next_entry_and_crlf_is_an_ending() {
+        let input = b"__CURSOR=a\nMESSAGE=one\nMESSAGE=again\n__CURSOR=b\nMESSAGE=two\n\n\
+            __CURSOR=c\r\nMESSAGE=three\r\n\r\n";
+        let (got, cut) = decode_with(input, 100);
+        assert_eq!(got, [msg("one"), msg("two"), msg("three")]);
+        assert_eq!(cut, 0);
+    }
+
+    /// A binary value past the limit is skipped whole (its lines counted, not read as lines)
+    /// and the entry after it is read; a line the line reader skipped as too long breaks only
+    /// its entry (counted there).
+    #[test]
+    fn values_past_the_limit_are_skipped_whole() {
+        let big: Vec<u8> = b"line one\n".repeat(20);
+        let mut input = b"__CURSOR=a\n".to_vec();
+        input.extend_from_slice(&binary("MESSAGE", &big));
+        input.extend_from_slice(b"\n__CURSOR=b\nMESSAGE=after\n\n");
+        let (got, cut) = decode_with(&input, 64);
+        assert_eq!(got, [Got::Broken(Broken::Oversized), msg("after")]);
+        assert_eq!(cut, 0);
+        let mut e = Export::new(64);
+        e.feed(b"__CURSOR=a");
+        e.feed(b"MESSAGE");
+        assert!(e.oversized());
+        assert_eq!(e.feed(b""), Step::Broken(Broken::Counted));
+        assert!(!e.oversized());
     }
 
     /// The line reader skips NULs at a line start (a copytruncate hole) and reports them: in a

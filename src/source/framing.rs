@@ -135,6 +135,18 @@ impl Framer {
         self.export.nuls(n)
     }
 
+    /// A line the line reader skipped as too long (counted there): a journal export entry it
+    /// fell in cannot be read whole.
+    pub fn oversized(&mut self) {
+        self.export.oversized();
+    }
+
+    /// Journal export entries cut short by a line that is no field (read as a line of its
+    /// own) since the last call: to count as incomplete.
+    pub fn take_cut(&mut self) -> u64 {
+        self.export.take_cut()
+    }
+
     /// Whether `line` needs [`Framer::frame`]: it may start a wrapper (`{`, a digit, `_` of a
     /// journal export entry's first field), or a journal export entry is being read.
     pub fn wants(&self, line: &[u8]) -> bool {
@@ -148,11 +160,13 @@ impl Framer {
     /// as trailing whitespace.
     pub fn frame<'a>(&'a mut self, line: &'a [u8]) -> Framed<'a> {
         if self.export.is_open() || line.first() == Some(&b'_') {
-            use super::export::Step;
+            use super::export::{Broken, Step};
             match self.export.feed(line) {
                 Step::NotExport => {}
                 Step::Held => return Framed::Pending,
-                Step::Broken => return Framed::BrokenEntry,
+                Step::Broken(Broken::Cut) => return Framed::BrokenEntry,
+                Step::Broken(Broken::Oversized) => return Framed::Oversized,
+                Step::Broken(Broken::Counted) => return Framed::Pending,
                 Step::Ended => {
                     let super::export::Entry {
                         message,
@@ -288,7 +302,7 @@ impl Framer {
     pub fn drop_pending(&mut self) -> u64 {
         let open = self.partials.iter().filter(|p| p.open).count();
         self.partials = Default::default();
-        open as u64 + u64::from(self.export.drop_open())
+        open as u64 + u64::from(self.export.drop_open()) + self.export.take_cut()
     }
 }
 

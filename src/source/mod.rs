@@ -114,6 +114,11 @@ impl Pipeline {
         self.framer.nuls(n)
     }
 
+    /// The line reader skipped a line as too long: a journal export entry it fell in is broken.
+    pub fn oversized(&mut self) {
+        self.framer.oversized();
+    }
+
     /// Whether the framer holds no partial record (see [`framing::Framer::is_idle`]).
     pub fn framer_idle(&self) -> bool {
         self.framer.is_idle()
@@ -153,6 +158,8 @@ impl Pipeline {
             parser,
             ..
         } = self;
+        // A journal export entry the line before cut short (that line was read as a line).
+        d.incomplete += framer.take_cut();
         // Fast path: most lines are plain; only `{`, a digit and `_` can start a wrapper.
         let (text, unit, realtime) = if !framer.wants(raw) {
             (raw, None, None)
@@ -379,6 +386,7 @@ impl Ingest {
             Event::Oversized => {
                 d.lines += 1;
                 d.oversized += 1;
+                self.pipeline.oversized();
                 tracing::warn!(source = %self.ap.source, "skipped a line longer than --max-line-bytes");
             }
             Event::Incomplete => {

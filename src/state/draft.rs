@@ -6,10 +6,18 @@
 //! model_runner.py`, `mem_cache/memory_pool.py`, called from `speculative/eagle_worker.py`).
 //! Lines that name the draft (`Capture draft ... graph end`, `draft KV Cache is allocated`)
 //! have kinds of their own in the pattern file; the ones that do not are told apart by order:
-//! the target's comes first.
+//! the target's comes first, and both come before the server serves.
+//!
+//! "Before the server serves" is judged on the whole server, not the rank: only some ranks
+//! print stats lines (TP rank 0 of each scheduler group), yet every rank of a process that has
+//! served is past its start-up. So each target figure remembers the server's count of stats
+//! lines when it was written; the same words again at the same count are the draft's, at a
+//! later count a new process's (a restart whose `server_args` line was not seen), which also
+//! drops the old process's draft figure.
 
 use std::borrow::Cow;
 
+use super::RankState;
 use crate::parse::patterns::{MetricId, Patterns};
 use crate::record::Record;
 
@@ -52,59 +60,90 @@ impl DraftTwins {
         )
     }
 
-    /// Every metric of startup line `rec` routed by [`DraftTwins::route`], decided for the whole
-    /// line before any of its values is written.
+    /// Every metric of startup line `rec` on `rank` routed to the target's metric or the
+    /// draft's, decided for the whole line before any of its values is written. `stats` is the
+    /// server's count of stats lines so far; `no_draft`: the server is known to run without a
+    /// draft model (`speculative_algorithm=None`). Notes on the rank which target figures this
+    /// line wrote, and drops a draft figure whose target the line writes anew after serving.
     pub fn route_line<'a>(
         &self,
         rec: &Record<'a>,
-        values: &[f64],
-        serving: bool,
+        rank: &mut RankState,
+        stats: u64,
         no_draft: bool,
     ) -> Routed<'a> {
-        let route = |id| self.route(id, values, serving, no_draft);
-        Routed {
+        if rank.startup_marks.len() < self.0.len() {
+            rank.startup_marks.resize(self.0.len(), None);
+        }
+        let route = |id: MetricId| match self.decide(id, rank, stats, no_draft) {
+            Some((i, true)) => self.0[i].1,
+            _ => id,
+        };
+        let routed = Routed {
             values: rec.values.iter().map(|&(id, v)| (route(id), v)).collect(),
             bad: rec.bad_metrics.iter().map(|&id| route(id)).collect(),
+        };
+        for &(id, _) in rec.values {
+            if let Some((i, false)) = self.decide(id, rank, stats, no_draft) {
+                if rank.startup_marks[i] != Some(stats) {
+                    // A new process's target figure: the old process's draft is not this one's.
+                    rank.values[self.0[i].1 as usize] = f64::NAN;
+                }
+                rank.startup_marks[i] = Some(stats);
+            }
         }
+        routed
     }
 
-    /// Where a startup line's value of `id` goes on a rank whose current values are `values`:
-    /// the draft's twin when the rank already holds the target's figure from this process and
-    /// has printed no stats line since (the draft's runner starts right after the target's,
-    /// before any batch), unless the server is known to run without a draft model. A rank that
-    /// prints the target's words again after serving is a new process (its `server_args` line
-    /// not seen), and the figure is the target's.
-    pub fn route(&self, id: MetricId, values: &[f64], serving: bool, no_draft: bool) -> MetricId {
-        if serving || no_draft {
-            return id;
-        }
-        match self.0.iter().find(|(t, _)| *t == id) {
-            Some(&(t, d)) if !values[t as usize].is_nan() => d,
-            _ => id,
-        }
+    /// The twin index of `id` and whether its value goes to the draft: the rank holds the
+    /// target's figure, written at this same count of the server's stats lines.
+    fn decide(
+        &self,
+        id: MetricId,
+        rank: &RankState,
+        stats: u64,
+        no_draft: bool,
+    ) -> Option<(usize, bool)> {
+        let i = self.0.iter().position(|&(t, _)| t == id)?;
+        let (t, _) = self.0[i];
+        let fresh = rank.startup_marks[i] == Some(stats);
+        Some((i, fresh && !no_draft && !rank.values[t as usize].is_nan()))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::parse::Parser;
+    use std::sync::Arc;
 
     #[test]
-    fn the_second_figure_of_a_rank_is_the_drafts() {
-        let pat = Patterns::embedded().unwrap();
+    fn the_second_figure_before_serving_is_the_drafts() {
+        let pat = Arc::new(Patterns::embedded().unwrap());
         let tw = DraftTwins::of(&pat);
+        let mut p = Parser::new(pat.clone());
         let w = pat.metric_by_id("weight_memory_bytes").unwrap();
         let dw = pat.metric_by_id("draft_weight_memory_bytes").unwrap();
-        let other = pat.metric_by_id("context_len").unwrap();
-        let mut values = vec![f64::NAN; pat.metrics.len()];
-        assert_eq!(tw.route(w, &values, false, false), w);
-        values[w as usize] = 1.0;
-        assert_eq!(tw.route(w, &values, false, false), dw);
-        // Serving, or known to have no draft: the target's again.
-        assert_eq!(tw.route(w, &values, true, false), w);
-        assert_eq!(tw.route(w, &values, false, true), w);
-        // A metric without a twin is never moved.
-        values[other as usize] = 1.0;
-        assert_eq!(tw.route(other, &values, false, false), other);
+        let mut rank = RankState::new(pat.metrics.len());
+        let gib = 1073741824.0;
+        let mut apply = |rank: &mut RankState, gb: &str, stats: u64, no_draft: bool| {
+            let line = format!("[2026-11-12 09:01:00 TP1] Load weight end. type=M, avail mem=40.00 GB, mem usage={gb} GB.");
+            let rec = p.parse(&line).unwrap();
+            let r = tw.route_line(&rec, rank, stats, no_draft);
+            for &(id, v) in r.values.iter() {
+                rank.values[id as usize] = v;
+            }
+            r.values.iter().map(|&(id, _)| id).collect::<Vec<_>>()
+        };
+        assert_eq!(apply(&mut rank, "94.00", 0, false), [w]);
+        assert_eq!(apply(&mut rank, "-1.86", 0, false), [dw]);
+        assert_eq!(rank.values[dw as usize], -1.86 * gib);
+        // The server served (another rank's stats lines): the same words are a new process's
+        // target figure, and the old draft figure goes.
+        assert_eq!(apply(&mut rank, "80.00", 5, false), [w]);
+        assert!(rank.values[dw as usize].is_nan());
+        assert_eq!(rank.values[w as usize], 80.0 * gib);
+        // Known to run without a draft: the target's again.
+        assert_eq!(apply(&mut rank, "81.00", 5, true), [w]);
     }
 }

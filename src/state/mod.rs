@@ -106,11 +106,15 @@ pub struct RankState {
     pub retractions: u64,
     /// Unix seconds of the last retraction line that carried a time.
     pub last_retraction: Option<f64>,
+    /// By draft twin (see [`draft`]): the server's stats-line count when the rank last wrote
+    /// that target figure.
+    startup_marks: Vec<Option<u64>>,
 }
 
 impl RankState {
     fn new(n: usize) -> RankState {
         RankState {
+            startup_marks: Vec::new(),
             values: vec![f64::NAN; n],
             last_stats: None,
             prefill_lines: 0,
@@ -227,6 +231,8 @@ pub struct ServerState {
     /// Labels its source gives every series of the server (Kubernetes `namespace`, `pod`,
     /// `container`).
     pub source_labels: Vec<(&'static str, String)>,
+    /// Stats lines of all its ranks (only some ranks print them), to tell start-up from serving.
+    stats_lines: u64,
 }
 
 impl ServerState {
@@ -241,6 +247,7 @@ impl ServerState {
             last_seen: None,
             retired_at: None,
             source_labels: Vec::new(),
+            stats_lines: 0,
         }
     }
 
@@ -933,8 +940,7 @@ fn apply_rank_line(
         bad,
     } = if class == Class::Fact {
         let no_draft = srv.args.as_ref().is_some_and(ServerArgs::without_draft);
-        d.drafts
-            .route_line(rec, &rank.values, rank.has_stats(), no_draft)
+        d.drafts.route_line(rec, rank, srv.stats_lines, no_draft)
     } else {
         draft::Routed::as_printed(rec)
     };
@@ -973,6 +979,7 @@ fn apply_rank_line(
             } else {
                 rank.decode_lines += 1;
             }
+            srv.stats_lines += 1;
             rank.last_stats = ts.or(rank.last_stats);
             let rec = Printed::of(rec);
             derive(d, class, &rec, &mut rank.values);
