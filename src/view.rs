@@ -189,6 +189,12 @@ pub fn share_capacity(used: Option<f64>, capacity: Option<f64>) -> Option<f64> {
     capacity.filter(|&c| c > 0.0 && used.is_none_or(|u| u <= c))
 }
 
+/// SGLang's token usage (a 0-1 ratio) where it can be a share: `None` above 1 (a contradiction
+/// of the line itself, never shown as a share over 100 %).
+pub fn share_usage(usage: Option<f64>) -> Option<f64> {
+    usage.filter(|&u| u <= 1.0)
+}
+
 /// Token usage × KV pool bytes: the KV-cache bytes in use, estimated (token usage is a share of
 /// SGLang's pool, not of the GPU). 0 while the rank is idle, as token usage is.
 ///
@@ -198,11 +204,14 @@ fn kv_used_estimate(state: &State, srv: &ServerState, rank: &RankState, now: f64
     let pat = state.patterns();
     let id = |name| pat.metric_by_id(name).map(|i| i as usize);
     let read = |i| value(state, srv, rank, i, now);
-    let u = read(id("token_usage")?)?;
+    let u = share_usage(read(id("token_usage")?))?;
     let p = read(id("kv_pool_size_bytes")?)?;
+    let capacity = id("max_total_num_tokens")
+        .and_then(read)
+        .or_else(|| id("kv_pool_capacity_tokens").and_then(read));
     let exact = id("num_used_tokens")
         .and_then(read)
-        .zip(id("max_total_num_tokens").and_then(read))
+        .zip(capacity)
         .filter(|&(used, cap)| share_capacity(Some(used), Some(cap)).is_some())
         .map(|(used, cap)| used / cap)
         .filter(|r| (r - u).abs() <= 0.005 + 1e-9);

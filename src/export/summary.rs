@@ -140,18 +140,25 @@ fn rank_line(
             }
         }
     };
+    use crate::view::{share_capacity, share_usage};
     let used = get(ids.used);
-    let contradiction = capacity.filter(|_| crate::view::share_capacity(used, capacity).is_none());
-    let capacity = crate::view::share_capacity(used, capacity);
-    let kv = match (used, capacity, get(ids.usage)) {
-        (Some(u), None, r) if contradiction.is_some() => {
-            let c = contradiction.unwrap_or_default();
+    let printed_usage = get(ids.usage);
+    let usage = share_usage(printed_usage);
+    let kv = match (used, share_capacity(used, capacity), usage) {
+        // A used count above the capacity seen, or a token usage above 1: contradictions,
+        // never a share over 100 %.
+        (Some(u), None, r) if capacity.is_some() => {
+            let c = capacity.unwrap_or_default();
             let share = r.map_or(String::new(), |r| format!("{:.1}%, ", 100.0 * r));
             format!("KV cache {share}{u:.0} tokens used, above the {c:.0}-token capacity seen (contradictory)")
         }
         (Some(u), Some(c), _) if c > 0.0 => {
             format!("KV cache {:.1}% ({u:.0}/{c:.0} tokens)", 100.0 * u / c)
         }
+        (_, _, None) if printed_usage.is_some() => format!(
+            "KV cache token usage {:.2} printed, above 1 (contradictory)",
+            printed_usage.unwrap_or_default()
+        ),
         (_, Some(c), Some(r)) => format!("KV cache {:.1}% of {c:.0} tokens", 100.0 * r),
         (_, None, Some(r)) => format!("KV cache {:.1}%", 100.0 * r),
         (Some(u), _, None) => format!("KV cache {u:.0} tokens"),

@@ -257,9 +257,14 @@ fn parse_number(v: &str) -> Result<f64, ValueError> {
         return Err(ValueError::NotANumber);
     }
     let rest = &b[i..];
+    // After `%`: the end, a space or the sentence's `.` (`69.16%.`); `91.2%%` is no number.
+    let percent_ok = |r: &[u8]| {
+        r.first()
+            .is_none_or(|&c| c.is_ascii_whitespace() || c == b'.')
+    };
     let unit_ok = rest.is_empty()
         || rest[0].is_ascii_whitespace()
-        || rest[0] == b'%'
+        || (rest[0] == b'%' && percent_ok(&rest[1..]))
         || rest.starts_with(b"GB");
     if !unit_ok {
         return Err(ValueError::NotANumber);
@@ -561,6 +566,8 @@ mod tests {
             "1.2.3",
             "Truex",
             "TRUE",
+            "91.2%%",
+            "5%x",
         ] {
             assert_eq!(parse_value(bad), Err(ValueError::NotANumber), "{bad:?}");
         }

@@ -28,10 +28,8 @@ pub fn parse_server_args(s: &str) -> ServerArgs {
         };
         i = skip_value(b, vs);
         let raw = s[vs..i.min(b.len())].trim_end_matches([',', ' ', ')', '}']);
-        let text = raw
-            .strip_prefix('\'')
-            .and_then(|r| r.strip_suffix('\''))
-            .or_else(|| raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')));
+        let text = py_str(raw);
+        let text = text.as_deref();
         let num = || raw.parse::<u32>().ok();
         match key {
             "model_path" => model_path = text.map(str::to_string),
@@ -62,6 +60,39 @@ pub fn parse_server_args(s: &str) -> ServerArgs {
         out.enable_dp_attention = Some(true);
     }
     out
+}
+
+/// The text of a Python string literal as `repr` prints it (`'a'`, `"it's"`, with `\\`, `\'`,
+/// `\n`, `\xNN`, `\uNNNN` escapes); `None` for anything else (a number, `None`, a list).
+fn py_str(raw: &str) -> Option<String> {
+    let q = raw.chars().next().filter(|&c| c == '\'' || c == '"')?;
+    let body = raw.strip_prefix(q)?.strip_suffix(q)?;
+    if !body.contains('\\') {
+        return Some(body.to_string());
+    }
+    let mut out = String::with_capacity(body.len());
+    let mut chars = body.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        let hex = |chars: &mut std::str::Chars<'_>, n: usize| {
+            let h: String = chars.take(n).collect();
+            u32::from_str_radix(&h, 16).ok().and_then(char::from_u32)
+        };
+        let e = match chars.next()? {
+            'n' => '\n',
+            't' => '\t',
+            'r' => '\r',
+            'x' => hex(&mut chars, 2)?,
+            'u' => hex(&mut chars, 4)?,
+            'U' => hex(&mut chars, 8)?,
+            other => other,
+        };
+        out.push(e);
+    }
+    Some(out)
 }
 
 /// The key at `i` and where its value starts: `key=` (the dataclass repr) or `'key': ` /
@@ -186,5 +217,10 @@ mod tests {
         assert_eq!((e.dp_size, e.enable_dp_attention), (Some(8), Some(true)));
         let f = parse_server_args("'tp_size': 8, 'dp_size': 1, 'attn_dp_size': 1}");
         assert_eq!(f.dp_size, Some(1));
+        // Python's escapes in a repr'd string are decoded.
+        let g = parse_server_args(r#"'served_model_name': 'a\'b"c\\d\xe9', 'tp_size': 1}"#);
+        assert_eq!(g.model_name.as_deref(), Some("a'b\"c\\d\u{e9}"));
+        let h = parse_server_args(r#"served_model_name="it's", tp_size=1)"#);
+        assert_eq!(h.model_name.as_deref(), Some("it's"));
     }
 }

@@ -109,12 +109,15 @@ pub struct RankState {
     /// By draft twin (see [`draft`]): the server's stats-line count when the rank last wrote
     /// that target figure.
     startup_marks: Vec<Option<u64>>,
+    /// `last_stats` before its last change (what an outlier's time is undone to).
+    prev_stats: Option<f64>,
 }
 
 impl RankState {
     fn new(n: usize) -> RankState {
         RankState {
             startup_marks: Vec::new(),
+            prev_stats: None,
             values: vec![f64::NAN; n],
             last_stats: None,
             prefill_lines: 0,
@@ -779,8 +782,9 @@ impl State {
         // Every timed line moves the log's clock (a log that goes on with access lines past
         // --idle-after reads idle at its end, as it would followed live); the clock's own rule
         // keeps a lone line with a wrong day from moving it.
-        if let Some(t) = ts {
-            self.clock.observe(t);
+        let ts = ts.map(|t| self.clock.observe(t));
+        if self.clock.take_settled() {
+            self.clamp_outlier_times();
         }
         let (max_ranks, max_total) = (self.cfg.max_ranks, self.cfg.max_ranks_total);
         let room = self.ranks_total < max_total;
@@ -870,6 +874,27 @@ impl State {
         *ranks_total -= restarted;
         if contradictions > 0 {
             self.count_contradictions(&key.server, contradictions);
+        }
+    }
+
+    /// After the log's clock settled: a rank's last stats time more than an hour ahead of it came
+    /// from an outlier line read before the clock could tell (a first line with a wrong day),
+    /// and would keep the rank busy for days: it goes back to the time before it (else the
+    /// clock's).
+    fn clamp_outlier_times(&mut self) {
+        let Some(now) = self.clock.now() else {
+            return;
+        };
+        let sane = |t: &f64| *t <= now + clock::JUMP;
+        for srv in self.servers.values_mut() {
+            for rank in srv.ranks.values_mut() {
+                if rank.last_stats.is_some_and(|t| !sane(&t)) {
+                    rank.last_stats = Some(rank.prev_stats.filter(sane).unwrap_or(now));
+                }
+            }
+            if srv.last_seen.is_some_and(|t| t > now + clock::JUMP) {
+                srv.last_seen = Some(now);
+            }
         }
     }
 
@@ -980,7 +1005,13 @@ fn apply_rank_line(
                 rank.decode_lines += 1;
             }
             srv.stats_lines += 1;
-            rank.last_stats = ts.or(rank.last_stats);
+            // The latest of its stats lines (a line printed out of order does not make it
+            // older).
+            rank.prev_stats = rank.last_stats;
+            rank.last_stats = match (rank.last_stats, ts) {
+                (Some(l), Some(t)) => Some(l.max(t)),
+                (l, t) => t.or(l),
+            };
             let rec = Printed::of(rec);
             derive(d, class, &rec, &mut rank.values);
             apply_defaults(&d.defaults, class, &rec, &mut rank.values);
@@ -996,9 +1027,13 @@ fn apply_rank_line(
             // capacity line.
             let capacity =
                 cap_of(d.pool_capacity, &rank.values).or(cap_of(d.max_total, &srv.values));
-            if let (Some(u), Some(c)) = (d.used.and_then(|m| rec.get(m)), capacity) {
-                return u32::from(u > c);
-            }
+            let over_capacity = matches!(
+                (d.used.and_then(|m| rec.get(m)), capacity),
+                (Some(u), Some(c)) if u > c
+            );
+            // A token usage above 1 contradicts itself.
+            let over_one = d.usage.and_then(|m| rec.get(m)).is_some_and(|u| u > 1.0);
+            return u32::from(over_capacity || over_one);
         }
         // A capacity that arrives after the stats lines it contradicts (a capacity line of
         // another process, read later) counts once per rank it contradicts.

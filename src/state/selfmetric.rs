@@ -112,7 +112,7 @@ impl SelfMetric {
             ),
             S::KvCapacityContradictions => (
                 "sglang_log_exporter_kv_capacity_contradictions_total",
-                "Times a rank's used KV-cache tokens were seen above the capacity known for it (a stats line above its pool or capacity line, or a capacity line below its last count: a capacity of another rank or process); its share is then shown from token usage, never over 100 %.",
+                "Times a rank's used KV-cache tokens were seen above the capacity known for it (a stats line above its pool or capacity line, or a capacity line below its last count: a capacity of another rank or process), and stats lines printing a token usage above 1; such a share is never shown over 100 %.",
                 Kind::Counter,
                 "server",
             ),

@@ -131,7 +131,7 @@ impl Rank {
     pub fn kv_fraction(&self) -> Option<f64> {
         match (self.used_tokens, self.capacity()) {
             (Some(u), Some(c)) if c > 0.0 => Some(u / c),
-            _ => self.token_usage,
+            _ => crate::view::share_usage(self.token_usage),
         }
     }
 

@@ -198,3 +198,88 @@ fn census_lines_that_name_the_draft_are_the_drafts() {
     }
     assert!(seen[0] >= 30 && seen[1] >= 15, "{seen:?}");
 }
+
+/// The start-up dump of the server arguments in every release that prints one
+/// (`tools/server-args-census` read all 160 releases into `tests/data/census-server-args.tsv`
+/// and `docs/server-args-by-version.md`): the dataclass repr `server_args=ServerArgs(...)` to
+/// v0.5.18 and the dict repr `server_args={...}` from v0.5.19, each rendered with every field of
+/// its release, is read as a `server_args` line with every value the reader uses.
+#[test]
+fn every_census_server_args_shape_is_read_with_its_values() {
+    use sglang_log_exporter::parse::patterns::Class;
+    let text = std::fs::read_to_string(root().join("tests/data/census-server-args.tsv")).unwrap();
+    let pat = Arc::new(Patterns::embedded().unwrap());
+    let mut parser = Parser::new(pat.clone());
+    let mut rows = 0;
+    for l in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    {
+        let c: Vec<&str> = l.split('\t').collect();
+        let (id, line) = (c[0], c[2]);
+        let want: BTreeMap<&str, &str> = c[3]
+            .split(',')
+            .filter_map(|kv| kv.split_once('='))
+            .collect();
+        let rec = parser
+            .parse(line)
+            .unwrap_or_else(|| panic!("{id}: not matched"));
+        assert_eq!(rec.class, Class::ServerArgs, "{id}");
+        let a = rec.server_args.as_deref().expect("server args");
+        let num = |k: &str| want.get(k).map(|v| v.parse::<u32>().unwrap());
+        assert_eq!(
+            a.model_name.as_deref(),
+            want.get("model_name").copied(),
+            "{id}"
+        );
+        assert_eq!(a.tp_size, num("tp_size"), "{id}");
+        // v0.5.22+ print DP attention as `attn_dp_size` beside `dp_size: 1`: the reader takes
+        // the width the ranks show.
+        let dp = match (num("dp_size"), num("attn_dp_size")) {
+            (Some(d), Some(a)) => Some(d.max(a)),
+            (d, _) => d,
+        };
+        assert_eq!(a.dp_size, dp, "{id}");
+        assert_eq!(a.pp_size, num("pp_size"), "{id}");
+        assert_eq!(a.nnodes, num("nnodes"), "{id}");
+        assert_eq!(a.node_rank, num("node_rank"), "{id}");
+        assert_eq!(a.base_gpu_id, num("base_gpu_id"), "{id}");
+        assert_eq!(a.gpu_id_step, num("gpu_id_step"), "{id}");
+        assert_eq!(
+            a.disaggregation_mode.as_deref(),
+            want.get("disaggregation_mode").copied(),
+            "{id}"
+        );
+        assert_eq!(
+            a.enable_dp_attention,
+            want.get("enable_dp_attention").map(|v| *v == "true"),
+            "{id}"
+        );
+        assert_eq!(
+            a.speculative_algorithm.as_deref(),
+            want.get("speculative_algorithm").copied(),
+            "{id}"
+        );
+        rows += 1;
+    }
+    assert_eq!(rows, 11, "the census rows are missing");
+}
+
+/// Lines that look like the dump but are not the main process's (the scheduler's `Global server
+/// args updated! get_global_server_args()=ServerArgs(...)`, v0.5.3.post2-v0.5.16; v0.4.9's
+/// `global_server_args_dict={...}`; v0.1.15-v0.1.22's `server_args: disable_flashinfer=...`)
+/// are never read as one: a server_args line restarts its server.
+#[test]
+fn look_alike_server_args_lines_are_not_the_dump() {
+    use sglang_log_exporter::parse::patterns::Class;
+    let pat = Arc::new(Patterns::embedded().unwrap());
+    let mut parser = Parser::new(pat);
+    for line in [
+        "[2026-01-02 03:04:05 TP0] Global server args updated! get_global_server_args()=ServerArgs(model_path='/m', tp_size=4)",
+        "[2025-07-01 03:04:05 TP0] Global server args updated! global_server_args_dict={'attention_backend': 'fa3', 'tp_size': 4}",
+        "[gpu_id=0] server_args: disable_flashinfer=False, disable_radix_cache=False",
+    ] {
+        let class = parser.parse(line).map(|r| r.class);
+        assert_ne!(class, Some(Class::ServerArgs), "{line}");
+    }
+}

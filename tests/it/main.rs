@@ -11,6 +11,7 @@ mod follow;
 mod formats;
 pub mod gpu;
 mod hostile;
+mod hostile21;
 mod inputs;
 mod journald;
 mod monitoring;
