@@ -3,6 +3,13 @@
 //! not "idle since June", and a log that went on quietly (access lines only) past
 //! `--idle-after` reads idle at its end, as the same file followed live does.
 
+/// The wall clock, Unix seconds.
+fn wall_clock() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
 /// Two times further apart than this do not agree: a line this far from the clock needs a
 /// second line near it to move the clock.
 pub const JUMP: f64 = 3600.0;
@@ -56,6 +63,12 @@ impl LogClock {
         match self.pending {
             Some(p) if (t - p).abs() <= JUMP && (t > now || self.support < TRUSTED) => {
                 self.set(t.max(p));
+                t
+            }
+            // A line of the present (live lines after a history) is no outlier: the clock
+            // moves to it at once. Read only here, on a jump (a clock read per line costs).
+            _ if (t - wall_clock()).abs() <= JUMP => {
+                self.set(t);
                 t
             }
             _ => {
@@ -155,6 +168,17 @@ mod tests {
         c.observe(t0 - 2.0 * day);
         c.observe(t0 - 2.0 * day + 1.0);
         assert_eq!(c.now(), Some(t0 + 9.0));
+    }
+
+    #[test]
+    fn a_line_of_the_present_after_a_history_is_taken_at_once() {
+        let t0 = 1780480800.0;
+        let mut c = LogClock::default();
+        c.observe(t0);
+        c.observe(t0 + 1.0);
+        let now = wall_clock();
+        assert_eq!(c.observe(now), now);
+        assert_eq!(c.now(), Some(now));
     }
 
     #[test]

@@ -372,6 +372,9 @@ pub struct State {
     pub(crate) unknown_fields: BTreeMap<String, u64>,
     /// The log clock of finished inputs (see [`LogClock`]).
     pub(crate) clock: LogClock,
+    /// The last line's server, ranks and own time when the clock gave it its own time instead
+    /// (it disagreed): if the next line confirms that time, the rank gets it back.
+    held_time: Option<(ServerKey, Ranks, f64)>,
     pub(crate) dropped_series: u64,
     /// Ranks in all servers (bounded by `max_ranks_total`).
     ranks_total: usize,
@@ -474,6 +477,7 @@ impl State {
             sources: BTreeMap::new(),
             unknown_fields: BTreeMap::new(),
             clock: LogClock::default(),
+            held_time: None,
             dropped_series: 0,
             ranks_total: 0,
             self_metrics: BTreeMap::new(),
@@ -782,9 +786,24 @@ impl State {
         // Every timed line moves the log's clock (a log that goes on with access lines past
         // --idle-after reads idle at its end, as it would followed live); the clock's own rule
         // keeps a lone line with a wrong day from moving it.
+        let own = ts;
         let ts = ts.map(|t| self.clock.observe(t));
+        let held = self.held_time.take();
         if self.clock.take_settled() {
             self.clamp_outlier_times();
+            // The line before was no outlier after all (a log resumed after a quiet spell):
+            // its rank's last stats time is its own.
+            if let Some((k, r, t)) = held {
+                let rank = self.servers.get_mut(&k).and_then(|s| s.ranks.get_mut(&r));
+                if let Some(rank) = rank.filter(|x| x.last_stats.is_some_and(|l| l < t)) {
+                    rank.last_stats = Some(t);
+                }
+            }
+        }
+        if let (Some(t), true) = (own, own != ts) {
+            if matches!(rec.class, Class::Prefill | Class::Decode) {
+                self.held_time = Some((key.clone(), rec.ranks, t));
+            }
         }
         let (max_ranks, max_total) = (self.cfg.max_ranks, self.cfg.max_ranks_total);
         let room = self.ranks_total < max_total;

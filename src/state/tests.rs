@@ -316,3 +316,28 @@ fn server_keys_order_as_their_bytes() {
         }
     }
 }
+
+/// A log resumed after a quiet night: the first line after it disagrees with the clock (held,
+/// given the clock's time), the next confirms it, and the first line's rank gets its own time
+/// back; a lone wrong-day stats line keeps the clock's time.
+#[test]
+fn a_rank_whose_line_was_held_gets_its_time_once_confirmed() {
+    let mut f = Fixture::new(StateConfig::default());
+    let line = |tp: u32| {
+        format!("[2026-06-03 10:00:00 TP{tp}] Decode batch, #running-req: 1, #token: 10, token usage: 0.01, gen throughput (token/s): 1.00, #queue-req: 0")
+    };
+    f.apply("s", &line(0), Some(T));
+    f.apply("s", &line(1), Some(T + 1.0));
+    let morning = T + 10.0 * 3600.0;
+    f.apply("s", &line(0), Some(morning));
+    assert_eq!(f.rank("s", tp(0)).last_stats, Some(T + 1.0));
+    f.apply("s", &line(1), Some(morning + 1.0));
+    assert_eq!(f.rank("s", tp(0)).last_stats, Some(morning));
+    assert_eq!(f.rank("s", tp(1)).last_stats, Some(morning + 1.0));
+    assert_eq!(f.state.log_clock(), Some(morning + 1.0));
+    // Five days ahead, once, then the log's own times again.
+    f.apply("s", &line(0), Some(morning + 5.0 * 86_400.0));
+    f.apply("s", &line(1), Some(morning + 2.0));
+    assert_eq!(f.rank("s", tp(0)).last_stats, Some(morning + 1.0));
+    assert_eq!(f.state.log_clock(), Some(morning + 2.0));
+}
