@@ -104,8 +104,9 @@ pub struct RunArgs {
     #[arg(long = "web.telemetry-path", default_value = "/metrics")]
     pub telemetry_path: String,
 
-    /// Most HTTP connections served at once; more are closed at once. At most half the
-    /// open-file limit is used (the exporter raises its soft limit to the hard one at start).
+    /// Most HTTP connections served at once. When full, the connection that has moved no byte
+    /// the longest (1 s or more) is closed for the newcomer, else the newcomer is. At most half
+    /// the open-file limit is used (the exporter raises its soft limit to the hard one at start).
     #[arg(long = "web.max-connections", default_value_t = 512)]
     pub max_connections: usize,
 

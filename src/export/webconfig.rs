@@ -366,7 +366,9 @@ async fn basic_auth(State(r): State<Reloader>, req: Request, next: Next) -> Resp
 /// Serves `app` on `listener`, with the web configuration when there is one: TLS when configured
 /// (settings taken per connection, so rotated certificates apply to new connections) and basic
 /// auth on every route. Without one, plain HTTP. Every connection has a deadline for its request
-/// head, so idle or slow clients cannot pile up. Stops accepting when `shutdown` completes.
+/// head and for each write of its response, and admission closes the connection still the
+/// longest when full (see [`super::conns`]), so idle, slow or stuck clients cannot pile up.
+/// Stops accepting when `shutdown` completes.
 ///
 /// # Errors
 /// An I/O error of the listener.
@@ -405,26 +407,21 @@ pub async fn serve(
         accept_warned = false;
         let Some(ticket) = conns.admit() else {
             // Full of connections that are serving: close the newcomer rather than queue it.
-            tracing::debug!(%peer, "too many connections (--web.max-connections); closed one");
+            tracing::debug!(%peer, "too many connections (--web.max-connections), all moving bytes; closed the newcomer");
             drop(tcp);
             continue;
         };
         let tls = web.as_ref().and_then(|w| w.current().tls.clone());
-        let served = ticket.served.clone();
-        let app = tower::ServiceExt::map_request(
-            app.clone(),
-            move |r: hyper::Request<hyper::body::Incoming>| {
-                served.store(true, std::sync::atomic::Ordering::Relaxed);
-                r
-            },
-        );
-        let service = TowerToHyperService::new(app);
+        let service = TowerToHyperService::new(app.clone());
+        // Every byte the connection moves is noted (it is evictable once still), and a
+        // response write that makes no progress ends it (see `conns`).
+        let io = super::conns::ProgressIo::new(tcp, ticket.progress.clone());
         tokio::spawn(async move {
             let evicted = ticket.evict.clone();
             tokio::select! {
-                _ = serve_one(tcp, peer, tls, service) => {}
+                _ = serve_one(io, peer, tls, service) => {}
                 _ = evicted.notified() => {
-                    tracing::debug!(%peer, "closed a connection that sent no request, to make room");
+                    tracing::debug!(%peer, "closed the connection still the longest, to make room");
                 }
             }
             drop(ticket);
@@ -435,7 +432,7 @@ pub async fn serve(
 /// Serves one connection: the TLS handshake (bounded), then HTTP/1 with a deadline for each
 /// request head, so a client that never finishes one does not hold the connection forever.
 async fn serve_one<S>(
-    tcp: tokio::net::TcpStream,
+    tcp: super::conns::ProgressIo<tokio::net::TcpStream>,
     peer: std::net::SocketAddr,
     tls: Option<Arc<rustls::ServerConfig>>,
     service: S,

@@ -18,8 +18,6 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use notify::{RecursiveMode, Watcher};
-
 use super::linebuf::{Event, LineBuf};
 use crate::stop::Stop;
 
@@ -281,12 +279,9 @@ impl Tailer {
             sink.up(true);
         }
         let (tx, rx) = channel::<()>();
-        // The watcher must live as long as the loop; without one the poll alone drives us.
-        let _watcher = if self.cfg.once {
-            None
-        } else {
-            watch_dir(&self.path, tx)
-        };
+        // The subscription holds the sender for as long as the loop runs, so the channel
+        // never disconnects: without a watch the poll interval alone paces the loop.
+        let watch = (!self.cfg.once).then(|| super::watch::subscribe(&self.path, tx.clone()));
         loop {
             match self.step(sink) {
                 Step::Done => return,
@@ -297,6 +292,9 @@ impl Tailer {
             sink.flush();
             if stop.is_set() {
                 return;
+            }
+            if let Some(w) = &watch {
+                w.retry();
             }
             wait(&rx, self.cfg.poll);
         }
@@ -470,29 +468,13 @@ impl Tailer {
 }
 
 /// Waits for a watcher event or the poll interval; coalesces a burst of events into one wake-up.
+/// Waits for a wake-up or the poll interval, whichever comes first. A channel that cannot be
+/// woken (no sender left) still waits the interval: never a busy loop.
 fn wait(rx: &Receiver<()>, poll: Duration) {
     match rx.recv_timeout(poll) {
         Ok(()) => while rx.try_recv().is_ok() {},
-        Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => {}
-    }
-}
-
-fn watch_dir(path: &Path, tx: std::sync::mpsc::Sender<()>) -> Option<notify::RecommendedWatcher> {
-    let dir: PathBuf = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let mut w = notify::recommended_watcher(move |_res: notify::Result<notify::Event>| {
-        let _ = tx.send(());
-    })
-    .map_err(|e| tracing::debug!("no file watcher ({e}); polling"))
-    .ok()?;
-    match w.watch(&dir, RecursiveMode::NonRecursive) {
-        Ok(()) => Some(w),
-        Err(e) => {
-            tracing::debug!(dir = %dir.display(), "cannot watch the directory ({e}); polling");
-            None
-        }
+        Err(RecvTimeoutError::Timeout) => {}
+        Err(RecvTimeoutError::Disconnected) => std::thread::sleep(poll),
     }
 }
 

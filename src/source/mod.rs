@@ -13,6 +13,7 @@ pub mod journald;
 pub mod linebuf;
 pub mod parallel;
 pub mod stdin;
+pub mod watch;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

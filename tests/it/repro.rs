@@ -503,3 +503,114 @@ fn repro_11_a_stray_bracket_or_colour_code_never_swallows_later_fields() {
         1.0
     );
 }
+
+/// CPU time (user + system) of process `pid` in seconds.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = after.split_whitespace().collect();
+    // Fields 14 and 15 of stat (utime, stime), counted from the state field (3rd).
+    let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
+    ticks / 100.0
+}
+
+/// The inotify instances process `pid` holds.
+fn inotify_instances(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            std::fs::read_link(e.path()).is_ok_and(|t| t.to_string_lossy().contains("inotify"))
+        })
+        .count()
+}
+
+/// Repro 12: a followed file whose directory is missing at start, and more followed files than
+/// `fs.inotify.max_user_instances`: an idle exporter stays idle (no busy loop: a few per cent
+/// of a core at most, where the fault took all of one), one inotify instance serves every
+/// file, and the file is read once its directory appears.
+#[test]
+fn repro_12_no_watcher_is_no_busy_loop_and_one_instance_serves_every_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nodir");
+    let line = "[2026-11-30 15:00:00 TP0] Decode batch, #running-req: 4, #token: 1, token usage: 0.01, #queue-req: 0\n";
+    let e =
+        crate::common::Exporter::start(&["--gpu.disable", missing.join("x.log").to_str().unwrap()]);
+    let pid = e.child.id();
+    let idle = |what: &str| {
+        let before = cpu_seconds(pid);
+        std::thread::sleep(Duration::from_secs(3));
+        let used = cpu_seconds(pid) - before;
+        assert!(used < 0.5, "{what}: {used:.2} s of CPU in 3 s while idle");
+    };
+    idle("directory missing");
+    std::fs::create_dir(&missing).unwrap();
+    std::fs::write(missing.join("x.log"), line).unwrap();
+    e.scrape_until(20, |m| {
+        m.contains("sglang_decode_stats_lines_total{server=\"x\"")
+    });
+    idle("after the directory appeared");
+    drop(e);
+    // 140 files (more than the default 128 instances a user may have) through --input.glob.
+    let many = dir.path().join("many");
+    std::fs::create_dir(&many).unwrap();
+    for i in 0..140 {
+        std::fs::write(many.join(format!("s{i}.log")), line).unwrap();
+    }
+    let glob = format!("{}/*.log", many.display());
+    let e = crate::common::Exporter::start(&["--gpu.disable", "--input.glob", &glob]);
+    e.scrape_until(30, |m| {
+        m.contains("sglang_log_exporter_discovery_files_followed 140")
+    });
+    let pid = e.child.id();
+    assert!(
+        inotify_instances(pid) <= 2,
+        "{} inotify instances for 140 files",
+        inotify_instances(pid)
+    );
+    let before = cpu_seconds(pid);
+    std::thread::sleep(Duration::from_secs(3));
+    let used = cpu_seconds(pid) - before;
+    assert!(used < 0.5, "140 idle files: {used:.2} s of CPU in 3 s");
+}
+
+/// Repro 13: clients that made a request and went quiet on keep-alive (or stopped reading)
+/// hold every place; a new scrape evicts the one still the longest instead of being refused.
+#[test]
+fn repro_13_quiet_served_connections_make_room_for_scrapes() {
+    use std::io::{Read, Write};
+    let log = crate::common::sample("pd-decode-session.log");
+    let e = crate::common::Exporter::start(&[
+        "--gpu.disable",
+        "--web.max-connections",
+        "4",
+        log.to_str().unwrap(),
+    ]);
+    let port = e.port;
+    let request = format!("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n");
+    // Two read their response and stay on keep-alive; two never read theirs.
+    let mut quiet = Vec::new();
+    for i in 0..4 {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.write_all(request.as_bytes()).unwrap();
+        if i < 2 {
+            let mut buf = [0u8; 4096];
+            let n = s.read(&mut buf).unwrap();
+            assert!(
+                n > 0 && buf.starts_with(b"HTTP/1.1 200"),
+                "a first response"
+            );
+        }
+        quiet.push(s);
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    for _ in 0..6 {
+        let r = ureq::get(&format!("http://127.0.0.1:{port}/metrics"))
+            .timeout(Duration::from_secs(3))
+            .call()
+            .expect("a scrape despite four quiet served connections");
+        assert_eq!(r.status(), 200);
+        std::thread::sleep(Duration::from_millis(1100));
+    }
+    drop(quiet);
+}
