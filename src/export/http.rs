@@ -39,12 +39,16 @@ pub fn router(telemetry_path: &str, exposition: Arc<Exposition>) -> Router {
 }
 
 fn metrics_response(x: &Exposition, headers: &HeaderMap) -> Response {
-    if accepts_gzip(headers) {
+    let accept = headers
+        .get_all(header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok());
+    if let Some(label) = gzip_label(accept) {
         let body = x.gzip();
         return (
             [
                 (header::CONTENT_TYPE, TEXT_CONTENT_TYPE),
-                (header::CONTENT_ENCODING, "gzip"),
+                (header::CONTENT_ENCODING, label),
             ],
             body,
         )
@@ -53,19 +57,45 @@ fn metrics_response(x: &Exposition, headers: &HeaderMap) -> Response {
     ([(header::CONTENT_TYPE, TEXT_CONTENT_TYPE)], x.text()).into_response()
 }
 
-/// Whether `Accept-Encoding` lists gzip (without `q=0`).
-fn accepts_gzip(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(header::ACCEPT_ENCODING)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|enc| {
-            let mut parts = enc.split(';').map(str::trim);
-            let name = parts.next().unwrap_or("");
-            let zero = parts.any(|p| p.replace(' ', "") == "q=0");
-            (name.eq_ignore_ascii_case("gzip") || name == "*") && !zero
-        })
+/// The `Content-Encoding` to answer with gzip, when the `Accept-Encoding` values allow it
+/// (RFC 9110 §12.5.3): `gzip` or `x-gzip` (answered under the name asked for) with a q-value
+/// above 0, else `*` above 0 where gzip is not refused by name. A q-value is a number from 0 to
+/// 1 (`q=0.000` is 0); an entry whose q-value is no such number is ignored.
+fn gzip_label<'a>(values: impl Iterator<Item = &'a str>) -> Option<&'static str> {
+    let (mut named, mut star) = (None::<(f64, &'static str)>, None::<f64>);
+    for entry in values.flat_map(|v| v.split(',')) {
+        let mut parts = entry.split(';').map(str::trim);
+        let name = parts.next().unwrap_or("");
+        let mut q = Some(1.0);
+        for p in parts {
+            if let Some(v) = p.strip_prefix("q=").or_else(|| p.strip_prefix("Q=")) {
+                q = qvalue(v.trim());
+            }
+        }
+        let Some(q) = q else { continue };
+        if name.eq_ignore_ascii_case("gzip") {
+            named = Some((q, "gzip"));
+        } else if name.eq_ignore_ascii_case("x-gzip") {
+            named = Some((q, "x-gzip"));
+        } else if name == "*" {
+            star = Some(q);
+        }
+    }
+    match (named, star) {
+        (Some((q, label)), _) => (q > 0.0).then_some(label),
+        (None, Some(q)) => (q > 0.0).then_some("gzip"),
+        (None, None) => None,
+    }
+}
+
+/// An RFC 9110 qvalue: `0`, `1`, or up to three decimals (`0.5`, `1.000`); `None` otherwise.
+fn qvalue(v: &str) -> Option<f64> {
+    let (int, frac) = v.split_once('.').unwrap_or((v, ""));
+    let ok = matches!(int, "0" | "1")
+        && frac.len() <= 3
+        && frac.bytes().all(|c| c.is_ascii_digit())
+        && (int == "0" || frac.bytes().all(|c| c == b'0'));
+    ok.then(|| v.parse().ok()).flatten()
 }
 
 fn html_escape(s: &str) -> String {
@@ -92,5 +122,41 @@ pub fn parse_listen(addr: &str) -> Result<String, String> {
         _ => Err(format!(
             "--web.listen-address {addr:?} is not HOST:PORT or :PORT (HOST an address or a name that resolves)"
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_encoding_q_values_are_numbers() {
+        let label = |v: &str| gzip_label(std::iter::once(v));
+        assert_eq!(label("gzip"), Some("gzip"));
+        assert_eq!(label("gzip, deflate"), Some("gzip"));
+        assert_eq!(label("x-gzip"), Some("x-gzip"));
+        assert_eq!(label("GZIP;q=0.5"), Some("gzip"));
+        assert_eq!(label("*"), Some("gzip"));
+        // Refused, however written; a refusal by name beats `*`.
+        for no in [
+            "gzip;q=0",
+            "gzip;q=0.000",
+            "gzip; q=0",
+            "gzip;q=0, *",
+            "*;q=0",
+            "identity",
+            "",
+        ] {
+            assert_eq!(label(no), None, "{no:?}");
+        }
+        // A q-value that is no number: the entry is ignored.
+        assert_eq!(label("gzip;q=abc"), None);
+        assert_eq!(label("gzip;q=1.5"), None);
+        assert_eq!(label("gzip;q=abc, *"), Some("gzip"));
+        // Several header values.
+        assert_eq!(
+            gzip_label(["deflate", "gzip;q=0.1"].into_iter()),
+            Some("gzip")
+        );
     }
 }

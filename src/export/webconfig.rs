@@ -69,6 +69,10 @@ pub struct WebConfig {
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// User → bcrypt hash; empty means no authentication.
     pub users: BTreeMap<String, String>,
+    /// A bcrypt hash of no one's password at the highest cost of `users`: an unknown user is
+    /// checked against it, so the reply time does not tell which user names exist (as
+    /// exporter-toolkit does).
+    dummy: Option<String>,
     /// The files read, with their modification times, to notice changes.
     files: Vec<(PathBuf, Option<SystemTime>)>,
 }
@@ -98,14 +102,23 @@ impl WebConfig {
         let dir = path.parent().unwrap_or(Path::new("."));
         let mut files = vec![(path.to_path_buf(), mtime(path))];
         let users = f.basic_auth_users.unwrap_or_default();
+        let mut cost = None;
         for (u, h) in &users {
             if u.contains(':') {
                 return Err(format!("{name}: basic_auth_users: user {u:?} contains ':'"));
             }
-            h.parse::<bcrypt::HashParts>().map_err(|e| {
+            let parts = h.parse::<bcrypt::HashParts>().map_err(|e| {
                 format!("{name}: basic_auth_users: the hash of {u:?} is not a bcrypt hash: {e}")
             })?;
+            cost = cost.max(Some(parts.get_cost()));
         }
+        let dummy = match cost {
+            Some(c) => Some(
+                bcrypt::hash("no user has this password", c)
+                    .map_err(|e| format!("{name}: basic_auth_users: {e}"))?,
+            ),
+            None => None,
+        };
         let tls = match f.tls_server_config {
             None => None,
             Some(t) => Some(Arc::new(
@@ -113,7 +126,12 @@ impl WebConfig {
                     .map_err(|e| format!("{name}: tls_server_config: {e}"))?,
             )),
         };
-        Ok(WebConfig { tls, users, files })
+        Ok(WebConfig {
+            tls,
+            users,
+            dummy,
+            files,
+        })
     }
 
     fn changed(&self) -> bool {
@@ -286,6 +304,7 @@ impl Reloader {
                 *cur = Arc::new(WebConfig {
                     tls: old.tls.clone(),
                     users: old.users.clone(),
+                    dummy: old.dummy.clone(),
                     files,
                 });
             }
@@ -303,17 +322,21 @@ impl Reloader {
         let Some((user, pass)) = value.and_then(parse_basic) else {
             return false;
         };
-        let Some(hash) = cfg.users.get(&user).cloned() else {
-            return false;
+        // An unknown user costs a bcrypt against the dummy hash, as a known one does.
+        let (hash, known) = match (cfg.users.get(&user), &cfg.dummy) {
+            (Some(h), _) => (h.clone(), true),
+            (None, Some(d)) => (d.clone(), false),
+            (None, None) => return false,
         };
         let key = self.cache_key(&user, &pass, &hash);
-        if self.auth_ok.lock().is_ok_and(|a| a.contains(&key)) {
+        if known && self.auth_ok.lock().is_ok_and(|a| a.contains(&key)) {
             return true;
         }
         // bcrypt takes tens of milliseconds by design: off the async workers.
         let ok = tokio::task::spawn_blocking(move || bcrypt::verify(pass, &hash).unwrap_or(false))
             .await
-            .unwrap_or(false);
+            .unwrap_or(false)
+            && known;
         if ok {
             if let Ok(mut a) = self.auth_ok.lock() {
                 if a.len() >= AUTH_CACHE {
@@ -379,8 +402,13 @@ pub async fn serve(
     max_connections: usize,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    // Credentials are checked before any routing: the inner router (routes, method routing
+    // and its `Allow` headers, the 404) runs only for an authorised request, so every
+    // unauthorised one gets the same 401 whatever its path and method.
     let app = match &web {
-        Some(w) => app.layer(axum::middleware::from_fn_with_state(w.clone(), basic_auth)),
+        Some(w) => Router::new()
+            .fallback_service(app)
+            .layer(axum::middleware::from_fn_with_state(w.clone(), basic_auth)),
         None => app,
     };
     // At most this many connections at once (see `conns`).

@@ -532,3 +532,63 @@ fn prometheus_scrapes_over_https_with_basic_auth() {
     });
     assert_eq!(got, want);
 }
+
+/// With basic auth, every unauthorised request gets the same 401 whatever its path and method
+/// (no `Allow` header telling a route exists, repro 19); an unknown user costs a bcrypt as a
+/// known one with a wrong password does, so the reply time does not tell user names apart
+/// (repro 17: cost 10 here, ~50 ms a check; an unknown user was answered in 0.1 ms).
+#[test]
+fn unauthorised_replies_tell_nothing_of_routes_or_users() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("web.yml");
+    let h = bcrypt::hash("pw", 10).unwrap();
+    std::fs::write(&cfg, format!("basic_auth_users:\n  alice: {h}\n")).unwrap();
+    let e = start(&cfg);
+    let raw = |method: &str, path: &str| {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", e.port)).unwrap();
+        let req = format!(
+            "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        );
+        s.write_all(req.as_bytes()).unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        // The reply without its Date header (the one part that differs by time).
+        out.lines()
+            .filter(|l| !l.to_ascii_lowercase().starts_with("date:"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let first = raw("GET", "/metrics");
+    assert!(first.starts_with("HTTP/1.1 401"), "{first}");
+    for (m, p) in [
+        ("POST", "/metrics"),
+        ("DELETE", "/"),
+        ("POST", "/guess"),
+        ("GET", "/nosuch"),
+    ] {
+        assert_eq!(raw(m, p), first, "{m} {p}");
+    }
+    assert!(!first.to_ascii_lowercase().contains("allow:"), "{first}");
+    // The time of a wrong password for a known and an unknown user: the same bcrypt.
+    let plain = ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(10))
+        .build();
+    let url = format!("http://127.0.0.1:{}/metrics", e.port);
+    let median = |user: &str| {
+        let mut t: Vec<Duration> = (0..5)
+            .map(|_| {
+                let start = std::time::Instant::now();
+                assert_eq!(get(&plain, &url, Some((user, "wrong"))).0, 401);
+                start.elapsed()
+            })
+            .collect();
+        t.sort();
+        t[2]
+    };
+    let (known, unknown) = (median("alice"), median("mallory"));
+    assert!(
+        unknown * 4 >= known,
+        "unknown user {unknown:?}, known user with a wrong password {known:?}"
+    );
+}
