@@ -193,6 +193,13 @@ fn self_families(state: &State) -> Vec<Family> {
         "Servers, ranks, sources or HTTP series refused because a cardinality limit was reached.",
     )
     .with(vec![], state.dropped_series as f64);
+    let mut by_cap = counter(
+        "sglang_log_exporter_series_dropped_by_cap_total",
+        "What each cardinality limit refused (servers, engines_per_server, ranks_per_server, ranks_total, http_series_per_server, sources); each is warned about once per server.",
+    );
+    for (cap, n) in &state.dropped_by_cap {
+        by_cap.push(vec![("cap", cap.label().to_string())], *n as f64);
+    }
     let build = Family::new(
         "sglang_log_exporter_build_info",
         "Always 1; the labels name the exporter build: its version and git revision.",
@@ -207,7 +214,7 @@ fn self_families(state: &State) -> Vec<Family> {
     );
     let mut out = vec![
         build, lines, bytes, matched, unmatched, oversized, incomplete, invalid, errors, bad,
-        control, json_none, nul, unknown, dropped,
+        control, json_none, nul, unknown, dropped, by_cap,
     ];
     for m in SelfMetric::ALL {
         let (name, help, kind, label) = m.def();

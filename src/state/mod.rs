@@ -5,6 +5,7 @@
 //! cannot grow memory without limit (what is refused is counted in
 //! `sglang_log_exporter_series_dropped_total`).
 
+pub mod caps;
 pub mod clock;
 mod draft;
 pub mod http;
@@ -376,6 +377,9 @@ pub struct State {
     /// (it disagreed): if the next line confirms that time, the rank gets it back.
     held_time: Option<(ServerKey, Ranks, f64)>,
     pub(crate) dropped_series: u64,
+    /// Refusals by cap (the `cap` label of the dropped-series counter).
+    pub(crate) dropped_by_cap: BTreeMap<caps::Cap, u64>,
+    warned_caps: caps::Warned,
     /// Ranks in all servers (bounded by `max_ranks_total`).
     ranks_total: usize,
     /// Self metrics set by other parts (journalctl restarts, push results…), by label value.
@@ -479,6 +483,8 @@ impl State {
             clock: LogClock::default(),
             held_time: None,
             dropped_series: 0,
+            dropped_by_cap: BTreeMap::new(),
+            warned_caps: caps::Warned::default(),
             ranks_total: 0,
             self_metrics: BTreeMap::new(),
             collected: BTreeMap::new(),
@@ -720,26 +726,41 @@ impl State {
         cfg: &StateConfig,
         source_labels: &BTreeMap<String, Vec<(&'static str, String)>>,
         metrics: usize,
-        dropped_series: &mut u64,
         key: &ServerKey,
-    ) -> Option<&'a mut ServerState> {
+    ) -> Result<&'a mut ServerState, caps::Cap> {
         let engines = || {
             servers
                 .keys()
                 .filter(|k| k.server == key.server && !k.engine.is_empty())
                 .count()
         };
-        if servers.len() >= cfg.max_servers
-            || (!key.engine.is_empty() && engines() >= cfg.max_engines)
-        {
-            *dropped_series += 1;
-            return None;
+        if servers.len() >= cfg.max_servers {
+            return Err(caps::Cap::Servers);
+        }
+        if !key.engine.is_empty() && engines() >= cfg.max_engines {
+            return Err(caps::Cap::Engines);
         }
         let mut srv = ServerState::new(metrics);
         if let Some(l) = source_labels.get(&key.server) {
             srv.source_labels = l.clone();
         }
-        Some(servers.entry(key.clone()).or_insert(srv))
+        Ok(servers.entry(key.clone()).or_insert(srv))
+    }
+
+    /// Counts what `cap` refused for `server`, warning once per cap and server.
+    fn refuse(&mut self, cap: caps::Cap, server: &str) {
+        self.dropped_series += 1;
+        *self.dropped_by_cap.entry(cap).or_insert(0) += 1;
+        let c = &self.cfg;
+        let limit = match cap {
+            caps::Cap::Servers => c.max_servers,
+            caps::Cap::Engines => c.max_engines,
+            caps::Cap::Ranks => c.max_ranks,
+            caps::Cap::RanksTotal => c.max_ranks_total,
+            caps::Cap::HttpSeries => c.max_http_series,
+            caps::Cap::Sources => c.max_sources,
+        };
+        self.warned_caps.refused(cap, limit, server);
     }
 
     /// Applies a batch of source counters.
@@ -753,7 +774,7 @@ impl State {
     fn source_mut(&mut self, source: &str) -> Option<&mut SourceStats> {
         if !self.sources.contains_key(source) {
             if self.sources.len() >= self.cfg.max_sources {
-                self.dropped_series += 1;
+                self.refuse(caps::Cap::Sources, source);
                 return None;
             }
             self.sources
@@ -818,16 +839,15 @@ impl State {
             derived: d,
             ranks_total,
             fact_metrics,
-            dropped_series,
             ..
         } = self;
         let srv = match servers.get_mut(key) {
             Some(s) => s,
             None => {
                 let n = pat.metrics.len();
-                match State::add_server(servers, cfg, source_labels, n, dropped_series, key) {
-                    Some(s) => s,
-                    None => return,
+                match State::add_server(servers, cfg, source_labels, n, key) {
+                    Ok(s) => s,
+                    Err(cap) => return self.refuse(cap, &key.server),
                 }
             }
         };
@@ -836,7 +856,7 @@ impl State {
         }
         let mut restarted = 0;
         let mut contradictions = 0;
-        let dropped = match rec.class {
+        let refused = match rec.class {
             Class::ServerArgs => {
                 if srv.args.is_some() || !srv.ranks.is_empty() {
                     // A new process of this server (a restart, a new journald invocation, a pod
@@ -854,7 +874,7 @@ impl State {
                 if let Some(a) = &rec.server_args {
                     srv.args = Some((**a).clone());
                 }
-                false
+                None
             }
             Class::Request => {
                 if let Some(r) = rec.request.filter(|r| r.counts()) {
@@ -863,34 +883,38 @@ impl State {
                         .get_or_insert_with(Box::default)
                         .observe(r, prefill);
                 }
-                false
+                None
             }
-            Class::Access => rec.access.is_some_and(|a| {
+            Class::Access => rec.access.and_then(|a| {
                 let key = HttpKey::of(a.method, a.path, a.status);
                 // One lookup for a known request (most lines), a second to add a new one.
                 if let Some(n) = srv.http.get_mut(&key) {
                     *n += 1;
-                    false
+                    None
                 } else if srv.http.len() < max_http {
                     srv.http.insert(key, 1);
-                    false
+                    None
                 } else {
-                    true
+                    Some(caps::Cap::HttpSeries)
                 }
             }),
             class => {
                 let new_rank = !srv.ranks.contains_key(&rec.ranks);
-                if new_rank && (srv.ranks.len() >= max_ranks || !room) {
-                    true
+                if new_rank && srv.ranks.len() >= max_ranks {
+                    Some(caps::Cap::Ranks)
+                } else if new_rank && !room {
+                    Some(caps::Cap::RanksTotal)
                 } else {
                     contradictions = apply_rank_line(pat, d, srv, class, rec, ts, fact_metrics);
                     *ranks_total += usize::from(new_rank);
-                    false
+                    None
                 }
             }
         };
-        *dropped_series += u64::from(dropped);
         *ranks_total -= restarted;
+        if let Some(cap) = refused {
+            self.refuse(cap, &key.server);
+        }
         if contradictions > 0 {
             self.count_contradictions(&key.server, contradictions);
         }

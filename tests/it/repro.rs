@@ -614,3 +614,74 @@ fn repro_13_quiet_served_connections_make_room_for_scrapes() {
     }
     drop(quiet);
 }
+
+/// Repro 20: a cap that refuses is counted by cap and warned about once per cap and server,
+/// naming the cap and its limit (ranks past 1,024 of one server, engines past 64, HTTP series
+/// past 256).
+#[test]
+fn repro_20_a_cap_that_refuses_is_warned_once_and_counted_by_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = "] Decode batch, #running-req: 1, #token: 1, token usage: 0.01, #queue-req: 0\n";
+    let ranks: String = (0..1100)
+        .map(|r| format!("[2026-11-30 15:00:00 DP{r} TP{r}{s}"))
+        .collect();
+    let ray: String = (0..100)
+        .map(|p| format!("(SGLangEngine pid={p}) [2026-11-30 15:00:00 TP0{s}"))
+        .collect();
+    let http: String = (0..300)
+        .map(|i| {
+            format!(
+                "[2026-11-30 15:00:00] INFO:     127.0.0.1:1 - \"GET /health HTTP/1.1\" {} OK\n",
+                100 + i
+            )
+        })
+        .collect();
+    for (name, text, cap, refused, limit) in [
+        ("ranks", ranks, "ranks_per_server", 76.0, 1024),
+        ("ray", ray, "engines_per_server", 36.0, 64),
+        ("http", http, "http_series_per_server", 44.0, 256),
+    ] {
+        let p = dir.path().join(format!("{name}.log"));
+        std::fs::write(&p, text).unwrap();
+        let out = Command::new(bin())
+            .args([
+                "--once",
+                "--gpu.disable",
+                "--timezone",
+                "UTC",
+                "--log.level",
+                "info",
+            ])
+            .arg(&p)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let m = String::from_utf8(out.stdout).unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            crate::common::value(
+                &m,
+                &format!("sglang_log_exporter_series_dropped_by_cap_total{{cap=\"{cap}\"}}")
+            ),
+            Some(refused),
+            "{name}"
+        );
+        assert_eq!(
+            crate::common::value(&m, "sglang_log_exporter_series_dropped_total"),
+            Some(refused)
+        );
+        let warnings: Vec<&str> = err.lines().filter(|l| l.contains("is reached")).collect();
+        assert_eq!(warnings.len(), 1, "{name}: {err}");
+        assert!(
+            warnings[0].contains(&format!("the cap of {limit} ")),
+            "{}",
+            warnings[0]
+        );
+        assert!(
+            warnings[0].contains(&format!("cap=\"{cap}\""))
+                || warnings[0].contains(&format!("cap={cap}")),
+            "{}",
+            warnings[0]
+        );
+    }
+}
