@@ -240,7 +240,9 @@ pub fn scan(cfg: &DiscoverConfig) -> (Vec<Found>, Vec<String>) {
         let Ok(paths) = glob::glob(pattern) else {
             continue;
         };
-        for entry in paths {
+        // The glob crate skips names that are not UTF-8: those are added by a look of our own.
+        let odd = non_utf8_matches(pattern).into_iter().map(Ok);
+        for entry in paths.chain(odd) {
             let path = match entry {
                 Ok(p) => p,
                 Err(e) => {
@@ -271,6 +273,43 @@ pub fn scan(cfg: &DiscoverConfig) -> (Vec<Found>, Vec<String>) {
     let mut out: Vec<Found> = newest.into_values().collect();
     out.sort_by(|a, b| a.path.cmp(&b.path));
     (out, errors)
+}
+
+/// The files matching `pattern` whose names are not valid UTF-8 (a Latin-1 name from old
+/// tooling), which the glob crate never yields: the directories of the pattern's last
+/// component are listed and each such name is matched as its lossy text (`caf\u{FFFD}.log`
+/// against `*.log`). The server name of such a file is that lossy text.
+fn non_utf8_matches(pattern: &str) -> Vec<PathBuf> {
+    let p = Path::new(pattern);
+    let (Some(dir_pat), Some(name_pat)) = (p.parent(), p.file_name().and_then(|n| n.to_str()))
+    else {
+        return Vec::new();
+    };
+    let Ok(name_pat) = glob::Pattern::new(name_pat) else {
+        return Vec::new();
+    };
+    let dir_pat = dir_pat.to_string_lossy();
+    let dirs: Vec<PathBuf> = if dir_pat.is_empty() {
+        vec![PathBuf::from(".")]
+    } else {
+        match glob::glob(&dir_pat) {
+            Ok(d) => d.flatten().collect(),
+            Err(_) => return Vec::new(),
+        }
+    };
+    let mut out = Vec::new();
+    for d in dirs {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let name = e.file_name();
+            if name.to_str().is_none() && name_pat.matches(&name.to_string_lossy()) {
+                out.push(e.path());
+            }
+        }
+    }
+    out
 }
 
 /// A glob's match as a file to follow, or `None` (not a regular file, rotated, a container not

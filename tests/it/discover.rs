@@ -410,3 +410,22 @@ fn run_env(args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> String {
     );
     String::from_utf8(out.stdout).expect("utf-8 exposition")
 }
+
+/// Repro 22: a matching file whose name is not valid UTF-8 (Latin-1 `caf\xe9.log`) is followed,
+/// its server named by the lossy text, not silently dropped.
+#[test]
+fn a_file_whose_name_is_not_utf8_is_followed() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let line = b"[2026-11-30 15:00:00 TP0] Decode batch, #running-req: 3, #token: 1, token usage: 0.01, #queue-req: 0\n";
+    std::fs::write(dir.path().join("good.log"), line).unwrap();
+    let odd = std::ffi::OsStr::from_bytes(b"caf\xe9.log");
+    std::fs::write(dir.path().join(odd), line).unwrap();
+    let glob = format!("{}/*.log", dir.path().display());
+    let e = crate::common::Exporter::start(&["--gpu.disable", "--input.glob", &glob]);
+    let m = e.scrape_until(20, |m| {
+        m.contains("sglang_log_exporter_discovery_files_followed 2")
+            && m.contains("server=\"caf\u{FFFD}\"")
+    });
+    assert!(m.contains("server=\"good\""), "{m}");
+}
