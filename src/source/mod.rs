@@ -293,9 +293,15 @@ struct Applier {
     key_is_own: bool,
     null_warned: bool,
     panic_logged: bool,
+    /// A line time ahead of the wall clock was warned about.
+    ahead_warned: bool,
     /// The wall clock read for history lines, read again after each flush of the counters.
     now: Option<f64>,
 }
+
+/// How far a line's time may be ahead of the wall clock (clocks of two hosts, a wall clock read
+/// a moment ago) before it is taken as the time it was read.
+const AHEAD_SLACK: f64 = 60.0;
 
 impl Ingest {
     /// An ingest for source `source` whose lines belong to server `server` (unless a journald
@@ -325,6 +331,7 @@ impl Ingest {
                 key: crate::state::ServerKey::plain(server),
                 key_is_own: true,
                 null_warned: false,
+                ahead_warned: false,
                 panic_logged: false,
                 now: None,
             },
@@ -468,6 +475,30 @@ impl Ingest {
 }
 
 impl Applier {
+    /// A line's time is never later than when it was read: a time ahead of the wall clock (an
+    /// SGLang container logging in another zone than `--timezone`) would keep its rank busy
+    /// for hours. It is taken as the time of reading, and warned about once per source.
+    fn not_ahead(&mut self, t: f64) -> f64 {
+        if self.now.is_some_and(|now| t <= now + AHEAD_SLACK) {
+            return t;
+        }
+        // The reading kept may be old (an idle follower): ahead of a fresh one only.
+        let now = now_unix();
+        self.now = Some(now);
+        if t <= now + AHEAD_SLACK {
+            return t;
+        }
+        if !std::mem::replace(&mut self.ahead_warned, true) {
+            tracing::warn!(
+                source = %self.source,
+                "line times are {:.1} h ahead of this host's clock: is --timezone the zone SGLang logs in? \
+                 such times are taken as the time they were read (warned once)",
+                (t - now) / 3600.0
+            );
+        }
+        now
+    }
+
     /// Applies what the pipeline made of a line (already counted in `lines`).
     fn apply(&mut self, outcome: &Outcome<'_>) {
         let line_no = self.line_no;
@@ -484,7 +515,8 @@ impl Applier {
                     rec,
                     *realtime,
                     &mut self.now,
-                );
+                )
+                .map(|t| self.not_ahead(t));
                 // The key is rebuilt only when the server or engine changes: no allocation
                 // per line.
                 // A line of the source's own server with no engine (most lines) needs no string

@@ -685,3 +685,46 @@ fn repro_20_a_cap_that_refuses_is_warned_once_and_counted_by_cap() {
         );
     }
 }
+
+/// Repro 15: history lines stamped ahead of the wall clock (SGLang's container logging in
+/// another zone than `--timezone`) are taken as the time they were read, warned once: the rank
+/// reads idle after `--idle-after`, not for hours; its last stats time is not in the future.
+#[test]
+fn repro_15_a_line_time_ahead_of_the_clock_is_the_time_it_was_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let fmt = |t: jiff::Timestamp| t.strftime("%Y-%m-%d %H:%M:%S").to_string();
+    let now = jiff::Timestamp::now();
+    let ahead = now + jiff::SignedDuration::from_hours(5);
+    let line = |t: &str, tp: u32, n: u32| {
+        format!("[{t} TP{tp}] Decode batch, #running-req: {n}, #token: 10, token usage: 0.10, #queue-req: 0\n")
+    };
+    let p = dir.path().join("sglang.log");
+    std::fs::write(&p, line(&fmt(now), 0, 3) + &line(&fmt(ahead), 1, 7)).unwrap();
+    let mut e = crate::common::Exporter::start(&[
+        "--gpu.disable",
+        "--idle-after",
+        "2s",
+        p.to_str().unwrap(),
+    ]);
+    let logs = e.log_lines();
+    let rank = |tp: u32| {
+        format!("{{server=\"sglang\",model_name=\"\",engine_type=\"unified\",pp_rank=\"0\",tp_rank=\"{tp}\",moe_ep_rank=\"0\"}}")
+    };
+    let m = e.scrape_until(20, |m| {
+        crate::common::value(m, &format!("sglang_idle{}", rank(1))) == Some(1.0)
+    });
+    assert_eq!(
+        crate::common::value(&m, &format!("sglang:num_running_reqs{}", rank(1))),
+        Some(0.0)
+    );
+    let last = crate::common::value(
+        &m,
+        &format!("sglang_last_stats_timestamp_seconds{}", rank(1)),
+    )
+    .unwrap();
+    assert!(
+        last <= jiff::Timestamp::now().as_second() as f64 + 1.0,
+        "last stats in the future: {last}"
+    );
+    crate::common::wait_log(&logs, "ahead of this host's clock", 10);
+}
