@@ -257,7 +257,8 @@ impl Config {
             push: push::PushConfig::from_args(&a.push).map_err(ConfigError)?,
             json_message_key: a.read.json_message_key.clone(),
             http: HttpConfig::from_args(a)?,
-            state_dir: state_dir(a.state_dir.as_deref())?,
+            // `--once` only reads the state file: no write probe.
+            state_dir: state_dir(a.state_dir.as_deref(), !a.once)?,
             summary: matches!(a.log_level.as_str(), "info" | "debug" | "trace"),
             threads: crate::source::parallel::threads(a.read.threads),
         })
@@ -312,7 +313,7 @@ pub fn render(state: &Shared, input_clock: bool) -> String {
 pub fn read_to_end(cfg: &Config) -> Result<Shared, ConfigError> {
     let state = State::shared(cfg.patterns.clone(), cfg.state.clone());
     // Read, never written: `--once` reports on its inputs and leaves the service's file alone.
-    restore_state(cfg.state_dir.as_deref(), &state);
+    restore_state(cfg, &state);
     let stop = Stop::new();
     for input in &cfg.inputs {
         match input {
@@ -348,6 +349,8 @@ pub fn read_to_end(cfg: &Config) -> Result<Shared, ConfigError> {
         journald::read_once(&cfg.journal, unit, &mut ing)
             .map_err(|e| ConfigError(format!("{unit}: {e}")))?;
     }
+    // Every input is read: a restored server none of them named is not one of theirs.
+    crate::state::lock(&state).drop_unclaimed();
     if let Some(g) = &cfg.gpu {
         crate::gpu::Sampler::new(g.clone()).sample(&state);
     }
@@ -392,13 +395,26 @@ pub fn run_once(cfg: &Config) -> ExitCode {
 }
 
 /// Restores the startup facts and journal cursors of `--state.dir`'s file, if given; a file
-/// that cannot be used is warned about and ignored.
-fn restore_state(dir: Option<&std::path::Path>, state: &Shared) {
-    if let Some(dir) = dir {
-        let file = persist::path(dir);
-        if let Err(e) = persist::restore(&mut crate::state::lock(state), &file) {
-            tracing::warn!("the state file was not used: {e}");
+/// that cannot be used is warned about and ignored. The servers the inputs name (files, stdin,
+/// units) are claimed at once; other restored ones (a removed unit, a gone pod, another
+/// exporter's) are removed `--input.expiry` later unless a discovered source or a line names
+/// them.
+fn restore_state(cfg: &Config, state: &Shared) {
+    let Some(dir) = cfg.state_dir.as_deref() else {
+        return;
+    };
+    let file = persist::path(dir);
+    let mut s = crate::state::lock(state);
+    if let Err(e) = persist::restore(&mut s, &file, now_unix()) {
+        tracing::warn!("the state file was not used: {e}");
+    }
+    for input in &cfg.inputs {
+        match input {
+            Input::File { server, .. } | Input::Stdin { server } => s.claim(server),
         }
+    }
+    for unit in &cfg.journal.units {
+        s.claim(&crate::source::journald::server_of(unit));
     }
 }
 
@@ -441,7 +457,7 @@ pub fn run_live(cfg: Config) -> Result<(), ConfigError> {
         .max_connections
         .min((fd_limit() / 2).max(16) as usize);
     let state = State::shared(cfg.patterns.clone(), cfg.state.clone());
-    restore_state(cfg.state_dir.as_deref(), &state);
+    restore_state(&cfg, &state);
     let stop = Arc::new(Stop::new());
     let cfg = Arc::new(cfg);
     let saver = cfg
@@ -671,8 +687,9 @@ fn spawn_saver(
         .map_err(|e| ConfigError(format!("cannot start the state file thread: {e}")))
 }
 
-/// Checks `--state.dir`: an existing, writable directory.
-fn state_dir(dir: Option<&std::path::Path>) -> Result<Option<PathBuf>, ConfigError> {
+/// Checks `--state.dir`: an existing directory, writable when `write` (a private probe file,
+/// never through a planted symlink).
+fn state_dir(dir: Option<&std::path::Path>, write: bool) -> Result<Option<PathBuf>, ConfigError> {
     let Some(dir) = dir else {
         return Ok(None);
     };
@@ -684,10 +701,13 @@ fn state_dir(dir: Option<&std::path::Path>) -> Result<Option<PathBuf>, ConfigErr
             dir.display()
         )));
     }
-    let probe = dir.join(".write-test");
-    std::fs::write(&probe, b"")
-        .and_then(|_| std::fs::remove_file(&probe))
-        .map_err(|e| ConfigError(format!("--state.dir {}: cannot write: {e}", dir.display())))?;
+    if write {
+        persist::create_private(dir, "write-test")
+            .and_then(|(_, probe)| std::fs::remove_file(probe))
+            .map_err(|e| {
+                ConfigError(format!("--state.dir {}: cannot write: {e}", dir.display()))
+            })?;
+    }
     Ok(Some(dir.to_path_buf()))
 }
 

@@ -232,6 +232,10 @@ pub struct ServerState {
     /// When its source went away (a discovered file deleted); its series are removed
     /// `retired_expiry` later.
     pub retired_at: Option<f64>,
+    /// Restored from the state file at this time and not (yet) named by an input, a
+    /// discovered source or a line: removed `retired_expiry` later (a unit no longer among the
+    /// inputs, a pod gone while the exporter restarted, another exporter's server).
+    pub unclaimed_since: Option<f64>,
     /// Labels its source gives every series of the server (Kubernetes `namespace`, `pod`,
     /// `container`).
     pub source_labels: Vec<(&'static str, String)>,
@@ -250,6 +254,7 @@ impl ServerState {
             requests: None,
             last_seen: None,
             retired_at: None,
+            unclaimed_since: None,
             source_labels: Vec::new(),
             stats_lines: 0,
         }
@@ -586,9 +591,38 @@ impl State {
             if k.server == server {
                 s.source_labels = labels.clone();
                 s.retired_at = None;
+                s.unclaimed_since = None;
             }
         }
         self.source_labels.insert(server.to_string(), labels);
+    }
+
+    /// Removes the servers restored from the state file that nothing claimed (for `--once`,
+    /// whose inputs have all been read: they are no server of these inputs).
+    pub fn drop_unclaimed(&mut self) {
+        let before = self.servers.len();
+        let mut ranks = 0;
+        self.servers.retain(|_, s| {
+            let keep = s.unclaimed_since.is_none();
+            if !keep {
+                ranks += s.ranks.len();
+            }
+            keep
+        });
+        self.ranks_total -= ranks;
+        if self.servers.len() != before {
+            self.generation += 1;
+        }
+    }
+
+    /// Notes that an input names servers called `server` (every engine): those restored from the
+    /// state file are kept (see [`ServerState::unclaimed_since`]).
+    pub fn claim(&mut self, server: &str) {
+        for (k, s) in self.servers.iter_mut() {
+            if k.server == server {
+                s.unclaimed_since = None;
+            }
+        }
     }
 
     /// Notes the Kubernetes pod UID of the source of the servers named `server` (a discovered
@@ -648,7 +682,8 @@ impl State {
         self.servers.retain(|k, s| {
             let stale_engine =
                 !k.engine.is_empty() && s.last_seen.is_some_and(|t| now - t > engine_expiry);
-            let retired = s.retired_at.is_some_and(|t| now - t > retired_expiry);
+            let retired = s.retired_at.is_some_and(|t| now - t > retired_expiry)
+                || s.unclaimed_since.is_some_and(|t| now - t > retired_expiry);
             let keep = !(stale_engine || retired);
             if !keep {
                 ranks_removed += s.ranks.len();
@@ -710,7 +745,8 @@ impl State {
                     .filter(|_| !k.engine.is_empty())
                     .map(|t| t + c.engine_expiry);
                 let retired = s.retired_at.map(|t| t + c.retired_expiry);
-                ranks.chain(engine).chain(retired)
+                let unclaimed = s.unclaimed_since.map(|t| t + c.retired_expiry);
+                ranks.chain(engine).chain(retired).chain(unclaimed)
             })
             .chain(self.retired_sources.values().map(|t| t + c.retired_expiry))
             // `>=`: a rank is idle once strictly more than idle-after has passed.
@@ -854,6 +890,8 @@ impl State {
         if let Some(t) = ts {
             srv.last_seen = Some(srv.last_seen.map_or(t, |l| l.max(t)));
         }
+        // A line of it: its source exists (a restored server is no one else's).
+        srv.unclaimed_since = None;
         let mut restarted = 0;
         let mut contradictions = 0;
         let refused = match rec.class {

@@ -728,3 +728,77 @@ fn repro_15_a_line_time_ahead_of_the_clock_is_the_time_it_was_read() {
     );
     crate::common::wait_log(&logs, "ahead of this host's clock", 10);
 }
+
+/// Repro 14 and 18: servers of the state file that no input names (a removed unit, another
+/// exporter's) are not shown by `--once` and expire after `--input.expiry` live; the inputs'
+/// own servers keep their restored facts; `--once` reads a state directory it cannot write.
+#[test]
+fn repro_14_restored_servers_no_input_names_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    let kv = |t: &str| {
+        format!(
+            "[2026-06-03 10:00:0{t} TP0] KV Cache is allocated. #tokens: 1000, KV size: 1.00 GB\n"
+        )
+    };
+    let old = dir.path().join("old.log");
+    let new = dir.path().join("new.log");
+    std::fs::write(&old, kv("1")).unwrap();
+    std::fs::write(&new, kv("2")).unwrap();
+    let st = state.to_str().unwrap();
+    // Run 1 writes both servers' facts.
+    let e = crate::common::Exporter::start(&[
+        "--gpu.disable",
+        "--state.dir",
+        st,
+        old.to_str().unwrap(),
+        new.to_str().unwrap(),
+    ]);
+    e.scrape_until(20, |m| {
+        m.contains("server=\"old\"") && m.contains("server=\"new\"")
+    });
+    // Saved every 10 s while running.
+    let deadline = Instant::now() + Duration::from_secs(25);
+    while !std::fs::read_to_string(state.join("state.json")).is_ok_and(|t| t.contains("\"old\"")) {
+        assert!(Instant::now() < deadline, "no state file");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(e);
+    // The log of `new` rotated away: its facts come from the state file; `old` is no input.
+    std::fs::write(&new, "").unwrap();
+    let cap = "sglang_kv_pool_capacity_tokens";
+    let m = crate::common::once(&["--gpu.disable", "--state.dir", st, new.to_str().unwrap()]);
+    assert!(m.contains(&format!("{cap}{{server=\"new\"")), "{m}");
+    assert!(!m.contains("server=\"old\""), "{m}");
+    // Read-only for --once: no write probe.
+    let mut perms = std::fs::metadata(&state).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o500);
+    std::fs::set_permissions(&state, perms).unwrap();
+    let out = crate::common::run(&[
+        "--once",
+        "--gpu.disable",
+        "--state.dir",
+        st,
+        new.to_str().unwrap(),
+    ]);
+    let mut perms = std::fs::metadata(&state).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o700);
+    std::fs::set_permissions(&state, perms).unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Live: `old` is shown until --input.expiry after the restore, then gone; `new` stays.
+    let e = crate::common::Exporter::start(&[
+        "--gpu.disable",
+        "--state.dir",
+        st,
+        "--input.expiry",
+        "2s",
+        new.to_str().unwrap(),
+    ]);
+    let m = e.scrape_until(20, |m| !m.contains("server=\"old\""));
+    assert!(m.contains(&format!("{cap}{{server=\"new\"")), "{m}");
+}
