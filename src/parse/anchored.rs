@@ -76,10 +76,17 @@ pub(super) struct KindSearch {
 }
 
 impl KindSearch {
+    #[cfg(test)]
     pub(super) fn new(re: &Regex) -> KindSearch {
+        KindSearch::with(re, Starts::of(re))
+    }
+
+    /// The search of `re` with its specialisation `starts` (built once: [`Starts::of`]; a clone
+    /// shares the compiled regex).
+    pub(super) fn with(re: &Regex, starts: Option<Starts>) -> KindSearch {
         KindSearch {
             locs: Locs::new(re),
-            starts: Starts::of(re),
+            starts,
             memo: Memo::default(),
         }
     }
@@ -126,8 +133,8 @@ impl KindSearch {
 /// each of those bytes in turn, finds the same leftmost-first match as the unanchored search,
 /// in one pass of the one-pass DFA instead of a forward and a reverse lazy-DFA pass before it
 /// (the uvicorn access kind: ~0.1 µs of its ~0.4 µs).
-#[derive(Debug)]
-struct Starts {
+#[derive(Debug, Clone)]
+pub(super) struct Starts {
     anchored: Regex,
     bytes: Vec<u8>,
     /// Every match starts with one of these (the prefix literals' longest common prefix, else
@@ -146,7 +153,7 @@ const MAX_ANCHORED_TRIES: usize = 4;
 
 impl Starts {
     /// The specialisation of `re`, if its shape allows it.
-    fn of(re: &Regex) -> Option<Starts> {
+    pub(super) fn of(re: &Regex) -> Option<Starts> {
         let hir = regex_syntax::Parser::new().parse(re.as_str()).ok()?;
         if !hir.properties().look_set().is_empty() {
             return None;

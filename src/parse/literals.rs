@@ -5,8 +5,9 @@
 //! literal `i`; the loader refuses more than 64), so that trying the candidate kinds in file
 //! order costs a bit test each instead of a substring search each.
 
-/// The literals, searched together.
-#[derive(Debug)]
+/// The literals, searched together. Cloned for each parser from one built set (the searchers
+/// are compiled once; a clone copies their small tables, the overlapping automaton is shared).
+#[derive(Debug, Clone)]
 pub struct LiteralSet {
     /// A SIMD (Teddy) searcher over the literals, longest first: where several literals start at
     /// one position, leftmost-first reports the longest, and every other one there is a prefix of

@@ -195,13 +195,41 @@ struct Found<'a> {
     request: bool,
 }
 
+/// What every parser of one pattern set searches with, compiled once per set (kept in it):
+/// each line kind's anchored specialisation, the anchored prefix regex and the literal set.
+/// A parser clones them (a regex clone shares the compiled program), so a parser per followed
+/// file costs its own scratch and memos, not a compilation (about 1 MB each, measured).
+#[derive(Debug)]
+pub struct Prebuilt {
+    starts: Vec<Option<anchored::Starts>>,
+    anchored_prefix: Option<Regex>,
+    literals: literals::LiteralSet,
+}
+
+impl Prebuilt {
+    fn of(pat: &Patterns) -> Prebuilt {
+        Prebuilt {
+            starts: pat
+                .lines
+                .iter()
+                .map(|l| anchored::Starts::of(&l.regex))
+                .collect(),
+            // `^(?:…)` keeps the group numbers and the leftmost-first preference of the original.
+            anchored_prefix: Regex::new(&format!("^(?:{})", pat.prefix.as_str())).ok(),
+            literals: literals::LiteralSet::new(&pat.literals, pat.prefilter.clone()),
+        }
+    }
+}
+
 impl Parser {
     /// A parser for the given patterns.
     pub fn new(pat: Arc<Patterns>) -> Parser {
+        let pre = pat.prebuilt.get_or_init(|| Prebuilt::of(&pat));
         let search = pat
             .lines
             .iter()
-            .map(|l| KindSearch::new(&l.regex))
+            .zip(&pre.starts)
+            .map(|(l, s)| KindSearch::with(&l.regex, s.clone()))
             .collect();
         let access_groups = pat
             .lines
@@ -209,8 +237,7 @@ impl Parser {
             .map(|l| ["method", "path", "status"].map(|n| group_index(&l.regex, n)))
             .collect();
         let prefix = PrefixScratch {
-            // `^(?:…)` keeps the group numbers and the leftmost-first preference of the original.
-            anchored: Regex::new(&format!("^(?:{})", pat.prefix.as_str())).ok(),
+            anchored: pre.anchored_prefix.clone(),
             locs: pat.prefix.capture_locations(),
             groups: ["date", "time", "frac", "tags"].map(|n| group_index(&pat.prefix, n)),
             cache: (pat.prefix.as_str() == CACHEABLE_PREFIX).then(PrefixCache::default),
@@ -225,7 +252,7 @@ impl Parser {
         Parser {
             shapes: pat.digits_alike.then(shape::ShapeMemo::new),
             templates,
-            literals: literals::LiteralSet::new(&pat.literals, pat.prefilter.clone()),
+            literals: pre.literals.clone(),
             field_memo,
             pat,
             search,

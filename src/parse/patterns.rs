@@ -302,6 +302,9 @@ pub struct Patterns {
     fields_prefill: HashMap<String, FieldTarget>,
     fields_decode: HashMap<String, FieldTarget>,
     fields_other: HashMap<String, FieldTarget>,
+    /// What every parser of these patterns searches with, compiled once (see
+    /// [`super::Prebuilt`]): a parser per followed file must not compile its own regexes.
+    pub(super) prebuilt: std::sync::OnceLock<super::Prebuilt>,
 }
 
 mod indexmap_like {
@@ -417,6 +420,7 @@ impl Patterns {
             fields_prefill: fields.prefill,
             fields_decode: fields.decode,
             fields_other: fields.other,
+            prebuilt: std::sync::OnceLock::new(),
         })
     }
 

@@ -30,7 +30,9 @@ const SLOTS: usize = 256;
 /// comparison.
 #[derive(Debug)]
 pub(super) struct ShapeMemo {
-    entries: Vec<Entry>,
+    /// Slots, each allocated when first used: a parser of a quiet file holds a few entries,
+    /// not the whole table.
+    entries: Vec<Option<Box<Entry>>>,
     /// The shape of the line last looked up (its first `len` bytes), and its slot.
     shape: Box<[u8; MAX_LINE]>,
     len: usize,
@@ -84,7 +86,7 @@ impl ShapeMemo {
         let h = shape_of(line, &mut self.shape);
         self.len = line.len();
         self.slot = (h >> 56) as usize % SLOTS;
-        let Some(e) = self.entries.get(self.slot) else {
+        let Some(e) = self.entries.get(self.slot).and_then(|e| e.as_deref()) else {
             self.probe.count(false);
             return Lookup::Miss;
         };
@@ -102,9 +104,9 @@ impl ShapeMemo {
     /// Keeps the answer for the line of the last [`ShapeMemo::get`] (which said `Miss`).
     pub(super) fn put(&mut self, lits: u64, first: Option<(usize, impl Iterator<Item = Span>)>) {
         if self.entries.is_empty() {
-            self.entries.resize_with(SLOTS, Entry::default);
+            self.entries.resize_with(SLOTS, || None);
         }
-        let e = &mut self.entries[self.slot];
+        let e = self.entries[self.slot].get_or_insert_with(Box::default);
         e.shape.clear();
         e.shape.extend_from_slice(&self.shape[..self.len]);
         e.lits = lits;
@@ -122,13 +124,14 @@ impl ShapeMemo {
         self.entries
             .get(self.slot)
             .filter(|_| self.current)?
+            .as_deref()?
             .prefix
             .as_ref()
     }
 
     /// Keeps the prefix groups of the last looked-up line's shape.
     pub(super) fn set_prefix(&mut self, groups: [Span; 5]) {
-        if let (true, Some(e)) = (self.current, self.entries.get_mut(self.slot)) {
+        if let (true, Some(Some(e))) = (self.current, self.entries.get_mut(self.slot)) {
             e.prefix = Some(groups);
         }
     }
@@ -285,7 +288,12 @@ mod tests {
             }
         }
         let m = memo.shapes.as_ref().unwrap();
-        let kept = m.entries.iter().filter(|e| !e.shape.is_empty()).count();
+        let kept = m
+            .entries
+            .iter()
+            .flatten()
+            .filter(|e| !e.shape.is_empty())
+            .count();
         assert!(kept > SLOTS / 2, "shapes kept: {kept}");
     }
 

@@ -552,25 +552,45 @@ impl Discovery {
                 f.missing_since = Some(now);
             }
         }
-        let mut live = self
-            .followers
-            .values()
-            .filter(|f| f.missing_since.is_none() && !f.closing)
-            .count();
+        // Every open file counts against the cap, those in their deleted-file grace too: a node
+        // replacing its pods at once must not hold twice the cap (and its memory).
+        let mut open = self.followers.values().filter(|f| !f.closing).count();
         let mut skipped = BTreeSet::new();
         for f in found {
             if self.followers.contains_key(&f.path) {
                 continue;
             }
-            if live >= self.cfg.max_files {
+            if open >= self.cfg.max_files && self.close_oldest_missing() {
+                open -= 1;
+            }
+            if open >= self.cfg.max_files {
                 skipped.insert(f.path.clone());
                 continue;
             }
             if self.start(f, now) {
-                live += 1;
+                open += 1;
             }
         }
         self.count_skipped(skipped);
+    }
+
+    /// Ends the grace of the file missing the longest (its file is gone: only a writer still
+    /// holding it would add lines), to make room for a file found now; whether there was one.
+    fn close_oldest_missing(&mut self) -> bool {
+        let oldest = self
+            .followers
+            .values_mut()
+            .filter(|f| !f.closing && f.missing_since.is_some())
+            .min_by_key(|f| f.missing_since);
+        match oldest {
+            Some(f) => {
+                tracing::info!(path = %f.follow.path.display(), "closing a gone file before its grace ends: --input.max-files are open");
+                f.closing = true;
+                f.stop.set();
+                true
+            }
+            None => false,
+        }
     }
 
     fn count_skipped(&mut self, skipped: BTreeSet<PathBuf>) {
@@ -896,5 +916,72 @@ mod tests {
         };
         assert_eq!(n.take(&plain("/logs/a/decode.log"), t), "a/decode");
         assert_eq!(n.take(&plain("/logs/b/prefill.log"), t), "prefill");
+    }
+}
+
+#[cfg(test)]
+mod cap_tests {
+    use super::*;
+    use crate::parse::patterns::Patterns;
+    use crate::state::{State, StateConfig};
+
+    /// Repro 16's cap: files in their deleted-file grace count against `--input.max-files`; a
+    /// new file takes the place of the one gone the longest (its grace ended early), so at most
+    /// the cap is ever open.
+    #[test]
+    fn files_in_their_grace_count_against_the_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let glob = format!("{}/*.log", dir.path().display());
+        let cfg = DiscoverConfig::new(
+            &[glob],
+            &[],
+            2,
+            Duration::from_secs(1),
+            Duration::from_secs(60),
+            Duration::from_secs(300),
+        )
+        .unwrap();
+        let state = State::shared(
+            Arc::new(Patterns::embedded().unwrap()),
+            StateConfig::default(),
+        );
+        let spawn: Spawn = Box::new(|_f: &Follow, stop: Arc<Stop>| {
+            std::thread::Builder::new().spawn(move || {
+                while !stop.is_set() {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            })
+        });
+        let mut d = Discovery::new(cfg, state, spawn, &[]);
+        let found = |names: &[&str]| -> Vec<Found> {
+            names
+                .iter()
+                .map(|n| Found {
+                    path: dir.path().join(n),
+                    pod: None,
+                    order: (0, 0),
+                })
+                .collect()
+        };
+        let t0 = Instant::now();
+        d.apply(&found(&["a.log", "b.log"]), t0);
+        assert_eq!(d.followed(), 2);
+        // `a` and `b` are gone (in their grace); `c` and `d` appear: each takes a place of one
+        // gone, the one gone the longest first; never more than 2 open.
+        d.apply(&found(&[]), t0);
+        d.apply(
+            &found(&["c.log", "d.log", "e.log"]),
+            t0 + Duration::from_secs(1),
+        );
+        let open: Vec<_> = d
+            .followers
+            .iter()
+            .filter(|(_, f)| !f.closing)
+            .map(|(p, _)| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(open, ["c.log", "d.log"]);
+        for f in d.followers.values() {
+            f.stop.set();
+        }
     }
 }

@@ -7,6 +7,11 @@ use std::io::{self, Read};
 /// Size of one read (at least 64 KiB, as the benchmarks want).
 pub const READ_SIZE: usize = 64 * 1024;
 
+/// The buffer of an idle reader: after a read that was small and left nothing held, the buffer
+/// shrinks to this (a followed file that gets a line now and then holds 4 KiB, not 64), and
+/// grows back to [`READ_SIZE`] reads as soon as a read fills it.
+const IDLE_SIZE: usize = 4 * 1024;
+
 /// What the buffer hands out.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Event<'a> {
@@ -37,6 +42,8 @@ pub struct LineBuf {
     pos: u64,
     /// The last read ended inside a run of NULs (so its continuation is not a new run).
     in_nul_run: bool,
+    /// Reads are small (an idle follower): the buffer is kept at [`IDLE_SIZE`].
+    idle: bool,
 }
 
 impl LineBuf {
@@ -50,6 +57,7 @@ impl LineBuf {
             skipping: false,
             pos: 0,
             in_nul_run: false,
+            idle: false,
         }
     }
 
@@ -80,13 +88,14 @@ impl LineBuf {
         // left after the data. Half a read: a full read's room would compact after almost every
         // read of a 64 KiB buffer; a smaller margin would make reads short (and many) before
         // the buffer is compacted or grown. The same margin decides growth just below.
-        if self.start > 0 && (self.end == self.start || self.buf.len() - self.end < READ_SIZE / 2) {
+        let read_size = if self.idle { IDLE_SIZE } else { READ_SIZE };
+        if self.start > 0 && (self.end == self.start || self.buf.len() - self.end < read_size / 2) {
             self.buf.copy_within(self.start..self.end, 0);
             self.end -= self.start;
             self.start = 0;
         }
-        if self.buf.len() - self.end < READ_SIZE / 2 {
-            let want = (self.end + READ_SIZE).min(self.max_line + READ_SIZE);
+        if self.buf.len() - self.end < read_size / 2 {
+            let want = (self.end + read_size).min(self.max_line + read_size);
             if want > self.buf.len() {
                 self.buf.resize(want, 0);
             }
@@ -98,9 +107,20 @@ impl LineBuf {
                 Err(e) => return Err(e),
             }
         };
+        let room = self.buf.len() - self.end;
         let scan_from = self.end;
         self.end += n;
         self.drain(scan_from, &mut f);
+        if n == room {
+            // A full read: more is coming; reads of a full size again.
+            self.idle = false;
+        } else if n < IDLE_SIZE / 2 && self.start == self.end && self.buf.len() > IDLE_SIZE {
+            // A small read that left nothing held: an idle reader keeps a small buffer.
+            self.idle = true;
+            self.start = 0;
+            self.end = 0;
+            self.buf = vec![0; IDLE_SIZE];
+        }
         Ok(n)
     }
 
@@ -268,5 +288,42 @@ mod tests {
         {}
         assert_eq!(got, [("ab".into(), 1003), ("cd".into(), 1008)]);
         assert_eq!(lb.position(), 1008, "the partial `ef` is not consumed");
+    }
+}
+
+#[cfg(test)]
+mod idle_tests {
+    use super::*;
+
+    /// An idle reader (small reads, nothing held) keeps a 4 KiB buffer; a read that fills it
+    /// brings full-size reads back, and lines are the same either way.
+    #[test]
+    fn an_idle_reader_keeps_a_small_buffer() {
+        let mut lb = LineBuf::new(1 << 20);
+        let mut lines = Vec::new();
+        let mut small: &[u8] = b"one\ntwo\n";
+        lb.fill(&mut small, |e| {
+            if let Event::Line(l, _) = e {
+                lines.push(l.to_vec());
+            }
+        })
+        .unwrap();
+        assert_eq!(lb.capacity(), IDLE_SIZE);
+        // A burst: 100 kB of lines, read in reads that fill the buffer.
+        let burst: Vec<u8> = b"0123456789abcdef\n".repeat(6000);
+        let mut r: &[u8] = &burst;
+        while lb
+            .fill(&mut r, |e| {
+                if let Event::Line(l, _) = e {
+                    lines.push(l.to_vec());
+                }
+            })
+            .unwrap()
+            > 0
+        {}
+        assert_eq!(lines.len(), 2 + 6000);
+        assert!(lines[2..].iter().all(|l| l == b"0123456789abcdef"));
+        // Idle again after the burst.
+        assert_eq!(lb.capacity(), IDLE_SIZE);
     }
 }

@@ -332,7 +332,10 @@ mod tests {
         // Activity is not a fact: nothing of the decode line came back.
         assert!(tp1.values[id("num_running_reqs")].is_nan());
         assert!(!tp1.has_stats());
-        // Same snapshot again: nothing lost or invented.
+        // Restored, it is unclaimed until an input names it; then the same snapshot again:
+        // nothing lost or invented.
+        assert_eq!(srv.unclaimed_since, Some(1780480900.0));
+        fresh.claim("decode");
         assert_eq!(snapshot(&fresh, &cursors), snapshot(&s, &cursors));
         // Another version is refused, a missing file is an empty start.
         std::fs::write(&file, r#"{"version":99,"servers":[]}"#).unwrap();
