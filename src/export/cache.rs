@@ -5,6 +5,12 @@
 //! What is shown depends on the state and on "now" (a rank turns idle `--idle-after` after its
 //! last stats line). The cache therefore holds while the state's generation is unchanged and
 //! "now" has not reached the next moment a rank turns idle ([`State::next_idle_change`]).
+//!
+//! While lines arrive the state changes between any two scrapes, and every scrape would encode
+//! anew: many scrapers (or clients that stop reading) would each hold an encoding of their
+//! own, and memory would grow with them. So an encoding younger than [`MIN_AGE`] is served as
+//! it is, whatever changed since (a scrape sees the state of at most a quarter of a second
+//! ago: at most four encodings a second), unless a rank turned idle meanwhile.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -25,21 +31,34 @@ struct Encoded {
     /// Shared by every response: cloning `Bytes` copies no data.
     text: Bytes,
     gzip: OnceLock<Bytes>,
+    /// When it was encoded (Unix seconds).
+    at: f64,
 }
+
+/// How long an encoding is served although the state changed since.
+pub const MIN_AGE: f64 = 0.25;
 
 /// The shared, lazily re-encoded exposition of a live state.
 #[derive(Debug)]
 pub struct Exposition {
     state: Shared,
     last: Mutex<Option<Arc<Encoded>>>,
+    min_age: f64,
 }
 
 impl Exposition {
-    /// The exposition of `state`, judged by the wall clock.
+    /// The exposition of `state`, judged by the wall clock, re-encoded at most every
+    /// [`MIN_AGE`] while the state changes.
     pub fn new(state: Shared) -> Exposition {
+        Exposition::with_min_age(state, MIN_AGE)
+    }
+
+    /// [`Exposition::new`] with another minimum age (0: encode anew after every change).
+    pub fn with_min_age(state: Shared, min_age: f64) -> Exposition {
         Exposition {
             state,
             last: Mutex::new(None),
+            min_age,
         }
     }
 
@@ -50,7 +69,8 @@ impl Exposition {
         let mut s = lock(&self.state);
         s.expire(now);
         if let Some(e) = last.as_ref() {
-            if e.generation == s.generation() && now < e.until {
+            let fresh = e.generation == s.generation() || now - e.at < self.min_age;
+            if fresh && now < e.until {
                 return e.clone();
             }
         }
@@ -89,6 +109,7 @@ fn encode(s: &State, now: f64) -> Encoded {
         until: s.next_idle_change(now).unwrap_or(f64::INFINITY),
         text: Bytes::from(text),
         gzip: OnceLock::new(),
+        at: now,
     }
 }
 
@@ -109,7 +130,7 @@ mod tests {
                 ..StateConfig::default()
             },
         );
-        let x = Exposition::new(state.clone());
+        let x = Exposition::with_min_age(state.clone(), 0.0);
         let a = x.text();
         assert_eq!(
             a.as_ptr(),
@@ -133,5 +154,29 @@ mod tests {
         let mut out = String::new();
         std::io::Read::read_to_string(&mut d, &mut out).unwrap();
         assert_eq!(out, *c);
+    }
+
+    /// While lines arrive, scrapes within [`MIN_AGE`] of an encoding share it: memory does not
+    /// grow with scrapers.
+    #[test]
+    fn scrapes_within_the_minimum_age_share_one_encoding() {
+        let pat = Arc::new(Patterns::embedded().unwrap());
+        let state = State::shared(pat.clone(), StateConfig::default());
+        let x = Exposition::with_min_age(state.clone(), 60.0);
+        let a = x.text();
+        let mut p = Parser::new(pat);
+        let rec = p
+            .parse("[2026-06-03 10:00:00 TP0] Decode batch, #running-req: 5, #queue-req: 0")
+            .unwrap();
+        lock(&state).apply("s", "srv", &rec, Some(now_unix()));
+        assert_eq!(
+            a.as_ptr(),
+            x.text().as_ptr(),
+            "within the minimum age: shared"
+        );
+        let y = Exposition::with_min_age(state, 0.0);
+        assert!(String::from_utf8(y.text().to_vec())
+            .unwrap()
+            .contains("} 5\n"));
     }
 }

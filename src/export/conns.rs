@@ -242,6 +242,31 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for ProgressIo<T> {
         }
     }
 
+    // Vectored writes pass through: hyper then queues a response's shared `Bytes` instead of
+    // copying each body into a buffer of its own (which, with many slow readers of a large
+    // exposition, is a copy per connection).
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match Pin::new(&mut self.inner).poll_write_vectored(cx, bufs) {
+            Poll::Ready(Ok(n)) => {
+                if n > 0 {
+                    self.progress.touch();
+                }
+                self.stalled = None;
+                Poll::Ready(Ok(n))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => self.pending_write(cx),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match Pin::new(&mut self.inner).poll_flush(cx) {
             Poll::Pending => self.pending_write(cx).map(|r| r.map(|_| ())),

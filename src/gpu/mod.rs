@@ -101,14 +101,11 @@ impl Sampler {
         let now = Instant::now();
         if self.nvml.is_none() && self.retry_at.is_none_or(|t| now >= t) {
             match nvml::open(self.cfg.library.as_deref()) {
+                // Back only once a read succeeds: a library that loads and then fails every
+                // read (a broken driver) is one outage, warned once, on a growing backoff.
                 Ok(n) => {
-                    if self.warned {
-                        tracing::info!("NVML is available again");
-                    }
                     self.nvml = Some(n);
-                    self.warned = false;
                     self.retry_at = None;
-                    self.backoff = self.cfg.retry;
                 }
                 Err(e) => self.down("init", &e.to_string()),
             }
@@ -116,6 +113,11 @@ impl Sampler {
         let res = nvml::read(self.nvml.as_ref()?);
         match res {
             Ok(r) => {
+                if self.warned {
+                    tracing::info!("NVML is available again");
+                }
+                self.warned = false;
+                self.backoff = self.cfg.retry;
                 for (gpu, call, err) in &r.errors {
                     let n = self.errors.entry((gpu.to_string(), call)).or_insert(0);
                     if *n == 0 {
