@@ -80,6 +80,24 @@ impl Exposition {
         e
     }
 
+    /// The encoding if one younger than the minimum age is at hand (no rank turned idle since),
+    /// without waiting for a lock or touching the state: the async workers answer most scrapes
+    /// with it, and only an encoding due goes to a blocking thread (one per concurrent scrape
+    /// would each keep an allocator arena of an encoding's size: memory growing with scrapers).
+    pub fn fresh(&self, gzip: bool) -> Option<Bytes> {
+        let e = {
+            let last = self.last.try_lock().ok()?;
+            let e = last.as_ref()?.clone();
+            let now = now_unix();
+            (now - e.at < self.min_age && now < e.until).then_some(e)?
+        };
+        if gzip {
+            e.gzip.get().cloned()
+        } else {
+            Some(e.text.clone())
+        }
+    }
+
     /// The text exposition.
     pub fn text(&self) -> Bytes {
         self.current().text.clone()

@@ -26,8 +26,12 @@ pub fn router(telemetry_path: &str, exposition: Arc<Exposition>) -> Router {
             telemetry_path,
             get(move |headers: HeaderMap| {
                 let x = exposition.clone();
-                // Encoding may take a while for a big state: off the async workers.
                 async move {
+                    // An encoding at hand is answered at once; encoding (which may take a while
+                    // for a big state) goes off the async workers.
+                    if let Some(r) = cached_response(&x, &headers) {
+                        return r;
+                    }
                     tokio::task::spawn_blocking(move || metrics_response(&x, &headers))
                         .await
                         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
@@ -38,23 +42,40 @@ pub fn router(telemetry_path: &str, exposition: Arc<Exposition>) -> Router {
     r.fallback(|| async { (StatusCode::NOT_FOUND, "not found\n") })
 }
 
-fn metrics_response(x: &Exposition, headers: &HeaderMap) -> Response {
+/// The `Content-Encoding` the scraper's `Accept-Encoding` allows for gzip, if any.
+fn wants_gzip(headers: &HeaderMap) -> Option<&'static str> {
     let accept = headers
         .get_all(header::ACCEPT_ENCODING)
         .iter()
         .filter_map(|v| v.to_str().ok());
-    if let Some(label) = gzip_label(accept) {
-        let body = x.gzip();
-        return (
+    gzip_label(accept)
+}
+
+/// The response for an encoding of `body` (gzip under `label`, else plain text).
+fn respond(body: bytes::Bytes, label: Option<&'static str>) -> Response {
+    match label {
+        Some(label) => (
             [
                 (header::CONTENT_TYPE, TEXT_CONTENT_TYPE),
                 (header::CONTENT_ENCODING, label),
             ],
             body,
         )
-            .into_response();
+            .into_response(),
+        None => ([(header::CONTENT_TYPE, TEXT_CONTENT_TYPE)], body).into_response(),
     }
-    ([(header::CONTENT_TYPE, TEXT_CONTENT_TYPE)], x.text()).into_response()
+}
+
+/// The response from an encoding at hand ([`Exposition::fresh`]), if there is one.
+fn cached_response(x: &Exposition, headers: &HeaderMap) -> Option<Response> {
+    let label = wants_gzip(headers);
+    Some(respond(x.fresh(label.is_some())?, label))
+}
+
+fn metrics_response(x: &Exposition, headers: &HeaderMap) -> Response {
+    let label = wants_gzip(headers);
+    let body = if label.is_some() { x.gzip() } else { x.text() };
+    respond(body, label)
 }
 
 /// The `Content-Encoding` to answer with gzip, when the `Accept-Encoding` values allow it
