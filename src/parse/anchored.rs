@@ -10,6 +10,8 @@
 //!   `"GET /metrics HTTP/1.1" 200 OK`: few distinct tails, most of a log's lines) reuse that
 //!   line's answer.
 
+use std::sync::Arc;
+
 use regex::{CaptureLocations, Regex};
 
 use super::shape::{HitProbe, Span};
@@ -71,19 +73,21 @@ impl Locs {
 #[derive(Debug)]
 pub(super) struct KindSearch {
     pub(super) locs: Locs,
-    starts: Option<Starts>,
+    /// Shared by every parser of the patterns: a cloned regex would get a cache pool of its
+    /// own (and each its caches), a shared one serves every thread from one pool.
+    starts: Option<Arc<Starts>>,
     memo: Memo,
 }
 
 impl KindSearch {
     #[cfg(test)]
     pub(super) fn new(re: &Regex) -> KindSearch {
-        KindSearch::with(re, Starts::of(re))
+        KindSearch::with(re, Starts::of(re).map(Arc::new))
     }
 
     /// The search of `re` with its specialisation `starts` (built once: [`Starts::of`]; a clone
     /// shares the compiled regex).
-    pub(super) fn with(re: &Regex, starts: Option<Starts>) -> KindSearch {
+    pub(super) fn with(re: &Regex, starts: Option<Arc<Starts>>) -> KindSearch {
         KindSearch {
             locs: Locs::new(re),
             starts,

@@ -134,7 +134,7 @@ impl FieldMemo {
 struct PrefixScratch {
     /// The prefix regex anchored at the start of the text: the common case (the line starts with
     /// the prefix) is one anchored match instead of an unanchored search.
-    anchored: Option<Regex>,
+    anchored: Option<Arc<Regex>>,
     locs: CaptureLocations,
     /// Indices of groups `date`, `time`, `frac`, `tags`.
     groups: [Option<usize>; 4],
@@ -201,8 +201,8 @@ struct Found<'a> {
 /// file costs its own scratch and memos, not a compilation (about 1 MB each, measured).
 #[derive(Debug)]
 pub struct Prebuilt {
-    starts: Vec<Option<anchored::Starts>>,
-    anchored_prefix: Option<Regex>,
+    starts: Vec<Option<Arc<anchored::Starts>>>,
+    anchored_prefix: Option<Arc<Regex>>,
     literals: literals::LiteralSet,
 }
 
@@ -212,10 +212,12 @@ impl Prebuilt {
             starts: pat
                 .lines
                 .iter()
-                .map(|l| anchored::Starts::of(&l.regex))
+                .map(|l| anchored::Starts::of(&l.regex).map(Arc::new))
                 .collect(),
             // `^(?:…)` keeps the group numbers and the leftmost-first preference of the original.
-            anchored_prefix: Regex::new(&format!("^(?:{})", pat.prefix.as_str())).ok(),
+            anchored_prefix: Regex::new(&format!("^(?:{})", pat.prefix.as_str()))
+                .ok()
+                .map(Arc::new),
             literals: literals::LiteralSet::new(&pat.literals, pat.prefilter.clone()),
         }
     }
