@@ -19,24 +19,17 @@ import http.client
 import json
 import os
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 
-
-def rss_kb(pid):
-    with open("/proc/%d/status" % pid) as f:
-        return int(next(l.split()[1] for l in f if l.startswith("VmRSS")))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fleet import Exporter  # noqa: E402  (the fleet benchmark's exporter process)
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+def rss_kb(exp):
+    return int(exp.status()["VmRSS"].split()[0])
 
 
 def stats_line(rank, running):
@@ -45,25 +38,10 @@ def stats_line(rank, running):
             "cuda graph: True, gen throughput (token/s): 1.00, #queue-req: 0\n" % (t, rank, rank, running))
 
 
-def start(binary, logs, port):
-    args = [binary, "--gpu.disable", "--timezone", "UTC", "--idle-after", "100000h",
-            "--web.listen-address", "127.0.0.1:%d" % port] + logs
-    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            c.request("GET", "/metrics")
-            r = c.getresponse()
-            body = r.read()
-            c.close()
-            if r.status == 200 and body.count(b"\nsglang:num_running_reqs{") > 0:
-                return p
-        except OSError:
-            pass
-        time.sleep(0.1)
-    p.kill()
-    sys.exit("the exporter did not serve")
+def start(binary, logs):
+    exp = Exporter(binary, ["--gpu.disable", "--idle-after", "100000h"] + logs)
+    exp.wait(lambda m: "\nsglang:num_running_reqs{" in m, secs=20)
+    return exp
 
 
 def run_scrapers(a, work):
@@ -76,10 +54,10 @@ def run_scrapers(a, work):
             for r in range(min(per_server, ranks - s)):
                 f.write(stats_line(r, 1))
         logs.append("s%d=%s" % (s, path))
-    port = free_port()
-    p = start(a.bin, logs, port)
+    p = start(a.bin, logs)
+    port = p.port
     time.sleep(1)
-    rss0, peak = rss_kb(p.pid), 0
+    rss0, peak = rss_kb(p), 0
     stop = time.time() + a.seconds
     counts = {"ok": 0, "failed": 0}
     lock = threading.Lock()
@@ -114,17 +92,16 @@ def run_scrapers(a, work):
     for t in threads:
         t.start()
     while time.time() < stop:
-        peak = max(peak, rss_kb(p.pid))
+        peak = max(peak, rss_kb(p))
         time.sleep(0.2)
     for t in threads:
         t.join()
-    end = rss_kb(p.pid)
+    end = rss_kb(p)
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     c.request("GET", "/metrics")
     body = c.getresponse().read()
     series = sum(1 for l in body.split(b"\n") if l and not l.startswith(b"#"))
-    p.kill()
-    p.wait()
+    p.stop()
     print(json.dumps({"run": "scrapers", "scrapers": a.scrapers, "series": series,
                       "lines_per_s": a.rate, "seconds": a.seconds,
                       "scrapes_per_s": round(counts["ok"] / a.seconds, 1),
@@ -136,8 +113,8 @@ def run_quiet(a, work):
     path = os.path.join(work, "q.log")
     with open(path, "w") as f:
         f.write(stats_line(0, 1))
-    port = free_port()
-    p = start(a.bin, ["q=" + path], port)
+    p = start(a.bin, ["q=" + path])
+    port = p.port
     conns = []
     for _ in range(a.quiet):
         s = socket.create_connection(("127.0.0.1", port), timeout=5)
@@ -161,12 +138,11 @@ def run_quiet(a, work):
             answered += r.status == 200
         except OSError:
             pass
-        peak = max(peak, rss_kb(p.pid))
+        peak = max(peak, rss_kb(p))
         time.sleep(max(0, 1 - (time.time() - t)))
     for s in conns:
         s.close()
-    p.kill()
-    p.wait()
+    p.stop()
     print(json.dumps({"run": "quiet", "quiet_clients": a.quiet, "probes": probes,
                       "probes_answered": answered, "rss_peak_kb": peak}))
 

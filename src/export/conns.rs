@@ -192,6 +192,26 @@ impl<T> ProgressIo<T> {
         }
     }
 
+    /// What a write of the inner socket came to: bytes moved note progress and end a stall; a
+    /// pending write times out ([`ProgressIo::pending_write`]).
+    fn written(
+        &mut self,
+        r: Poll<io::Result<usize>>,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<usize>> {
+        match r {
+            Poll::Ready(Ok(n)) => {
+                if n > 0 {
+                    self.progress.touch();
+                }
+                self.stalled = None;
+                Poll::Ready(Ok(n))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => self.pending_write(cx),
+        }
+    }
+
     /// A pending write: `TimedOut` once it has been pending for the write timeout.
     fn pending_write(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
         let timeout = self.write_timeout;
@@ -229,17 +249,8 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for ProgressIo<T> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        match Pin::new(&mut self.inner).poll_write(cx, buf) {
-            Poll::Ready(Ok(n)) => {
-                if n > 0 {
-                    self.progress.touch();
-                }
-                self.stalled = None;
-                Poll::Ready(Ok(n))
-            }
-            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            Poll::Pending => self.pending_write(cx),
-        }
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.written(r, cx)
     }
 
     // Vectored writes pass through: hyper then queues a response's shared `Bytes` instead of
@@ -250,17 +261,8 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for ProgressIo<T> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        match Pin::new(&mut self.inner).poll_write_vectored(cx, bufs) {
-            Poll::Ready(Ok(n)) => {
-                if n > 0 {
-                    self.progress.touch();
-                }
-                self.stalled = None;
-                Poll::Ready(Ok(n))
-            }
-            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            Poll::Pending => self.pending_write(cx),
-        }
+        let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.written(r, cx)
     }
 
     fn is_write_vectored(&self) -> bool {

@@ -34,6 +34,18 @@ impl Cap {
         }
     }
 
+    /// The cap's limit in `cfg`.
+    pub fn limit(self, cfg: &super::StateConfig) -> usize {
+        match self {
+            Cap::Servers => cfg.max_servers,
+            Cap::Engines => cfg.max_engines,
+            Cap::Ranks => cfg.max_ranks,
+            Cap::RanksTotal => cfg.max_ranks_total,
+            Cap::HttpSeries => cfg.max_http_series,
+            Cap::Sources => cfg.max_sources,
+        }
+    }
+
     fn what(self) -> &'static str {
         match self {
             Cap::Servers => "servers (name and engine pairs)",

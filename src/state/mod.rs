@@ -600,19 +600,25 @@ impl State {
     /// Removes the servers restored from the state file that nothing claimed (for `--once`,
     /// whose inputs have all been read: they are no server of these inputs).
     pub fn drop_unclaimed(&mut self) {
-        let before = self.servers.len();
-        let mut ranks = 0;
-        self.servers.retain(|_, s| {
-            let keep = s.unclaimed_since.is_none();
-            if !keep {
-                ranks += s.ranks.len();
-            }
-            keep
-        });
-        self.ranks_total -= ranks;
-        if self.servers.len() != before {
+        if self.remove_servers(|_, s| s.unclaimed_since.is_some()) > 0 {
             self.generation += 1;
         }
+    }
+
+    /// Removes the servers `gone` picks, keeping the count of ranks in all right; returns how
+    /// many were removed.
+    fn remove_servers(&mut self, mut gone: impl FnMut(&ServerKey, &ServerState) -> bool) -> usize {
+        let before = self.servers.len();
+        let mut ranks_removed = 0;
+        self.servers.retain(|k, s| {
+            let remove = gone(k, s);
+            if remove {
+                ranks_removed += s.ranks.len();
+            }
+            !remove
+        });
+        self.ranks_total -= ranks_removed;
+        before - self.servers.len()
     }
 
     /// Notes that an input names servers called `server` (every engine): those restored from the
@@ -676,31 +682,23 @@ impl State {
     /// `retired_expiry`, before `now`. Returns how many servers were removed.
     pub fn expire(&mut self, now: f64) -> usize {
         let (engine_expiry, retired_expiry) = (self.cfg.engine_expiry, self.cfg.retired_expiry);
-        let before = self.servers.len();
-        let mut ranks_removed = 0;
         let mut gone: Vec<String> = Vec::new();
-        self.servers.retain(|k, s| {
+        let removed = self.remove_servers(|k, s| {
             let stale_engine =
                 !k.engine.is_empty() && s.last_seen.is_some_and(|t| now - t > engine_expiry);
             let retired = s.retired_at.is_some_and(|t| now - t > retired_expiry)
                 || s.unclaimed_since.is_some_and(|t| now - t > retired_expiry);
-            let keep = !(stale_engine || retired);
-            if !keep {
-                ranks_removed += s.ranks.len();
-                if retired {
-                    gone.push(k.server.clone());
-                }
+            if retired {
+                gone.push(k.server.clone());
             }
-            keep
+            stale_engine || retired
         });
-        self.ranks_total -= ranks_removed;
         for name in gone {
             if !self.servers.keys().any(|k| k.server == name) {
                 self.source_labels.remove(&name);
                 self.source_pods.remove(&name);
             }
         }
-        let removed = before - self.servers.len();
         let sources = self.expire_sources(now);
         if removed > 0 || sources {
             self.generation += 1;
@@ -787,16 +785,7 @@ impl State {
     fn refuse(&mut self, cap: caps::Cap, server: &str) {
         self.dropped_series += 1;
         *self.dropped_by_cap.entry(cap).or_insert(0) += 1;
-        let c = &self.cfg;
-        let limit = match cap {
-            caps::Cap::Servers => c.max_servers,
-            caps::Cap::Engines => c.max_engines,
-            caps::Cap::Ranks => c.max_ranks,
-            caps::Cap::RanksTotal => c.max_ranks_total,
-            caps::Cap::HttpSeries => c.max_http_series,
-            caps::Cap::Sources => c.max_sources,
-        };
-        self.warned_caps.refused(cap, limit, server);
+        self.warned_caps.refused(cap, cap.limit(&self.cfg), server);
     }
 
     /// Applies a batch of source counters.
@@ -973,7 +962,7 @@ impl State {
                     rank.last_stats = Some(rank.prev_stats.filter(sane).unwrap_or(now));
                 }
             }
-            if srv.last_seen.is_some_and(|t| t > now + clock::JUMP) {
+            if srv.last_seen.is_some_and(|t| !sane(&t)) {
                 srv.last_seen = Some(now);
             }
         }

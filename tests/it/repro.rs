@@ -511,7 +511,17 @@ fn cpu_seconds(pid: u32) -> f64 {
     let f: Vec<&str> = after.split_whitespace().collect();
     // Fields 14 and 15 of stat (utime, stime), counted from the state field (3rd).
     let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
-    ticks / 100.0
+    // SAFETY: sysconf reads a constant of the system.
+    ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}
+
+/// Asserts that process `pid` stays idle for 3 s: under half a second of CPU (a busy loop
+/// takes all 3).
+fn assert_idle(pid: u32, what: &str) {
+    let before = cpu_seconds(pid);
+    std::thread::sleep(Duration::from_secs(3));
+    let used = cpu_seconds(pid) - before;
+    assert!(used < 0.5, "{what}: {used:.2} s of CPU in 3 s while idle");
 }
 
 /// The inotify instances process `pid` holds.
@@ -537,19 +547,13 @@ fn repro_12_no_watcher_is_no_busy_loop_and_one_instance_serves_every_file() {
     let e =
         crate::common::Exporter::start(&["--gpu.disable", missing.join("x.log").to_str().unwrap()]);
     let pid = e.child.id();
-    let idle = |what: &str| {
-        let before = cpu_seconds(pid);
-        std::thread::sleep(Duration::from_secs(3));
-        let used = cpu_seconds(pid) - before;
-        assert!(used < 0.5, "{what}: {used:.2} s of CPU in 3 s while idle");
-    };
-    idle("directory missing");
+    assert_idle(pid, "directory missing");
     std::fs::create_dir(&missing).unwrap();
     std::fs::write(missing.join("x.log"), line).unwrap();
     e.scrape_until(20, |m| {
         m.contains("sglang_decode_stats_lines_total{server=\"x\"")
     });
-    idle("after the directory appeared");
+    assert_idle(pid, "after the directory appeared");
     drop(e);
     // 140 files (more than the default 128 instances a user may have) through --input.glob.
     let many = dir.path().join("many");
@@ -568,10 +572,7 @@ fn repro_12_no_watcher_is_no_busy_loop_and_one_instance_serves_every_file() {
         "{} inotify instances for 140 files",
         inotify_instances(pid)
     );
-    let before = cpu_seconds(pid);
-    std::thread::sleep(Duration::from_secs(3));
-    let used = cpu_seconds(pid) - before;
-    assert!(used < 0.5, "140 idle files: {used:.2} s of CPU in 3 s");
+    assert_idle(pid, "140 idle files");
 }
 
 /// Repro 13: clients that made a request and went quiet on keep-alive (or stopped reading)
