@@ -150,6 +150,7 @@ pub fn parse_listen(addr: &str) -> Result<String, String> {
 mod tests {
     use super::*;
 
+    /// Repro 21: `gzip;q=0.000` and `gzip;q=0, *` are refusals, `x-gzip` is gzip.
     #[test]
     fn accept_encoding_q_values_are_numbers() {
         let label = |v: &str| gzip_label(std::iter::once(v));
