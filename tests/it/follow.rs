@@ -218,7 +218,10 @@ fn live_gauges_read_zero_after_idle_after() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("idle.log");
     append(&p, b"");
-    let e = Exporter::start(&["--idle-after", "1s", p.to_str().unwrap()]);
+    // 3 s: a scrape shows the state of up to 0.25 s ago (the exposition is re-encoded at most
+    // four times a second), and a loaded CI machine adds its delays; the busy value must be
+    // seen before the rank turns idle.
+    let e = Exporter::start(&["--idle-after", "3s", p.to_str().unwrap()]);
     append(&p, decode(0, 5, 2).as_bytes());
     let idle = format!("sglang_idle{}", rank("idle", 0));
     let s = e.scrape_until(10, |s| has(s, &running("idle", 0), 5.0));
