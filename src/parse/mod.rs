@@ -533,16 +533,19 @@ fn read_fields(
         }) else {
             spoil(&mut learner);
             // Not `key: value`: on a statistics line, where every piece is a field, counted
-            // (never silently dropped); startup lines may carry prose between fields.
-            if matches!(kind.class, Class::Prefill | Class::Decode | Class::Retract) {
+            // (never silently dropped); startup lines may carry prose between fields, but a
+            // field of theirs cut to `full size:` (a key of a metric, its value missing) is
+            // counted there too. A cut field's gauge is withdrawn, rather than left showing an
+            // older value.
+            let stats = matches!(kind.class, Class::Prefill | Class::Decode | Class::Retract);
+            let cut = empty_value(piece, &kind.kv)
+                .and_then(|key| memo.get(pat, kind, key).0)
+                .filter(|t| stats || matches!(t, FieldTarget::Metric { .. }));
+            if stats || cut.is_some() {
                 bad += 1;
-                // A last field cut to `#queue-req:`: its gauge is withdrawn too, rather
-                // than left showing an older value.
-                if let Some(key) = empty_value(piece, &kind.kv) {
-                    if let (Some(t), _) = memo.get(pat, kind, key) {
-                        push_value(scratch, t, "", &mut 0);
-                    }
-                }
+            }
+            if let Some(t) = cut {
+                push_value(scratch, t, "", &mut 0);
             }
             continue;
         };
@@ -830,6 +833,36 @@ mod fast_path_tests {
         let r = p.parse(line).expect("a stats line");
         let time = r.time.map(|t| t.time.to_string());
         (r.ranks.dp, r.ranks.tp, time, r.get(id).unwrap())
+    }
+
+    /// A startup line's field cut to `key:` (found by the fuzzer: `full size: ` at the end of a
+    /// SWA pool line) is counted and its gauge withdrawn, as on a stats line; prose without a
+    /// key of a metric is not.
+    #[test]
+    fn a_cut_field_of_a_startup_line_is_counted() {
+        let mut p = parser();
+        let full = p
+            .patterns()
+            .metric_by_id("full_pool_capacity_tokens")
+            .unwrap();
+        let swa = p
+            .patterns()
+            .metric_by_id("swa_pool_capacity_tokens")
+            .unwrap();
+        let r = p
+            .parse(
+                "[2026-01-10 10:00:00 TP0] SWAKVPool mem usage: 61.32 GB, swa size: 0, full size: ",
+            )
+            .unwrap();
+        assert_eq!(r.bad_values, 1);
+        assert_eq!(r.bad_metrics, &[full][..]);
+        assert_eq!(r.get(swa), Some(0.0));
+        let r = p
+            .parse(
+                "[2026-01-10 10:00:00 TP0] SWAKVPool mem usage: 61.32 GB, swa size: 0, some prose",
+            )
+            .unwrap();
+        assert_eq!(r.bad_values, 0);
     }
 
     #[test]
