@@ -533,8 +533,15 @@ impl Applier {
                     self.key_is_own = self.key.server == self.server && self.key.engine.is_empty();
                 }
                 self.delta.count_record(rec);
-                let (state, key) = (&self.state, &self.key);
-                let apply = std::panic::AssertUnwindSafe(|| lock(state).apply_to(key, rec, ts));
+                let (state, key, source) = (&self.state, &self.key, &self.source);
+                // The counters travel with the values, under the same lock: a scrape that shows
+                // a line's values also counts that line (and every line read before it).
+                let d = std::mem::take(&mut self.delta);
+                let apply = std::panic::AssertUnwindSafe(|| {
+                    let mut st = lock(state);
+                    st.add_source_counts(source, &d);
+                    st.apply_to(key, rec, ts);
+                });
                 std::panic::catch_unwind(apply).is_ok()
             }
             Outcome::Skipped | Outcome::Unmatched(_) => true,
@@ -624,4 +631,36 @@ pub fn server_name_of(path: &std::path::Path) -> String {
         .map(|s| s.to_string_lossy().into_owned())
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "sglang".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::parse::patterns::Patterns;
+    use crate::state::{State, StateConfig};
+
+    /// CI once saw a scrape show a stats line's value with `lines_read_total` one line short:
+    /// the counters waited for the end of the read while the value was in the state already.
+    #[test]
+    fn a_parsed_lines_values_and_its_counts_reach_the_state_together() {
+        let pat = Arc::new(Patterns::embedded().unwrap());
+        let state = State::shared(pat.clone(), StateConfig::default());
+        let mut ing = Ingest::new(
+            Pipeline::new(Parser::new(pat), 1 << 20, None),
+            state.clone(),
+            "src",
+            "decode",
+            TimeResolver::new(jiff::tz::TimeZone::UTC, None),
+        );
+        ing.line(b"not sglang");
+        ing.line(b"[2026-06-03 10:00:00 TP0] Decode batch, #running-req: 7, #token: 10, token usage: 0.01, #queue-req: 0");
+        // No flush: the read has not ended.
+        let s = lock(&state);
+        let src = &s.sources["src"];
+        assert_eq!((src.lines, src.unmatched), (2, 1));
+        let ranks = &s.servers().values().next().unwrap().ranks;
+        assert_eq!(ranks.values().next().unwrap().decode_lines, 1);
+    }
 }

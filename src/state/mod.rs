@@ -294,7 +294,8 @@ impl ServerState {
 /// Per-source line counters (self metrics): the sum of what the source handed in.
 pub type SourceStats = SourceDelta;
 
-/// Counts a source gathers locally and hands to the state in batches (not per line).
+/// Counts a source gathers locally and hands to the state in batches: at the end of each read,
+/// and with each parsed line's values (so a scrape that shows a value counts its line).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SourceDelta {
     /// Lines read.
