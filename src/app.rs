@@ -16,7 +16,7 @@ use crate::parse::Parser;
 use crate::source::discover::{self, DiscoverConfig, Discovery, Follow};
 use crate::source::file::{TailConfig, Tailer};
 use crate::source::journald::{self, JournalConfig};
-use crate::source::{now_unix, server_name_of, stdin, Ingest, Pipeline};
+use crate::source::{now_unix, order, server_name_of, stdin, Ingest, Pipeline};
 use crate::state::{persist, SelfMetric, Shared, State, StateConfig};
 use crate::stop::Stop;
 
@@ -321,12 +321,14 @@ pub fn read_to_end(cfg: &Config) -> Result<Shared, ConfigError> {
                 let mut ing = cfg
                     .ingest(&state, &path.display().to_string(), server)
                     .parallel(cfg.threads);
-                Tailer::new(path, cfg.tail.clone()).run(&mut ing, &stop);
+                if !order::read_file_if_newest_first(path, &mut ing, cfg.tail.max_line) {
+                    Tailer::new(path, cfg.tail.clone()).run(&mut ing, &stop);
+                }
                 ing.flush();
             }
             Input::Stdin { server } => {
                 let mut ing = cfg.ingest(&state, "-", server);
-                stdin::read_to_end(&mut std::io::stdin().lock(), &mut ing, cfg.tail.max_line);
+                order::read_stdin(&mut std::io::stdin().lock(), &mut ing, cfg.tail.max_line);
             }
         }
     }

@@ -20,6 +20,7 @@ pub mod prefix;
 pub mod request;
 pub mod server_args;
 mod shape;
+pub mod stream;
 mod template;
 
 use std::sync::Arc;

@@ -191,6 +191,8 @@ struct FileRaw {
     #[serde(default)]
     line_fields: HashMap<String, HashMap<String, FieldSpecRaw>>,
     metrics: indexmap_like::OrderedMap<MetricDef>,
+    #[serde(default)]
+    stream_prefixes: Vec<super::stream::StreamPrefixRaw>,
 }
 
 /// What a known field key turns into on one class of line.
@@ -299,6 +301,8 @@ pub struct Patterns {
     pub digits_alike: bool,
     /// The prefix regex treats the ten digits alike.
     pub prefix_digits_alike: bool,
+    /// What other tools write before SGLang's line (see [`super::stream`]).
+    pub streams: super::stream::StreamPrefixes,
     fields_prefill: HashMap<String, FieldTarget>,
     fields_decode: HashMap<String, FieldTarget>,
     fields_other: HashMap<String, FieldTarget>,
@@ -395,6 +399,7 @@ impl Patterns {
             .build(&literals)
             .map_err(|e| PatternError::Invalid(format!("literal prefilter: {e}")))?;
         let (prefix, prefix_digits_alike) = compile_prefix(&raw.prefix)?;
+        let streams = super::stream::StreamPrefixes::compile(raw.stream_prefixes)?;
         let digits_alike = lines.iter().all(|l: &LineKind| l.digits_alike)
             && literals
                 .iter()
@@ -417,6 +422,7 @@ impl Patterns {
             bracketed,
             digits_alike,
             prefix_digits_alike,
+            streams,
             fields_prefill: fields.prefill,
             fields_decode: fields.decode,
             fields_other: fields.other,
@@ -633,7 +639,7 @@ fn compile_rank_tags(
 /// Compiles a regex of the pattern file, refusing one that reads digits beyond ASCII (`\d` is
 /// Unicode in the regex crate: `٦` would match, then fail or mislead every reader after it).
 /// With it, whether it treats the ten ASCII digits alike ([`digits_alike`]).
-fn compile_regex(what: &str, re: &str) -> Result<(Regex, bool), PatternError> {
+pub(super) fn compile_regex(what: &str, re: &str) -> Result<(Regex, bool), PatternError> {
     let regex = Regex::new(re).map_err(|source| PatternError::Regex {
         what: what.to_string(),
         source,

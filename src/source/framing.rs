@@ -366,22 +366,17 @@ fn message_bytes(v: &Value, out: &mut Vec<u8>) -> bool {
 /// A wrapper's time: RFC 3339 text, or a Unix time in seconds, ms, µs or ns (by magnitude).
 fn time_value(v: &Value) -> Option<f64> {
     let n = match v {
-        Value::String(s) => return rfc3339(s).or_else(|| s.parse::<f64>().ok().and_then(unix)),
+        Value::String(s) => {
+            return rfc3339(s).or_else(|| {
+                s.parse::<f64>()
+                    .ok()
+                    .and_then(crate::parse::stream::unix_of_number)
+            })
+        }
         Value::Number(n) => n.as_f64()?,
         _ => return None,
     };
-    unix(n)
-}
-
-/// Unix seconds of a number in seconds, ms, µs or ns.
-fn unix(n: f64) -> Option<f64> {
-    let s = match n {
-        n if n < 1e11 => n,
-        n if n < 1e14 => n / 1e3,
-        n if n < 1e17 => n / 1e6,
-        n => n / 1e9,
-    };
-    (s.is_finite() && s > 0.0).then_some(s)
+    crate::parse::stream::unix_of_number(n)
 }
 
 /// Splits a CRI log record: `(time, stream index, is_partial, text)`.

@@ -11,13 +11,18 @@ pub mod file;
 pub mod framing;
 pub mod journald;
 pub mod linebuf;
+pub mod order;
 pub mod parallel;
 pub mod stdin;
 pub mod watch;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use std::sync::Arc;
+
+use crate::parse::patterns::Patterns;
 use crate::parse::prefix::TimeResolver;
+use crate::parse::stream::{StreamInfo, StreamScratch};
 use crate::parse::Parser;
 use crate::record::Record;
 use crate::state::{lock, SelfMetric, Shared, SourceDelta};
@@ -53,6 +58,17 @@ pub struct Pipeline {
     clean_buf: Vec<u8>,
     lossy: String,
     parser: Parser,
+    /// Stream prefixes ([`crate::parse::stream`]): the patterns, capture space, what the last
+    /// line's said, and buffers for a JSON record after one (its message cleaned apart from
+    /// the outer line, by a framer of its own: the outer record may be the first framer's) and
+    /// for an engine named by both a stream prefix and Ray.
+    patterns: Arc<Patterns>,
+    stream_sc: StreamScratch,
+    stream: StreamInfo,
+    inner: Framer,
+    inner_clean: Vec<u8>,
+    inner_lossy: String,
+    engine: String,
     /// `max_line` and `message_key` as given, for [`Pipeline::sibling`].
     max_line: usize,
     message_key: Option<String>,
@@ -85,10 +101,18 @@ impl Pipeline {
     /// A pipeline parsing with `parser`; joined container records are at most `max_line` bytes;
     /// JSON lines are also searched for a message under `message_key`.
     pub fn new(parser: Parser, max_line: usize, message_key: Option<&str>) -> Pipeline {
+        let patterns = parser.patterns().clone();
         Pipeline {
             framer: Framer::new(max_line).with_message_key(message_key),
             clean_buf: Vec::new(),
             lossy: String::new(),
+            stream_sc: patterns.streams.scratch(),
+            patterns,
+            stream: StreamInfo::default(),
+            inner: Framer::new(max_line).with_message_key(message_key),
+            inner_clean: Vec::new(),
+            inner_lossy: String::new(),
+            engine: String::new(),
             parser,
             max_line,
             message_key: message_key.map(str::to_string),
@@ -97,7 +121,7 @@ impl Pipeline {
 
     /// Drops the container records whose last piece never came; returns how many.
     pub fn drop_pending(&mut self) -> u64 {
-        self.framer.drop_pending()
+        self.framer.drop_pending() + self.inner.drop_pending()
     }
 
     /// A new pipeline with the same patterns and settings (for another thread).
@@ -122,7 +146,7 @@ impl Pipeline {
 
     /// Whether the framer holds no partial record (see [`framing::Framer::is_idle`]).
     pub fn framer_idle(&self) -> bool {
-        self.framer.is_idle()
+        self.framer.is_idle() && self.inner.is_idle()
     }
 
     /// Runs one raw line (without `\n`) through the steps, counting what it meets in `d`
@@ -157,70 +181,138 @@ impl Pipeline {
             clean_buf,
             lossy,
             parser,
+            patterns,
+            stream_sc,
+            stream,
+            inner,
+            inner_clean,
+            inner_lossy,
+            engine,
             ..
         } = self;
         // A journal export entry the line before cut short (that line was read as a line).
         d.incomplete += framer.take_cut();
         // Fast path: most lines are plain; only `{`, a digit and `_` can start a wrapper.
-        let (text, unit, realtime) = if !framer.wants(raw) {
+        let (text, mut unit, mut realtime) = if !framer.wants(raw) {
             (raw, None, None)
         } else {
-            match framer.frame(raw) {
-                Framed::Plain(l) => (l, None, None),
-                Framed::Message {
-                    text,
+            match unframe(framer.frame(raw), d) {
+                Some(t) => t,
+                None => return Outcome::Skipped,
+            }
+        };
+        let mut text = decode_text(text, clean_buf, lossy, d);
+        // Another tool's prefix before SGLang's line (one table lookup for most lines).
+        let streamed = patterns.streams.read(patterns, text, stream_sc, stream);
+        if streamed {
+            if stream.broken {
+                d.unmatched += 1;
+                return Outcome::Unmatched(text);
+            }
+            let rest = &text[stream.end..];
+            if stream.json {
+                let Some((inner, u, r)) = unframe(inner.frame(rest.as_bytes()), d) else {
+                    return Outcome::Skipped;
+                };
+                text = decode_text(inner, inner_clean, inner_lossy, d);
+                unit = unit.or(u);
+                realtime = realtime.or(r);
+            } else {
+                text = rest;
+            }
+            realtime = realtime.or(stream.unix);
+        }
+        match parser.parse(text) {
+            Some(mut rec) => {
+                if streamed {
+                    rec.time = rec.time.or(stream.local);
+                    if rec.ranks == crate::record::Ranks::default() {
+                        rec.ranks = stream.ranks;
+                    }
+                    if !stream.engine.is_empty() {
+                        rec.engine = Some(match rec.engine {
+                            Some(ray) => {
+                                engine.clear();
+                                engine.push_str(&stream.engine);
+                                engine.push(' ');
+                                engine.push_str(ray);
+                                engine.as_str()
+                            }
+                            None => stream.engine.as_str(),
+                        });
+                    }
+                }
+                Outcome::Parsed {
+                    rec,
                     unit,
                     realtime,
-                } => (text, unit, realtime),
-                Framed::Pending => return Outcome::Skipped,
-                Framed::NullMessage => {
-                    d.unmatched += 1;
-                    d.null_messages += 1;
-                    return Outcome::Skipped;
-                }
-                Framed::NoMessage => {
-                    d.json_without_message += 1;
-                    return Outcome::Skipped;
-                }
-                Framed::Oversized => {
-                    d.oversized += 1;
-                    return Outcome::Skipped;
-                }
-                Framed::CutJson | Framed::BrokenEntry => {
-                    d.incomplete += 1;
-                    return Outcome::Skipped;
                 }
             }
-        };
-        // Nearly every line is printable ASCII: nothing to clean, valid UTF-8 (one pass).
-        let text = if crate::parse::clean::is_plain_ascii(text) {
-            debug_assert!(std::str::from_utf8(text).is_ok());
-            // SAFETY: every byte is below 0x80 (`is_plain_ascii`), and ASCII is valid UTF-8.
-            // (`str::from_utf8` would read the line a second time: ~4 % of all the work.)
-            unsafe { std::str::from_utf8_unchecked(text) }
-        } else {
-            let (text, changed) = crate::parse::clean::clean(text, clean_buf);
-            d.control_codes += u64::from(changed);
-            match simdutf8::basic::from_utf8(text) {
-                Ok(s) => s,
-                Err(_) => {
-                    d.invalid_utf8 += 1;
-                    lossy.clear();
-                    lossy.push_str(&String::from_utf8_lossy(text));
-                    lossy.as_str()
-                }
-            }
-        };
-        match parser.parse(text) {
-            Some(rec) => Outcome::Parsed {
-                rec,
-                unit,
-                realtime,
-            },
             None => {
                 d.unmatched += 1;
                 Outcome::Unmatched(text)
             }
+        }
+    }
+}
+
+/// A wrapped line's text, systemd unit and time.
+type Unwrapped<'a> = (&'a [u8], Option<&'a str>, Option<f64>);
+
+/// What a wrapper made of a line, or `None` for a record not to parse (counted in `d`).
+fn unframe<'a>(f: Framed<'a>, d: &mut SourceDelta) -> Option<Unwrapped<'a>> {
+    match f {
+        Framed::Plain(l) => Some((l, None, None)),
+        Framed::Message {
+            text,
+            unit,
+            realtime,
+        } => Some((text, unit, realtime)),
+        Framed::Pending => None,
+        Framed::NullMessage => {
+            d.unmatched += 1;
+            d.null_messages += 1;
+            None
+        }
+        Framed::NoMessage => {
+            d.json_without_message += 1;
+            None
+        }
+        Framed::Oversized => {
+            d.oversized += 1;
+            None
+        }
+        Framed::CutJson | Framed::BrokenEntry => {
+            d.incomplete += 1;
+            None
+        }
+    }
+}
+
+/// A line's bytes as text: terminal control codes removed (counted), invalid UTF-8 read
+/// lossily (counted). `buf` and `lossy` hold the result when it is not `text` itself.
+fn decode_text<'a>(
+    text: &'a [u8],
+    buf: &'a mut Vec<u8>,
+    lossy: &'a mut String,
+    d: &mut SourceDelta,
+) -> &'a str {
+    // Nearly every line is printable ASCII: nothing to clean, valid UTF-8 (one pass).
+    if crate::parse::clean::is_plain_ascii(text) {
+        debug_assert!(std::str::from_utf8(text).is_ok());
+        // SAFETY: every byte is below 0x80 (`is_plain_ascii`), and ASCII is valid UTF-8.
+        // (`str::from_utf8` would read the line a second time: ~4 % of all the work.)
+        return unsafe { std::str::from_utf8_unchecked(text) };
+    }
+    let (text, changed) = crate::parse::clean::clean(text, buf);
+    d.control_codes += u64::from(changed);
+    match simdutf8::basic::from_utf8(text) {
+        Ok(s) => s,
+        Err(_) => {
+            d.invalid_utf8 += 1;
+            lossy.clear();
+            lossy.push_str(&String::from_utf8_lossy(text));
+            lossy.as_str()
         }
     }
 }
@@ -364,6 +456,24 @@ impl Ingest {
     /// The source name.
     pub fn source(&self) -> &str {
         &self.ap.source
+    }
+
+    /// The times of the timed lines of `sample` (whole lines), read apart from this ingest's
+    /// state, and whether the sample holds records of several lines (see [`order`]).
+    pub fn sample_times(&self, sample: &[u8]) -> (Vec<f64>, bool) {
+        let mut p = self.pipeline.sibling();
+        let mut times = self.ap.times.clone();
+        let mut d = SourceDelta::default();
+        let mut out = Vec::new();
+        let mut multiline = false;
+        for raw in sample.split(|&b| b == b'\n') {
+            if let Outcome::Parsed { rec, realtime, .. } = p.run(raw, &mut d) {
+                let t = realtime.or_else(|| rec.time.and_then(|t| times.resolve(t)));
+                out.extend(t);
+            }
+            multiline |= !p.framer_idle();
+        }
+        (out, multiline)
     }
 
     /// The shared state.

@@ -49,7 +49,7 @@ impl Cap {
     fn what(self) -> &'static str {
         match self {
             Cap::Servers => "servers (name and engine pairs)",
-            Cap::Engines => "engines (Ray actors) of one server",
+            Cap::Engines => "engines (Ray actors, stream prefixes) of one server",
             Cap::Ranks => "ranks of one server",
             Cap::RanksTotal => "ranks in all",
             Cap::HttpSeries => "HTTP (method, path, status) series of one server",

@@ -241,6 +241,10 @@ pub struct ServerState {
     pub source_labels: Vec<(&'static str, String)>,
     /// Stats lines of all its ranks (only some ranks print them), to tell start-up from serving.
     stats_lines: u64,
+    /// The `node_rank`s (below 64) of a multi-node server whose `server_args` dump this
+    /// process has printed: each host prints one (a SkyPilot or Slurm stream carries them all),
+    /// and only a second dump of one node is a restart.
+    pub dumped_nodes: u64,
 }
 
 impl ServerState {
@@ -257,6 +261,7 @@ impl ServerState {
             unclaimed_since: None,
             source_labels: Vec::new(),
             stats_lines: 0,
+            dumped_nodes: 0,
         }
     }
 
@@ -886,7 +891,8 @@ impl State {
         let mut contradictions = 0;
         let refused = match rec.class {
             Class::ServerArgs => {
-                if srv.args.is_some() || !srv.ranks.is_empty() {
+                let other_node = other_node(srv, rec.server_args.as_deref());
+                if !other_node && (srv.args.is_some() || !srv.ranks.is_empty()) {
                     // A new process of this server (a restart, a new journald invocation, a pod
                     // replaced under the same name): its ranks, facts and counts start over,
                     // so the old process's ranks and startup figures are never shown under
@@ -900,7 +906,13 @@ impl State {
                     *srv = fresh;
                 }
                 if let Some(a) = &rec.server_args {
-                    srv.args = Some((**a).clone());
+                    if let Some(n) = a.node_rank.filter(|&n| n < 64) {
+                        srv.dumped_nodes |= 1 << n;
+                    }
+                    // Node 0's arguments stand for the server (its placement is the first).
+                    if !other_node || a.node_rank == Some(0) {
+                        srv.args = Some((**a).clone());
+                    }
                 }
                 None
             }
@@ -1131,6 +1143,20 @@ fn apply_rank_line(
         _ => {}
     }
     0
+}
+
+/// Whether `args`, a `server_args` dump, is another host's of the multi-node server `srv`
+/// already runs (same model and node count, a node that has not dumped yet), not a restart.
+fn other_node(srv: &ServerState, args: Option<&ServerArgs>) -> bool {
+    let (Some(old), Some(new)) = (srv.args.as_ref(), args) else {
+        return false;
+    };
+    let seen = |n: Option<u32>| n.is_some_and(|n| n < 64 && srv.dumped_nodes & (1 << n) != 0);
+    old.nnodes.is_some_and(|n| n > 1)
+        && old.nnodes == new.nnodes
+        && old.model_name == new.model_name
+        && new.node_rank != old.node_rank
+        && !seen(new.node_rank)
 }
 
 /// The value of metric `m` in `values`, if set.

@@ -44,6 +44,22 @@ pub fn once(args: &[&str]) -> String {
     String::from_utf8(out.stdout).expect("utf-8 exposition")
 }
 
+/// `--once` on `text` written to a file named `name` (its server), every rank kept busy;
+/// the exposition.
+pub fn once_on(name: &str, text: &str) -> String {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let p = dir.path().join(name);
+    std::fs::write(&p, text).expect("write");
+    once(&[
+        "--gpu.disable",
+        "--idle-after",
+        "1000000h",
+        "--log.level",
+        "error",
+        p.to_str().expect("utf-8 path"),
+    ])
+}
+
 /// The value of the series whose line starts with `series` (name and labels exactly as
 /// printed, e.g. `sglang:token_usage{server="x",...}`), if present.
 pub fn value(exposition: &str, series: &str) -> Option<f64> {

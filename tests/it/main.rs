@@ -24,6 +24,7 @@ mod repro;
 mod requests;
 mod resilience;
 mod startup;
+mod streams;
 mod top;
 mod variants;
 mod webconfig;

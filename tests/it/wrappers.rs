@@ -8,20 +8,7 @@ use crate::common::{once, value};
 
 const STATS_50: &str = "[2026-06-03 10:00:00 TP0] Decode batch, #running-req: 50, #token: 5000, token usage: 0.50, cuda graph: True, gen throughput (token/s): 10.00, #queue-req: 4";
 
-/// `--once` on `text` written to a file named `name`; the exposition.
-fn read(name: &str, text: &str) -> String {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let p = dir.path().join(name);
-    std::fs::write(&p, text).expect("write");
-    once(&[
-        "--gpu.disable",
-        "--idle-after",
-        "1000000h",
-        "--log.level",
-        "error",
-        p.to_str().expect("utf-8 path"),
-    ])
-}
+use crate::common::once_on as read;
 
 /// The value of `metric` for TP0 of server `server` (no DP tag, no model).
 fn rank0(m: &str, server: &str, metric: &str) -> Option<f64> {

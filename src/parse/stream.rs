@@ -1,0 +1,491 @@
+//! Stream prefixes: what another tool writes before SGLang's line when one stream carries the
+//! output of several processes or has been exported, e.g. `kubectl logs --prefix`
+//! (`[pod/NAME/CONTAINER] `), `docker compose logs` (`service-1  | `), `srun --label` (`0: `),
+//! SkyPilot (`(head, rank=0, pid=N) `), Fluentd's `out_file` (`TIME<TAB>TAG<TAB>{json}`),
+//! Loki's `logcli` (`TIME {labels} `), or a log platform that parsed SGLang's `[date time`
+//! into its own columns (`TIME HOST LEVEL TP0] `).
+//!
+//! They are data: the pattern file's `stream_prefixes` list, each a regex matched at the start
+//! of the line (after wrappers and colour codes are removed), whose named groups say what the
+//! prefix tells:
+//!
+//! * `engine`: who wrote the line. Lines of different `engine` values are kept apart (an
+//!   `engine` label under the source's server, as Ray actors are), so two replicas that both
+//!   tag their lines `TP0` never merge.
+//! * `node`: a host of one multi-node server (SkyPilot's `head`, `worker1`): read and dropped,
+//!   so the server stays one server with its ranks.
+//! * `ts`: the line's time, RFC 3339 (`2026-09-26T10:00:01.123Z`) or Unix seconds, ms, µs or
+//!   ns; a date and time without a zone is local time (`--timezone`).
+//! * `date`, `time`, `frac`: a local time as in SGLang's own prefix.
+//! * `tags` (SGLang's rank tags, `DP0 TP1`) and `dp`, `pp`, `attn_cp`, `moe_dp`, `tp`, `ep`
+//!   (a rank number each): the ranks, where SGLang's own prefix is gone.
+//!
+//! An entry with `json: true` matches only when a JSON object follows it; the object is then
+//! unwrapped as a wrapper record is. Prefixes may nest (a compose service whose lines carry
+//! kubectl's prefix): up to [`MAX_LAYERS`] are read, their `engine` values joined by a space.
+
+use regex::{CaptureLocations, Regex};
+use serde::Deserialize;
+
+use crate::parse::patterns::{PatternError, Patterns};
+use crate::parse::prefix::{set_rank_tag, BAD_RANK};
+use crate::record::{LogTime, Ranks};
+
+/// How many stream prefixes one line may carry, outermost first.
+pub const MAX_LAYERS: usize = 4;
+
+/// One entry of `stream_prefixes:` as written in the pattern file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct StreamPrefixRaw {
+    name: String,
+    regex: String,
+    #[serde(default)]
+    json: bool,
+}
+
+/// The rank groups a stream prefix may have, in [`Ranks`] order.
+const RANK_GROUPS: [&str; 6] = ["dp", "pp", "attn_cp", "moe_dp", "tp", "ep"];
+
+/// One compiled stream prefix.
+#[derive(Debug)]
+pub struct StreamPrefix {
+    /// Its name in the pattern file (for messages).
+    pub name: String,
+    /// The regex, anchored at the start.
+    regex: Regex,
+    /// Only followed by a JSON object.
+    json: bool,
+    /// Group indices: engine, node, ts, date, time, frac, tags.
+    groups: [Option<usize>; 7],
+    ranks: [Option<usize>; 6],
+    /// Which first two bytes a match can start with (see [`Gate`]).
+    gate: Gate,
+}
+
+/// A set of two-byte starts (bit `b0 * 256 + b1`), so that a line no prefix can start like
+/// (nearly every line of a plain log: `[2026-…`) costs one lookup, not a regex search each.
+#[derive(Clone)]
+struct Gate(Box<[u64; 1024]>);
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Gate")
+    }
+}
+
+impl Gate {
+    fn none() -> Gate {
+        Gate(Box::new([0; 1024]))
+    }
+
+    fn all() -> Gate {
+        Gate(Box::new([u64::MAX; 1024]))
+    }
+
+    fn set(&mut self, a: u8, b: u8) {
+        let i = usize::from(a) * 256 + usize::from(b);
+        self.0[i / 64] |= 1 << (i % 64);
+    }
+
+    fn has(&self, text: &[u8]) -> bool {
+        let (a, b) = match text {
+            [a, b, ..] => (*a, *b),
+            // A line of one byte or none holds no prefix and a line after it.
+            _ => return false,
+        };
+        let i = usize::from(a) * 256 + usize::from(b);
+        self.0[i / 64] & (1 << (i % 64)) != 0
+    }
+
+    fn union(&mut self, o: &Gate) {
+        for (x, y) in self.0.iter_mut().zip(o.0.iter()) {
+            *x |= y;
+        }
+    }
+
+    /// The starts a regex can match with, from its literal prefixes; every start when they
+    /// cannot be listed (a prefix that begins with `.`).
+    fn of(hir: &regex_syntax::hir::Hir) -> Gate {
+        use regex_syntax::hir::literal::{ExtractKind, Extractor};
+        let mut ex = Extractor::new();
+        ex.kind(ExtractKind::Prefix)
+            .limit_class(96)
+            .limit_literal_len(2)
+            .limit_total(20_000);
+        let seq = ex.extract(hir);
+        let Some(lits) = seq.literals() else {
+            return Gate::all();
+        };
+        let mut g = Gate::none();
+        for l in lits {
+            match l.as_bytes() {
+                [a, b, ..] => g.set(*a, *b),
+                [a] => (0..=255).for_each(|b| g.set(*a, b)),
+                [] => return Gate::all(),
+            }
+        }
+        g
+    }
+}
+
+/// The compiled `stream_prefixes` of a pattern file, in file order.
+#[derive(Debug)]
+pub struct StreamPrefixes {
+    list: Vec<StreamPrefix>,
+    /// The union of every entry's gate.
+    gate: Gate,
+}
+
+impl Default for StreamPrefixes {
+    fn default() -> StreamPrefixes {
+        StreamPrefixes {
+            list: Vec::new(),
+            gate: Gate::none(),
+        }
+    }
+}
+
+/// What the stream prefixes of one line said.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct StreamInfo {
+    /// Where the text after the prefixes starts.
+    pub end: usize,
+    /// The `engine` values, joined by a space (empty: none).
+    pub engine: String,
+    /// The time as Unix seconds (`ts` with a zone or a Unix number).
+    pub unix: Option<f64>,
+    /// A local time (`ts` without a zone, or `date`/`time`/`frac`).
+    pub local: Option<LogTime>,
+    /// The ranks the prefixes named.
+    pub ranks: Ranks,
+    /// The last prefix read wants a JSON object after it.
+    pub json: bool,
+    /// A prefix was there but its time or ranks were malformed: the line is not read.
+    pub broken: bool,
+}
+
+/// Capture space for each entry, reused from line to line.
+#[derive(Debug)]
+pub struct StreamScratch {
+    locs: Vec<CaptureLocations>,
+}
+
+impl StreamPrefixes {
+    /// Compiles the pattern file's entries.
+    pub(crate) fn compile(raw: Vec<StreamPrefixRaw>) -> Result<StreamPrefixes, PatternError> {
+        let mut out = StreamPrefixes::default();
+        for r in raw {
+            let what = format!("stream prefix {}", r.name);
+            let anchored = format!("^(?:{})", r.regex);
+            let (regex, _) = super::patterns::compile_regex(&what, &anchored)?;
+            let hir = regex_syntax::Parser::new()
+                .parse(&anchored)
+                .map_err(|e| PatternError::Invalid(format!("{what}: {e}")))?;
+            if regex.is_match("") {
+                return Err(PatternError::Invalid(format!(
+                    "{what}: the regex matches an empty prefix"
+                )));
+            }
+            let idx = |n: &str| regex.capture_names().position(|x| x == Some(n));
+            let groups = ["engine", "node", "ts", "date", "time", "frac", "tags"].map(idx);
+            if groups[3].is_some() && groups[4].is_none() {
+                return Err(PatternError::Invalid(format!(
+                    "{what}: a group named date needs one named time"
+                )));
+            }
+            let gate = Gate::of(&hir);
+            out.gate.union(&gate);
+            out.list.push(StreamPrefix {
+                name: r.name,
+                ranks: RANK_GROUPS.map(idx),
+                groups,
+                json: r.json,
+                regex,
+                gate,
+            });
+        }
+        Ok(out)
+    }
+
+    /// No entries.
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// Capture space for [`StreamPrefixes::read`].
+    pub fn scratch(&self) -> StreamScratch {
+        StreamScratch {
+            locs: self
+                .list
+                .iter()
+                .map(|p| p.regex.capture_locations())
+                .collect(),
+        }
+    }
+
+    /// Reads the stream prefixes at the start of `text` into `out` (cleared first); `false`
+    /// when the line starts with none (most lines: one table lookup).
+    pub fn read(
+        &self,
+        pat: &Patterns,
+        text: &str,
+        sc: &mut StreamScratch,
+        out: &mut StreamInfo,
+    ) -> bool {
+        if !self.gate.has(text.as_bytes()) {
+            return false;
+        }
+        out.engine.clear();
+        out.end = 0;
+        out.unix = None;
+        out.local = None;
+        out.ranks = Ranks::default();
+        out.json = false;
+        out.broken = false;
+        let mut found = false;
+        for _ in 0..MAX_LAYERS {
+            let rest = &text[out.end..];
+            let Some(k) = self.matching(rest, sc) else {
+                break;
+            };
+            found = true;
+            let p = &self.list[k];
+            let locs = &sc.locs[k];
+            let (_, len) = locs.get(0).unwrap_or((0, 0));
+            let g = |i: usize| {
+                p.groups[i]
+                    .and_then(|g| locs.get(g))
+                    .map(|(s, e)| &rest[s..e])
+            };
+            if let Some(e) = g(0).filter(|e| !e.is_empty()) {
+                if !out.engine.is_empty() {
+                    out.engine.push(' ');
+                }
+                out.engine.push_str(e.trim());
+            }
+            read_time(pat, g(2), g(3), g(4), g(5), out);
+            if let Some(tags) = g(6) {
+                for tag in tags.split_ascii_whitespace() {
+                    set_rank_tag(pat, tag, &mut out.ranks);
+                }
+            }
+            for (slot, gi) in [
+                &mut out.ranks.dp,
+                &mut out.ranks.pp,
+                &mut out.ranks.attn_cp,
+                &mut out.ranks.moe_dp,
+                &mut out.ranks.tp,
+                &mut out.ranks.ep,
+            ]
+            .into_iter()
+            .zip(p.ranks)
+            {
+                if let Some((s, e)) = gi.and_then(|g| locs.get(g)) {
+                    *slot = Some(rest[s..e].parse().unwrap_or(BAD_RANK));
+                }
+            }
+            out.end += len;
+            out.json = p.json;
+            if p.json {
+                break;
+            }
+        }
+        let r = out.ranks;
+        if [r.dp, r.pp, r.attn_cp, r.moe_dp, r.tp, r.ep].contains(&Some(BAD_RANK)) {
+            out.broken = true;
+        }
+        found
+    }
+
+    /// The first entry (file order) that matches at the start of `rest`, its captures left in
+    /// `sc`. A match must leave a line after it, and a `json` entry a JSON object.
+    fn matching(&self, rest: &str, sc: &mut StreamScratch) -> Option<usize> {
+        let b = rest.as_bytes();
+        (0..self.list.len()).find(|&k| {
+            let p = &self.list[k];
+            p.gate.has(b)
+                && p.regex.captures_read(&mut sc.locs[k], rest).is_some()
+                && sc.locs[k]
+                    .get(0)
+                    .is_some_and(|(_, e)| e > 0 && e < b.len() && (!p.json || b[e] == b'{'))
+        })
+    }
+}
+
+/// Reads a prefix's time groups into `out` (the first layer that gives a time wins).
+fn read_time(
+    pat: &Patterns,
+    ts: Option<&str>,
+    date: Option<&str>,
+    time: Option<&str>,
+    frac: Option<&str>,
+    out: &mut StreamInfo,
+) {
+    if out.unix.is_some() || out.local.is_some() {
+        return;
+    }
+    if let Some(ts) = ts.map(str::trim).filter(|t| !t.is_empty()) {
+        if let Some(t) = unix_time(ts) {
+            out.unix = Some(t);
+        } else if let Some(t) = local_time(ts) {
+            out.local = Some(t);
+        } else {
+            out.broken = true;
+        }
+        return;
+    }
+    if time.is_some() {
+        match super::prefix::read_prefix_parts(pat, date, time, frac, None) {
+            Some((t, _)) => out.local = t,
+            None => out.broken = true,
+        }
+    }
+}
+
+/// RFC 3339 (a zone or `Z`), or a Unix time in seconds, ms, µs or ns (by magnitude).
+pub fn unix_time(s: &str) -> Option<f64> {
+    let b = s.as_bytes();
+    // `+0000` (strftime's `%z`, Fluentd's default) is RFC 3339's `+00:00`.
+    let colon;
+    let s = match b.len().checked_sub(5).map(|i| &b[i..]) {
+        Some([b'+' | b'-', h1, h2, m1, m2])
+            if [h1, h2, m1, m2].iter().all(|c| c.is_ascii_digit()) && b.len() > 10 =>
+        {
+            colon = format!("{}:{}", &s[..s.len() - 2], &s[s.len() - 2..]);
+            colon.as_str()
+        }
+        _ => s,
+    };
+    if let Ok(ts) = s.parse::<jiff::Timestamp>() {
+        return Some(ts.as_second() as f64 + f64::from(ts.subsec_nanosecond()) / 1e9);
+    }
+    if !s.bytes().all(|c| c.is_ascii_digit() || c == b'.') {
+        return None;
+    }
+    unix_of_number(s.parse().ok()?)
+}
+
+/// Unix seconds of a number in seconds, ms, µs or ns (told apart by magnitude); `None` for
+/// zero, a negative number or one that is not finite.
+pub fn unix_of_number(n: f64) -> Option<f64> {
+    let secs = match n {
+        n if n < 1e11 => n,
+        n if n < 1e14 => n / 1e3,
+        n if n < 1e17 => n / 1e6,
+        n => n / 1e9,
+    };
+    (secs.is_finite() && secs > 0.0).then_some(secs)
+}
+
+/// A date and time without a zone (`2026-09-26 10:00:01.123`, `T` or a space between).
+fn local_time(s: &str) -> Option<LogTime> {
+    let dt: jiff::civil::DateTime = s.parse().ok()?;
+    Some(LogTime {
+        date: Some(dt.date()),
+        time: dt.time(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(line: &str) -> Option<(String, StreamInfo)> {
+        let pat = Patterns::embedded().unwrap();
+        let mut sc = pat.streams.scratch();
+        let mut out = StreamInfo::default();
+        pat.streams
+            .read(&pat, line, &mut sc, &mut out)
+            .then(|| (line[out.end..].to_string(), out))
+    }
+
+    const SG: &str = "[2026-09-26 10:00:01 TP0] Decode batch, #running-req: 3";
+
+    #[test]
+    fn a_plain_sglang_line_has_no_stream_prefix() {
+        assert_eq!(read(SG), None);
+        assert_eq!(read("Decode batch, #running-req: 3"), None);
+        assert_eq!(
+            read("INFO:     127.0.0.1:5 - \"GET /health HTTP/1.1\" 200 OK"),
+            None
+        );
+        // Ray's actor prefix is the parser's (no comma after the name).
+        assert_eq!(
+            read(&format!("(SGLangEngine pid=12, ip=10.0.0.1) {SG}")),
+            None
+        );
+    }
+
+    #[test]
+    fn kubectl_prefix_with_and_without_timestamps() {
+        let (rest, i) = read(&format!("[pod/sglang-7d9f-abc/server] {SG}")).unwrap();
+        assert_eq!(
+            (rest.as_str(), i.engine.as_str()),
+            (SG, "pod/sglang-7d9f-abc/server")
+        );
+        assert_eq!(i.unix, None);
+        let (rest, i) = read(&format!(
+            "[pod/sglang-0/server] 2026-09-26T10:00:01.500000000Z {SG}"
+        ))
+        .unwrap();
+        assert_eq!(rest, SG);
+        assert_eq!(i.unix, Some(1_790_416_801.5));
+    }
+
+    #[test]
+    fn compose_srun_and_skypilot() {
+        let (rest, i) = read(&format!("sglang-decode-2  | {SG}")).unwrap();
+        assert_eq!((rest.as_str(), i.engine.as_str()), (SG, "sglang-decode-2"));
+        let (rest, i) = read(&format!("3: {SG}")).unwrap();
+        assert_eq!((rest.as_str(), i.engine.as_str()), (SG, "3"));
+        // SkyPilot's node prefix names a host of one server: no engine.
+        let (rest, i) = read(&format!("(worker1, rank=1, pid=4242, ip=10.0.0.2) {SG}")).unwrap();
+        assert_eq!((rest.as_str(), i.engine.as_str()), (SG, ""));
+        let (rest, _) = read(&format!("(head, rank=0, pid=4241) {SG}")).unwrap();
+        assert_eq!(rest, SG);
+    }
+
+    #[test]
+    fn an_export_that_ate_sglangs_date_gives_time_and_ranks() {
+        let (rest, i) =
+            read("2026-09-26T10:00:01.123Z replica-7 INFO DP1 TP3] Decode batch, #running-req: 3")
+                .unwrap();
+        assert_eq!(rest, "Decode batch, #running-req: 3");
+        assert_eq!(i.engine, "replica-7");
+        assert_eq!(i.unix, Some(1_790_416_801.123));
+        assert_eq!((i.ranks.dp, i.ranks.tp), (Some(1), Some(3)));
+        // No host column: the level is not taken for one.
+        let (_, i) =
+            read("2026-09-26 10:00:01,123 INFO TP0] Decode batch, #running-req: 3").unwrap();
+        assert_eq!(i.engine, "");
+        assert_eq!(i.ranks.tp, Some(0));
+        assert_eq!(i.local.map(|t| t.time.millisecond()), Some(123));
+    }
+
+    #[test]
+    fn zone_offsets_with_and_without_a_colon() {
+        assert_eq!(unix_time("2026-09-26T12:00:01+0200"), Some(1_790_416_801.0));
+        assert_eq!(
+            unix_time("2026-09-26T12:00:01+02:00"),
+            Some(1_790_416_801.0)
+        );
+        assert_eq!(unix_time("1790416801123"), Some(1_790_416_801.123));
+        assert_eq!(unix_time("2026-09-26 10:00:01"), None);
+    }
+
+    #[test]
+    fn json_after_columns_and_logcli_labels() {
+        let line = "2026-09-26T10:00:01+00:00 docker.abc {\"log\":\"x\\n\",\"stream\":\"stderr\"}";
+        let (rest, i) = read(line).unwrap();
+        assert!(rest.starts_with("{\"log\""), "{rest}");
+        assert!(i.json);
+        assert_eq!(i.engine, "docker.abc");
+        let (rest, i) = read(&format!(
+            "2026-09-26T10:00:01Z {{app=\"sglang\", pod=\"p-1\"}} {SG}"
+        ))
+        .unwrap();
+        assert_eq!(rest, SG);
+        assert_eq!(i.engine, "{app=\"sglang\", pod=\"p-1\"}");
+    }
+}

@@ -1,0 +1,392 @@
+//! Streams that carry several sources under another tool's prefix, and exports that moved
+//! SGLang's text or its time (issue 22): each named source is its own engine with its own
+//! startup facts, never merged with another whose rank tags are the same; the nodes of one
+//! multi-node server stay one server; a JSON record after other columns is unwrapped; an
+//! export that ate SGLang's `[date time` keeps its rank and takes the export's time; a
+//! newest-first export ends in the state of its latest line, with the same counters.
+//!
+//! Inputs are written in each tool's documented shape: `kubectl logs --prefix [--timestamps]`,
+//! `docker compose logs`, `srun --label`, SkyPilot's job output, Fluentd's `out_file`, Loki's
+//! `logcli query` (default output, `--direction backward`).
+
+use crate::common::{once, value};
+
+use crate::common::once_on as read;
+
+/// `metric` of rank labels `ranks` (e.g. `pp_rank="0",tp_rank="0",moe_ep_rank="0"`) of engine
+/// `engine` of server `server` with model `model`.
+fn of(m: &str, metric: &str, server: &str, engine: &str, model: &str, ranks: &str) -> Option<f64> {
+    let engine = if engine.is_empty() {
+        String::new()
+    } else {
+        format!("engine=\"{}\",", engine.replace('"', "\\\""))
+    };
+    value(
+        m,
+        &format!(
+            r#"{metric}{{server="{server}",{engine}model_name="{model}",engine_type="unified",{ranks}}}"#
+        ),
+    )
+}
+
+const TP0: &str = r#"pp_rank="0",tp_rank="0",moe_ep_rank="0""#;
+
+fn args(model: &str) -> String {
+    format!("server_args=ServerArgs(model_path='{model}', served_model_name='{model}', tp_size=1, dp_size=1)")
+}
+
+fn decode(running: u32, queued: u32) -> String {
+    format!("Decode batch, #running-req: {running}, #token: {}, token usage: 0.{running:02}, cuda graph: True, gen throughput (token/s): 10.00, #queue-req: {queued}", running * 100)
+}
+
+/// Two replicas whose lines both say TP0 and both print their own startup, under `prefix(i)`.
+fn two_replicas(prefix: impl Fn(usize) -> String) -> String {
+    let mut s = String::new();
+    for (i, model) in ["m/a", "m/b"].iter().enumerate() {
+        s += &format!("{}[2026-09-26 10:00:00] {}\n", prefix(i), args(model));
+    }
+    for (i, pool) in [1000, 2000].iter().enumerate() {
+        s += &format!(
+            "{}[2026-09-26 10:00:00 TP0] KV Cache is allocated. #tokens: {pool}, KV size: 1.00 GB\n",
+            prefix(i)
+        );
+    }
+    s += &format!("{}[2026-09-26 10:00:01 TP0] {}\n", prefix(0), decode(3, 1));
+    s += &format!("{}[2026-09-26 10:00:01 TP0] {}\n", prefix(1), decode(7, 2));
+    s
+}
+
+fn assert_two_replicas(m: &str, server: &str, engines: [&str; 2]) {
+    let running = |e, model| of(m, "sglang:num_running_reqs", server, e, model, TP0);
+    assert_eq!(running(engines[0], "m/a"), Some(3.0), "{m}");
+    assert_eq!(running(engines[1], "m/b"), Some(7.0), "{m}");
+    let queued = |e, model| of(m, "sglang:num_queue_reqs", server, e, model, TP0);
+    assert_eq!(queued(engines[0], "m/a"), Some(1.0));
+    assert_eq!(queued(engines[1], "m/b"), Some(2.0));
+    // Each replica's own pool (startup facts are its own).
+    let pool = |e, model| of(m, "sglang_kv_pool_capacity_tokens", server, e, model, TP0);
+    assert_eq!(pool(engines[0], "m/a"), Some(1000.0));
+    assert_eq!(pool(engines[1], "m/b"), Some(2000.0));
+    // Nothing was merged into the server without an engine.
+    assert_eq!(of(m, "sglang:num_running_reqs", server, "", "", TP0), None);
+}
+
+#[test]
+fn kubectl_prefix_keeps_two_pods_apart() {
+    let pods = ["pod/sglang-0/server", "pod/sglang-1/server"];
+    let m = read("k.log", &two_replicas(|i| format!("[{}] ", pods[i])));
+    assert_two_replicas(&m, "k", pods);
+    // `--timestamps`: the runtime's time after the prefix.
+    let m = read(
+        "kt.log",
+        &two_replicas(|i| format!("[{}] 2026-09-26T10:00:01.250000000Z ", pods[i])),
+    );
+    assert_two_replicas(&m, "kt", pods);
+}
+
+#[test]
+fn compose_services_and_srun_tasks_are_kept_apart() {
+    // Compose pads service names to one width and colours them.
+    let svc = [
+        "\x1b[36msglang-a-1    |\x1b[0m ",
+        "\x1b[33msglang-bb-1   |\x1b[0m ",
+    ];
+    let m = read("c.log", &two_replicas(|i| svc[i].to_string()));
+    assert_two_replicas(&m, "c", ["sglang-a-1", "sglang-bb-1"]);
+    let m = read("s.log", &two_replicas(|i| format!("{i}: ")));
+    assert_two_replicas(&m, "s", ["0", "1"]);
+}
+
+#[test]
+fn skypilot_nodes_of_one_multi_node_server_stay_one_server() {
+    let head = "(head, rank=0, pid=4101) ";
+    let worker = "\x1b[36m(worker1, rank=1, pid=4102, ip=10.0.0.2)\x1b[0m ";
+    let dump = |node| {
+        format!("[2026-09-26 10:00:00] server_args=ServerArgs(model_path='m/x', served_model_name='m/x', tp_size=4, dp_size=1, nnodes=2, node_rank={node})\n")
+    };
+    let mut s = format!("{head}{}{worker}{}", dump(0), dump(1));
+    for tp in 0..4 {
+        let who = if tp < 2 { head } else { worker };
+        s += &format!("{who}[2026-09-26 10:00:00 TP{tp}] KV Cache is allocated. #tokens: 5000, KV size: 1.00 GB\n");
+    }
+    for tp in 0..4u32 {
+        let who = if tp < 2 { head } else { worker };
+        s += &format!("{who}[2026-09-26 10:00:01 TP{tp}] {}\n", decode(tp + 1, 0));
+    }
+    let m = read("sky.log", &s);
+    for tp in 0..4u32 {
+        let r = format!(r#"pp_rank="0",tp_rank="{tp}",moe_ep_rank="0""#);
+        assert_eq!(
+            of(&m, "sglang:num_running_reqs", "sky", "", "m/x", &r),
+            Some(f64::from(tp + 1)),
+            "{m}"
+        );
+        // The worker's dump is another host's, not a restart: the head's pools stay.
+        assert_eq!(
+            of(&m, "sglang_kv_pool_capacity_tokens", "sky", "", "m/x", &r),
+            Some(5000.0)
+        );
+    }
+    assert!(!m.contains("engine="), "{m}");
+}
+
+#[test]
+fn fluentd_records_after_time_and_tag_are_unwrapped() {
+    let tags = ["docker.sglang-a", "docker.sglang-b"];
+    let text = two_replicas(|_| String::new());
+    let mut s = String::new();
+    for (n, line) in text.lines().enumerate() {
+        // two_replicas writes replica 0's line, then 1's, for each step.
+        let tag = tags[n % 2];
+        let log = serde_json::to_string(&format!("{line}\n")).unwrap();
+        s += &format!(
+            "2026-09-26T10:00:0{}+0000\t{tag}\t{{\"log\":{log},\"stream\":\"stderr\"}}\n",
+            n / 4
+        );
+    }
+    // An access line, whose quotes are JSON-escaped in the record.
+    let access = r#"[2026-09-26 10:00:02] INFO:     127.0.0.1:5 - "GET /health HTTP/1.1" 200 OK"#;
+    let log = serde_json::to_string(&format!("{access}\n")).unwrap();
+    s += &format!(
+        "2026-09-26T10:00:02+0000\t{}\t{{\"log\":{log},\"stream\":\"stdout\"}}\n",
+        tags[0]
+    );
+    let m = read("fluent.log", &s);
+    assert_two_replicas(&m, "fluent", tags);
+    assert_eq!(
+        value(
+            &m,
+            r#"sglang_http_requests_total{server="fluent",engine="docker.sglang-a",model_name="m/a",engine_type="unified",method="GET",path="/health",status="200"}"#
+        ),
+        Some(1.0),
+        "{m}"
+    );
+    assert_eq!(value_errors(&m), 0.0, "{m}");
+    assert_eq!(unmatched(&m), 0.0, "{m}");
+}
+
+fn unmatched(m: &str) -> f64 {
+    m.lines()
+        .filter(|l| l.starts_with("sglang_log_exporter_lines_unmatched_total{"))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+        .sum()
+}
+
+fn value_errors(m: &str) -> f64 {
+    m.lines()
+        .filter(|l| l.starts_with("sglang_log_exporter_field_value_errors_total{"))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+        .sum()
+}
+
+const LABELS: [&str; 2] = [
+    r#"{app="sglang", pod="sglang-0"}"#,
+    r#"{app="sglang", pod="sglang-1"}"#,
+];
+
+fn logcli(forward: bool) -> String {
+    let text = two_replicas(|_| String::new());
+    let mut lines: Vec<String> = text
+        .lines()
+        .enumerate()
+        .map(|(n, l)| format!("2026-09-26T10:00:0{}Z {} {l}", n / 4, LABELS[n % 2]))
+        .collect();
+    // A retraction and a later stats line of replica 0, to tell the last state apart.
+    lines.push(format!("2026-09-26T10:00:03Z {} [2026-09-26 10:00:03 TP0] KV cache pool is full. Retract requests. #retracted_reqs: 2, #new_token_ratio: 0.5000 -> 0.8000", LABELS[0]));
+    lines.push(format!(
+        "2026-09-26T10:00:04Z {} [2026-09-26 10:00:04 TP0] {}",
+        LABELS[0],
+        decode(5, 4)
+    ));
+    if !forward {
+        lines.reverse();
+    }
+    lines.join("\n") + "\n"
+}
+
+#[test]
+fn logcli_streams_are_kept_apart() {
+    let m = read("loki.log", &logcli(true));
+    let running = |e, model| of(&m, "sglang:num_running_reqs", "loki", e, model, TP0);
+    assert_eq!(running(LABELS[0], "m/a"), Some(5.0), "{m}");
+    assert_eq!(running(LABELS[1], "m/b"), Some(7.0));
+    assert_eq!(
+        of(
+            &m,
+            "sglang_retracted_requests_total",
+            "loki",
+            LABELS[0],
+            "m/a",
+            TP0
+        ),
+        Some(2.0)
+    );
+}
+
+/// The exposition without the lines that name the input's path.
+fn without_source(m: &str) -> String {
+    m.lines()
+        .filter(|l| !l.contains("source=\""))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The per-source counters with the path removed.
+fn source_counters(m: &str) -> Vec<String> {
+    m.lines()
+        .filter(|l| l.contains("source=\""))
+        .map(|l| {
+            let (a, rest) = l.split_once("source=\"").unwrap();
+            let (_, b) = rest.split_once('"').unwrap();
+            format!("{a}{b}")
+        })
+        .collect()
+}
+
+#[test]
+fn a_newest_first_export_gives_the_state_and_counters_of_the_same_export_in_order() {
+    let fwd = read("fwd.log", &logcli(true));
+    let back = read("back.log", &logcli(false));
+    let running = |m: &str| of(m, "sglang:num_running_reqs", "back", LABELS[0], "m/a", TP0);
+    // The latest line's values, not the oldest's (read last in file order: 3 running).
+    assert_eq!(running(&back), Some(5.0), "{back}");
+    assert_eq!(
+        without_source(&fwd).replace("server=\"fwd\"", "server=\"back\""),
+        without_source(&back)
+    );
+    assert_eq!(source_counters(&fwd), source_counters(&back));
+    // The counters are there (a comparison of two empty expositions would pass).
+    assert!(source_counters(&back)
+        .iter()
+        .any(|l| l == "sglang_log_exporter_lines_read_total{} 8"));
+}
+
+#[test]
+fn a_newest_first_log_with_a_restart_ends_in_the_newer_process() {
+    let forward = "\
+[2026-09-26 10:00:00] server_args=ServerArgs(model_path='m/old', served_model_name='m/old', tp_size=1, dp_size=1)
+[2026-09-26 10:00:01 TP0] KV cache pool is full. Retract requests. #retracted_reqs: 1, #new_token_ratio: 0.5000 -> 0.8000
+[2026-09-26 10:00:02 TP0] Decode batch, #running-req: 1, #token: 100, token usage: 0.01, #queue-req: 0
+[2026-09-26 10:05:00] server_args=ServerArgs(model_path='m/new', served_model_name='m/new', tp_size=1, dp_size=1)
+[2026-09-26 10:05:01 TP0] KV Cache is allocated. #tokens: 10000, KV size: 1.00 GB
+[2026-09-26 10:05:02 TP0] Decode batch, #running-req: 4, #token: 400, token usage: 0.04, #queue-req: 2
+[2026-09-26 10:05:03 TP0] Decode batch, #running-req: 5, #token: 500, token usage: 0.05, #queue-req: 3
+";
+    let mut lines: Vec<&str> = forward.lines().collect();
+    lines.reverse();
+    let m = read("r.log", &(lines.join("\n") + "\n"));
+    let v = |metric| of(&m, metric, "r", "", "m/new", TP0);
+    assert_eq!(v("sglang:num_running_reqs"), Some(5.0), "{m}");
+    assert_eq!(v("sglang:num_used_tokens"), Some(500.0));
+    assert_eq!(v("sglang_kv_pool_capacity_tokens"), Some(10000.0));
+    // The old process's retraction is not the new one's.
+    assert_eq!(v("sglang_retracted_requests_total"), Some(0.0));
+    assert!(!m.contains("m/old"), "{m}");
+}
+
+#[test]
+fn an_export_that_ate_sglangs_date_keeps_rank_and_takes_the_exports_time() {
+    let s = "\
+2026-09-26T10:00:01.500Z replica-7 INFO TP0] KV cache pool is full. Retract requests. #retracted_reqs: 1, #new_token_ratio: 0.5000 -> 0.8000
+2026-09-26T10:00:02.000Z replica-7 INFO TP0] Decode batch, #running-req: 3, #token: 300, token usage: 0.03, #queue-req: 1
+2026-09-26T10:00:02.000Z replica-8 INFO DP1 TP2] Decode batch, #running-req: 9, #token: 900, token usage: 0.09, #queue-req: 0
+2026-09-26 10:00:03,250 WARNING TP1] KV cache pool is full. Retract requests. #retracted_reqs: 2, #new_token_ratio: 0.5000 -> 0.8000
+";
+    let m = read("eaten.log", s);
+    assert_eq!(
+        of(&m, "sglang:num_running_reqs", "eaten", "replica-7", "", TP0),
+        Some(3.0),
+        "{m}"
+    );
+    assert_eq!(
+        of(
+            &m,
+            "sglang:num_running_reqs",
+            "eaten",
+            "replica-8",
+            "",
+            r#"dp_rank="1",pp_rank="0",tp_rank="2",moe_ep_rank="0""#
+        ),
+        Some(9.0)
+    );
+    assert_eq!(
+        of(
+            &m,
+            "sglang_last_retraction_timestamp_seconds",
+            "eaten",
+            "replica-7",
+            "",
+            TP0
+        ),
+        Some(1_790_416_801.5)
+    );
+    // No host column, a local time (`--timezone UTC`) with a comma before the milliseconds.
+    assert_eq!(
+        of(
+            &m,
+            "sglang_last_retraction_timestamp_seconds",
+            "eaten",
+            "",
+            "",
+            r#"pp_rank="0",tp_rank="1",moe_ep_rank="0""#
+        ),
+        Some(1_790_416_803.25)
+    );
+}
+
+#[test]
+fn a_forks_prefix_is_read_from_a_pattern_file_alone() {
+    // A fork that logs `[ts.ms GPU=N Worker N (model) TP=N]`, several models in one file.
+    let shipped =
+        std::fs::read_to_string(crate::common::root().join("patterns/sglang.yaml")).unwrap();
+    let entry = r#"stream_prefixes:
+  - name: fork
+    regex: '\[(?P<ts>[0-9]{10}\.[0-9]{3}) GPU=[0-9]+ Worker [0-9]+ \((?P<engine>[^()]+)\) TP=(?P<tp>[0-9]+)\] '
+"#;
+    let patterns = shipped.replacen("stream_prefixes:\n", entry, 1);
+    let dir = tempfile::tempdir().unwrap();
+    let pf = dir.path().join("fork.yaml");
+    std::fs::write(&pf, patterns).unwrap();
+    let log = dir.path().join("fork.log");
+    std::fs::write(
+        &log,
+        format!(
+            "[1790416801.000 GPU=0 Worker 0 (model_1) TP=0] {}\n[1790416801.500 GPU=1 Worker 0 (model_2) TP=0] {}\n[1790416802.250 GPU=2 Worker 1 (model_1) TP=1] KV cache pool is full. Retract requests. #retracted_reqs: 1, #new_token_ratio: 0.5000 -> 0.8000\n[1790416803.000 GPU=3 Worker 1 (model_1) TP=99999999999] {}\n",
+            decode(4, 1),
+            decode(6, 0),
+            decode(8, 0)
+        ),
+    )
+    .unwrap();
+    let m = once(&[
+        "--gpu.disable",
+        "--idle-after",
+        "1000000h",
+        "--patterns",
+        pf.to_str().unwrap(),
+        log.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        of(&m, "sglang:num_running_reqs", "fork", "model_1", "", TP0),
+        Some(4.0),
+        "{m}"
+    );
+    assert_eq!(
+        of(&m, "sglang:num_running_reqs", "fork", "model_2", "", TP0),
+        Some(6.0)
+    );
+    assert_eq!(
+        of(
+            &m,
+            "sglang_last_retraction_timestamp_seconds",
+            "fork",
+            "model_1",
+            "",
+            r#"pp_rank="0",tp_rank="1",moe_ep_rank="0""#
+        ),
+        Some(1_790_416_802.25)
+    );
+    // A rank that does not fit: the line is not read, never merged into a rank without it.
+    assert_eq!(unmatched(&m), 1.0, "{m}");
+    assert!(!m.contains("running_reqs{server=\"fork\",engine=\"model_1\",model_name=\"\",engine_type=\"unified\",pp_rank=\"0\",moe_ep_rank"), "{m}");
+}
