@@ -183,6 +183,7 @@ pub fn backfill(a: &BackfillArgs) -> Result<Summary, BackfillError> {
             now,
             key: ServerKey::plain(server),
             idle_written: &mut idle_written,
+            nodes: Default::default(),
         };
         let read = &a.read;
         feed(
@@ -401,6 +402,8 @@ struct Ctx<'a> {
     key: ServerKey,
     /// The idle samples written so far.
     idle_written: &'a mut IdleWritten,
+    /// The nodes stream prefixes named (one server's hosts, or servers apart).
+    nodes: crate::source::nodes::Nodes,
 }
 
 /// Per rank, the last stats time whose idle sample (at that time + `--idle-after`) is written,
@@ -519,10 +522,15 @@ impl Ctx<'_> {
                 rec,
                 realtime,
                 unit,
+                node,
             } => {
                 self.key.server.clear();
                 self.key.server.push_str(unit.unwrap_or(self.server));
-                (rec, realtime)
+                let engine = match node {
+                    Some(n) => self.nodes.engine(n, &rec),
+                    None => rec.engine,
+                };
+                (crate::record::Record { engine, ..rec }, realtime)
             }
             Outcome::Skipped | Outcome::Unmatched(_) => return,
             Outcome::Panicked => {

@@ -1056,10 +1056,41 @@ fn raw_line() -> impl Strategy<Value = Bytes> {
             }
             b
         });
+    // Another tool's prefix before a (mutated) line: kubectl, compose, srun, SkyPilot, logcli,
+    // Fluentd's JSON record, an export that ate SGLang's time.
+    let streamed = (
+        0..7usize,
+        mutated_raw(),
+        proptest::collection::vec(mutation(), 0..2),
+    )
+        .prop_map(|(k, line, ms)| {
+            let l = String::from_utf8_lossy(&line).into_owned();
+            let mut b = match k {
+                0 => format!("[pod/sglang-0/server] 2026-09-26T10:00:01.5Z {l}"),
+                1 => format!("sglang-1  | {l}"),
+                2 => format!(" 3: {l}"),
+                3 => format!("(worker1, rank=1, pid=7, ip=10.0.0.2) {l}"),
+                4 => format!("2026-09-26T10:00:01Z {{pod=\"a\"}} {l}"),
+                5 => format!(
+                    "2026-09-26T10:00:01+0000\tdocker.a\t{}",
+                    serde_json::json!({ "log": format!("{l}\n"), "stream": "stderr" })
+                ),
+                _ => format!(
+                    "2026-09-26T10:00:01.123Z replica-7 INFO TP0] {}",
+                    l.rsplit("] ").next().unwrap_or("")
+                ),
+            }
+            .into_bytes();
+            for m in &ms {
+                apply_mutation(&mut b, m);
+            }
+            b
+        });
     prop_oneof![
         1 => proptest::collection::vec(any::<u8>(), 0..200),
         4 => mutated_raw(),
         4 => wrapped_piece,
+        2 => streamed,
     ]
     .prop_map(|mut b| {
         // A line never holds its `\n` (the line buffer splits there).
@@ -1075,8 +1106,15 @@ fn check_outcome(o: &Outcome<'_>) -> Result<(), TestCaseError> {
             rec,
             unit,
             realtime,
+            node,
         } => {
             check_record(rec)?;
+            if let Some(n) = node {
+                prop_assert!(!n.is_empty(), "an empty node");
+            }
+            if let Some(e) = rec.engine {
+                prop_assert!(!e.is_empty() && e.trim() == e, "engine {:?}", e);
+            }
             prop_assert!(
                 !rec.line.contains(['\r', '\x1b']),
                 "uncleaned text reached the parser"

@@ -44,6 +44,11 @@ pub(crate) struct StreamPrefixRaw {
     json: bool,
 }
 
+/// Log level words, never part of an `engine` value (a column of an export's line).
+const LEVELS: &[&str] = &[
+    "TRACE", "DEBUG", "INFO", "NOTICE", "WARN", "WARNING", "ERROR", "CRITICAL", "FATAL",
+];
+
 /// The rank groups a stream prefix may have, in [`Ranks`] order.
 const RANK_GROUPS: [&str; 6] = ["dp", "pp", "attn_cp", "moe_dp", "tp", "ep"];
 
@@ -153,6 +158,8 @@ pub struct StreamInfo {
     pub end: usize,
     /// The `engine` values, joined by a space (empty: none).
     pub engine: String,
+    /// The `node` value (empty: none; see [`crate::source::nodes`]).
+    pub node: String,
     /// The time as Unix seconds (`ts` with a zone or a Unix number).
     pub unix: Option<f64>,
     /// A local time (`ts` without a zone, or `date`/`time`/`frac`).
@@ -237,6 +244,7 @@ impl StreamPrefixes {
             return false;
         }
         out.engine.clear();
+        out.node.clear();
         out.end = 0;
         out.unix = None;
         out.local = None;
@@ -258,11 +266,19 @@ impl StreamPrefixes {
                     .and_then(|g| locs.get(g))
                     .map(|(s, e)| &rest[s..e])
             };
-            if let Some(e) = g(0).filter(|e| !e.is_empty()) {
+            for word in g(0).unwrap_or("").split_ascii_whitespace() {
+                // A log level is how loud the line is, not who wrote it.
+                if LEVELS.iter().any(|l| word.eq_ignore_ascii_case(l)) {
+                    continue;
+                }
                 if !out.engine.is_empty() {
                     out.engine.push(' ');
                 }
-                out.engine.push_str(e.trim());
+                out.engine.push_str(word);
+            }
+            if let Some(n) = g(1).filter(|n| !n.is_empty()) {
+                out.node.clear();
+                out.node.push_str(n);
             }
             read_time(pat, g(2), g(3), g(4), g(5), out);
             if let Some(tags) = g(6) {
@@ -439,9 +455,12 @@ mod tests {
         assert_eq!((rest.as_str(), i.engine.as_str()), (SG, "sglang-decode-2"));
         let (rest, i) = read(&format!("3: {SG}")).unwrap();
         assert_eq!((rest.as_str(), i.engine.as_str()), (SG, "3"));
+        let (rest, i) = read(&format!(" 3: {SG}")).unwrap();
+        assert_eq!((rest.as_str(), i.engine.as_str()), (SG, "3"));
         // SkyPilot's node prefix names a host of one server: no engine.
         let (rest, i) = read(&format!("(worker1, rank=1, pid=4242, ip=10.0.0.2) {SG}")).unwrap();
         assert_eq!((rest.as_str(), i.engine.as_str()), (SG, ""));
+        assert_eq!(i.node, "worker1");
         let (rest, _) = read(&format!("(head, rank=0, pid=4241) {SG}")).unwrap();
         assert_eq!(rest, SG);
     }
@@ -455,6 +474,19 @@ mod tests {
         assert_eq!(i.engine, "replica-7");
         assert_eq!(i.unix, Some(1_790_416_801.123));
         assert_eq!((i.ranks.dp, i.ranks.tp), (Some(1), Some(3)));
+        // Two columns and a level; rank tags right after the time.
+        let (_, i) =
+            read("2026-09-26T10:00:01Z node-3 sglang-0 WARNING TP1] Decode batch, #running-req: 3")
+                .unwrap();
+        assert_eq!(
+            (i.engine.as_str(), i.ranks.tp),
+            ("node-3 sglang-0", Some(1))
+        );
+        let (_, i) = read("2026-09-26T10:00:01Z DP1 TP1] Decode batch, #running-req: 3").unwrap();
+        assert_eq!(
+            (i.engine.as_str(), i.ranks.dp, i.ranks.tp),
+            ("", Some(1), Some(1))
+        );
         // No host column: the level is not taken for one.
         let (_, i) =
             read("2026-09-26 10:00:01,123 INFO TP0] Decode batch, #running-req: 3").unwrap();

@@ -57,6 +57,9 @@ pub enum Framed<'a> {
         unit: Option<&'a str>,
         /// The record's time, Unix seconds.
         realtime: Option<f64>,
+        /// Who wrote the line, as the record names it (see [`ORIGIN_KEYS`]): an engine of
+        /// the server, as a stream prefix's `engine` is.
+        origin: Option<&'a str>,
     },
     /// A partial record was buffered; nothing to parse yet.
     Pending,
@@ -96,6 +99,8 @@ pub struct Framer {
     /// The message of the last record (decoded JSON string, bytes, or a joined record).
     out: Vec<u8>,
     unit: String,
+    /// The origin of the last JSON record.
+    origin: String,
     max_line: usize,
     /// `--input.json-message-key`, split at dots.
     user_key: Option<Vec<String>>,
@@ -110,6 +115,7 @@ impl Framer {
             partials: Default::default(),
             out: Vec::new(),
             unit: String::new(),
+            origin: String::new(),
             max_line,
             user_key: None,
             export: super::export::Export::new(max_line),
@@ -188,6 +194,7 @@ impl Framer {
                         text: &self.out,
                         unit: unit.map(|_| self.unit.as_str()),
                         realtime,
+                        origin: None,
                     };
                 }
             }
@@ -244,6 +251,8 @@ impl Framer {
         if let Some(u) = unit {
             self.unit.push_str(super::server_name_of_unit(u));
         }
+        self.origin.clear();
+        record_origin(&obj, &mut self.origin);
         // Docker json-file: `log` pieces of one line, the last ending with `\n`.
         if let (Some(stream), "log") = (obj.get("stream").and_then(Value::as_str), key) {
             if let Value::String(log) = msg {
@@ -265,6 +274,7 @@ impl Framer {
             text: &self.out,
             unit: unit.map(|_| self.unit.as_str()),
             realtime,
+            origin: (!self.origin.is_empty()).then_some(self.origin.as_str()),
         }
     }
 
@@ -294,6 +304,8 @@ impl Framer {
             text: &self.out,
             unit: None,
             realtime: p.time,
+            // A record's pieces share their writer: the last one's names it.
+            origin: (!self.origin.is_empty()).then_some(self.origin.as_str()),
         }
     }
 
@@ -343,6 +355,53 @@ fn lookup<'v, 'k>(
         v = v.as_object()?.get(k)?;
     }
     Some(v)
+}
+
+/// The keys of a JSON record that name who wrote its line, when one stream carries several:
+/// Loki's `logcli --output jsonl` (`labels`, an object: written `{k="v", …}` as `logcli`'s
+/// default output prints it), Fluent Bit's and Vector's Kubernetes metadata
+/// (`kubernetes.pod_name` and `kubernetes.container_name`: written `pod/NAME/CONTAINER`, as
+/// `kubectl logs --prefix` prints it), Docker's logging drivers and journald records of
+/// containers (`container_name`, `CONTAINER_NAME`; Docker's leading `/` dropped).
+pub const ORIGIN_KEYS: &[&str] = &[
+    "labels",
+    "kubernetes.pod_name",
+    "container_name",
+    "CONTAINER_NAME",
+];
+
+/// Writes the origin of `obj` (see [`ORIGIN_KEYS`]) into `out`; nothing when it names none.
+fn record_origin(obj: &serde_json::Map<String, Value>, out: &mut String) {
+    use std::fmt::Write;
+    if let Some(Value::Object(labels)) = obj.get("labels") {
+        out.push('{');
+        for (i, (k, v)) in labels.iter().enumerate() {
+            let v = v.as_str().map_or_else(|| v.to_string(), str::to_string);
+            let sep = if i == 0 { "" } else { ", " };
+            let _ = write!(out, "{sep}{k}={v:?}");
+        }
+        out.push('}');
+        if out == "{}" {
+            out.clear();
+        }
+        return;
+    }
+    if let Some(Value::Object(k8s)) = obj.get("kubernetes") {
+        if let Some(pod) = k8s.get("pod_name").and_then(Value::as_str) {
+            let container = k8s.get("container_name").and_then(Value::as_str);
+            let _ = write!(out, "pod/{pod}/{}", container.unwrap_or(""));
+            if container.is_none() {
+                out.pop();
+            }
+            return;
+        }
+    }
+    for k in ["container_name", "CONTAINER_NAME"] {
+        if let Some(n) = obj.get(k).and_then(Value::as_str) {
+            out.push_str(n.strip_prefix('/').unwrap_or(n));
+            return;
+        }
+    }
 }
 
 /// Appends the bytes of a message value: a string, or journald's array of bytes; for a field
@@ -425,6 +484,7 @@ mod tests {
                 text,
                 unit,
                 realtime,
+                ..
             } => (
                 String::from_utf8_lossy(text).into_owned(),
                 unit.map(str::to_string),

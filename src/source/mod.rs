@@ -11,6 +11,7 @@ pub mod file;
 pub mod framing;
 pub mod journald;
 pub mod linebuf;
+pub mod nodes;
 pub mod order;
 pub mod parallel;
 pub mod stdin;
@@ -87,6 +88,8 @@ pub enum Outcome<'a> {
         unit: Option<&'a str>,
         /// The wrapper's time of the line (journald, container runtime, shipper), if any.
         realtime: Option<f64>,
+        /// The node a stream prefix named (see [`nodes`]), if any.
+        node: Option<&'a str>,
     },
     /// A line of no known kind (other output), as cleaned: counted in the delta already.
     Unmatched(&'a str),
@@ -193,14 +196,20 @@ impl Pipeline {
         // A journal export entry the line before cut short (that line was read as a line).
         d.incomplete += framer.take_cut();
         // Fast path: most lines are plain; only `{`, a digit and `_` can start a wrapper.
-        let (text, mut unit, mut realtime) = if !framer.wants(raw) {
-            (raw, None, None)
+        let (text, mut unit, mut realtime, origin) = if !framer.wants(raw) {
+            (raw, None, None, None)
         } else {
             match unframe(framer.frame(raw), d) {
                 Some(t) => t,
                 None => return Outcome::Skipped,
             }
         };
+        // Who wrote the line, outermost first: the record's origin, stream prefixes, an
+        // inner record's origin, Ray's actor.
+        engine.clear();
+        if let Some(o) = origin {
+            join(engine, o);
+        }
         let mut text = decode_text(text, clean_buf, lossy, d);
         // Another tool's prefix before SGLang's line (one table lookup for most lines).
         let streamed = patterns.streams.read(patterns, text, stream_sc, stream);
@@ -209,14 +218,18 @@ impl Pipeline {
                 d.unmatched += 1;
                 return Outcome::Unmatched(text);
             }
+            join(engine, &stream.engine);
             let rest = &text[stream.end..];
             if stream.json {
-                let Some((inner, u, r)) = unframe(inner.frame(rest.as_bytes()), d) else {
+                let Some((inner, u, r, o)) = unframe(inner.frame(rest.as_bytes()), d) else {
                     return Outcome::Skipped;
                 };
                 text = decode_text(inner, inner_clean, inner_lossy, d);
                 unit = unit.or(u);
                 realtime = realtime.or(r);
+                if let Some(o) = o {
+                    join(engine, o);
+                }
             } else {
                 text = rest;
             }
@@ -229,23 +242,18 @@ impl Pipeline {
                     if rec.ranks == crate::record::Ranks::default() {
                         rec.ranks = stream.ranks;
                     }
-                    if !stream.engine.is_empty() {
-                        rec.engine = Some(match rec.engine {
-                            Some(ray) => {
-                                engine.clear();
-                                engine.push_str(&stream.engine);
-                                engine.push(' ');
-                                engine.push_str(ray);
-                                engine.as_str()
-                            }
-                            None => stream.engine.as_str(),
-                        });
+                }
+                if !engine.is_empty() {
+                    if let Some(ray) = rec.engine {
+                        join(engine, ray);
                     }
+                    rec.engine = Some(engine.as_str());
                 }
                 Outcome::Parsed {
                     rec,
                     unit,
                     realtime,
+                    node: (streamed && !stream.node.is_empty()).then_some(stream.node.as_str()),
                 }
             }
             None => {
@@ -256,18 +264,31 @@ impl Pipeline {
     }
 }
 
-/// A wrapped line's text, systemd unit and time.
-type Unwrapped<'a> = (&'a [u8], Option<&'a str>, Option<f64>);
+/// Appends `part` to the engine identity `buf`, a space between parts; an empty part (`{}`:
+/// no labels) adds nothing.
+fn join(buf: &mut String, part: &str) {
+    if part.is_empty() || part == "{}" {
+        return;
+    }
+    if !buf.is_empty() {
+        buf.push(' ');
+    }
+    buf.push_str(part);
+}
+
+/// A wrapped line's text, systemd unit, time and origin (who wrote it, as the record says).
+type Unwrapped<'a> = (&'a [u8], Option<&'a str>, Option<f64>, Option<&'a str>);
 
 /// What a wrapper made of a line, or `None` for a record not to parse (counted in `d`).
 fn unframe<'a>(f: Framed<'a>, d: &mut SourceDelta) -> Option<Unwrapped<'a>> {
     match f {
-        Framed::Plain(l) => Some((l, None, None)),
+        Framed::Plain(l) => Some((l, None, None, None)),
         Framed::Message {
             text,
             unit,
             realtime,
-        } => Some((text, unit, realtime)),
+            origin,
+        } => Some((text, unit, realtime, origin)),
         Framed::Pending => None,
         Framed::NullMessage => {
             d.unmatched += 1;
@@ -389,6 +410,8 @@ struct Applier {
     ahead_warned: bool,
     /// The wall clock read for history lines, read again after each flush of the counters.
     now: Option<f64>,
+    /// The nodes stream prefixes named.
+    nodes: nodes::Nodes,
 }
 
 /// How far a line's time may be ahead of the wall clock (clocks of two hosts, a wall clock read
@@ -426,6 +449,7 @@ impl Ingest {
                 ahead_warned: false,
                 panic_logged: false,
                 now: None,
+                nodes: nodes::Nodes::default(),
             },
         }
     }
@@ -617,6 +641,7 @@ impl Applier {
                 rec,
                 unit,
                 realtime,
+                node,
             } => {
                 let ts = line_time(
                     &mut self.times,
@@ -631,9 +656,13 @@ impl Applier {
                 // per line.
                 // A line of the source's own server with no engine (most lines) needs no string
                 // comparison when the key already is that.
-                if !(self.key_is_own && unit.is_none() && rec.engine.is_none()) {
+                let engine = match node {
+                    Some(n) => self.nodes.engine(n, rec),
+                    None => rec.engine,
+                };
+                if !(self.key_is_own && unit.is_none() && engine.is_none()) {
                     let server = unit.unwrap_or(&self.server);
-                    let engine = rec.engine.unwrap_or("");
+                    let engine = engine.unwrap_or("");
                     if self.key.server != server || self.key.engine != engine {
                         self.key.server.clear();
                         self.key.server.push_str(server);

@@ -139,6 +139,11 @@ pub fn read_file_if_newest_first(
     ing: &mut Ingest,
     max_line: usize,
 ) -> bool {
+    // Only a regular file is sampled: opening a FIFO would wait for its writer, and what the
+    // sample read of it could not be read again.
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
     let Ok(mut f) = std::fs::File::open(path) else {
         return false;
     };

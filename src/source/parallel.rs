@@ -144,6 +144,7 @@ struct Rec {
     request: Option<u32>,
     unit: Option<Text>,
     realtime: Option<f64>,
+    node: Option<Text>,
 }
 
 impl Parsed {
@@ -184,7 +185,8 @@ impl Parsed {
                 rec,
                 unit,
                 realtime,
-            } => Item::Parsed(self.keep_record(arena, &rec, unit, realtime)),
+                node,
+            } => Item::Parsed(self.keep_record(arena, &rec, unit, realtime, node)),
             Outcome::Unmatched(t) => Item::Unmatched(self.text(arena, t)),
             Outcome::Skipped => Item::Skipped,
             Outcome::Panicked => Item::Panicked,
@@ -198,6 +200,7 @@ impl Parsed {
         r: &Record<'_>,
         unit: Option<&str>,
         realtime: Option<f64>,
+        node: Option<&str>,
     ) -> Rec {
         let values = append(&mut self.values, r.values);
         let bad_metrics = append(&mut self.bad_metrics, r.bad_metrics);
@@ -226,6 +229,7 @@ impl Parsed {
             request,
             unit: unit.map(|u| self.text(arena, u)),
             realtime,
+            node: node.map(|n| self.text(arena, n)),
         }
     }
 
@@ -277,6 +281,7 @@ impl Parsed {
             rec,
             unit: r.unit.as_ref().map(t),
             realtime: r.realtime,
+            node: r.node.as_ref().map(t),
         }
     }
 }

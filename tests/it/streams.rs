@@ -390,3 +390,35 @@ fn a_forks_prefix_is_read_from_a_pattern_file_alone() {
     assert_eq!(unmatched(&m), 1.0, "{m}");
     assert!(!m.contains("running_reqs{server=\"fork\",engine=\"model_1\",model_name=\"\",engine_type=\"unified\",pp_rank=\"0\",moe_ep_rank"), "{m}");
 }
+
+#[test]
+fn skypilot_nodes_that_print_the_same_rank_are_servers_apart() {
+    // One replica per node (no multi-node server): both print TP0.
+    let nodes = [
+        "(head, rank=0, pid=4101) ",
+        "(worker1, rank=1, pid=4102, ip=10.0.0.2) ",
+    ];
+    let m = read("sky2.log", &two_replicas(|i| nodes[i].to_string()));
+    // The head's lines came first: it stays the server; the worker, whose own `server_args`
+    // says it is a server of one host, is its own engine with its own model and pool.
+    assert_two_replicas(&m, "sky2", ["", "worker1"]);
+}
+
+#[test]
+fn json_records_that_name_their_writer_are_kept_apart() {
+    // `logcli --output jsonl` and Fluent Bit's Kubernetes metadata.
+    let text = two_replicas(|_| String::new());
+    let mut jsonl = String::new();
+    let mut fluentbit = String::new();
+    for (n, line) in text.lines().enumerate() {
+        let pod = ["sglang-0", "sglang-1"][n % 2];
+        jsonl += &serde_json::json!({"labels": {"app": "sglang", "pod": pod}, "line": line, "timestamp": "2026-09-26T10:00:01Z"}).to_string();
+        jsonl.push('\n');
+        fluentbit += &serde_json::json!({"log": format!("{line}\n"), "kubernetes": {"pod_name": pod, "container_name": "server", "namespace_name": "llm"}}).to_string();
+        fluentbit.push('\n');
+    }
+    let m = read("jsonl.log", &jsonl);
+    assert_two_replicas(&m, "jsonl", LABELS);
+    let m = read("fb.log", &fluentbit);
+    assert_two_replicas(&m, "fb", ["pod/sglang-0/server", "pod/sglang-1/server"]);
+}

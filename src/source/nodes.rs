@@ -1,0 +1,176 @@
+//! The nodes a stream prefix names (its `node` group: SkyPilot's `head`, `worker1`). The hosts
+//! of one multi-node server print different ranks (`TP0`–`TP7` on the head, `TP8`–`TP15` on
+//! the worker), so their lines are the server's, one server with its ranks. Two nodes that
+//! print the same rank are no such pair: they run separate servers (a job that starts one
+//! replica per node), and merging them would show one replica's values as the other's. So a
+//! node whose stats line names a rank another node's already did becomes its own engine
+//! (`engine="worker1"`) from that line on; so does a node whose `server_args` dump says it is
+//! a server of one host (`nnodes` 1) after another node's dump.
+//!
+//! Decided in log order, where lines are applied (the same for `--once`, following and
+//! `backfill`, whatever the threads parsing).
+
+use std::collections::HashSet;
+use std::hash::{Hash, Hasher};
+
+use crate::parse::patterns::Class;
+use crate::record::{Ranks, Record};
+
+/// Nodes told apart per source; more are each their own engine.
+const MAX_NODES: usize = 64;
+
+/// Ranks remembered per node; past it a node's new ranks are not checked.
+const MAX_RANKS: usize = 4096;
+
+#[derive(Debug, Default)]
+struct Node {
+    name: String,
+    /// (hash of the engine the line has besides the node, ranks) of its stats lines.
+    ranks: HashSet<(u64, Ranks)>,
+    /// It printed a rank another node had: its own engine.
+    own: bool,
+    /// It printed a `server_args` dump.
+    dumped: bool,
+}
+
+/// The nodes of one source.
+#[derive(Debug, Default)]
+pub struct Nodes {
+    list: Vec<Node>,
+    buf: String,
+}
+
+impl Nodes {
+    /// The engine of `rec`, a line of `node`: the line's own `engine` while the node is one of
+    /// a multi-node server's, else the node after it.
+    pub fn engine<'s>(&'s mut self, node: &str, rec: &Record<'s>) -> Option<&'s str> {
+        let (class, ranks, engine) = (rec.class, rec.ranks, rec.engine);
+        let i = match self.list.iter().position(|n| n.name == node) {
+            Some(i) => i,
+            None if self.list.len() < MAX_NODES => {
+                self.list.push(Node {
+                    name: node.to_string(),
+                    ..Node::default()
+                });
+                self.list.len() - 1
+            }
+            None => return self.own(node, engine),
+        };
+        if let (false, Some(a)) = (self.list[i].own, rec.server_args.as_deref()) {
+            let others = self
+                .list
+                .iter()
+                .enumerate()
+                .any(|(j, o)| j != i && !o.own && o.dumped);
+            if others && a.nnodes.is_none_or(|n| n <= 1) {
+                tracing::warn!(
+                    node,
+                    "a node of one stream starts a server of its own (server_args nnodes=1 after another node's): lines of {node} are its own engine"
+                );
+                self.list[i].own = true;
+            }
+            self.list[i].dumped = true;
+        }
+        if !self.list[i].own && matches!(class, Class::Prefill | Class::Decode) {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            engine.unwrap_or("").hash(&mut h);
+            let key = (h.finish(), ranks);
+            let n = &self.list[i];
+            if !n.ranks.contains(&key) {
+                let taken = self
+                    .list
+                    .iter()
+                    .enumerate()
+                    .any(|(j, o)| j != i && !o.own && o.ranks.contains(&key));
+                if taken {
+                    tracing::warn!(
+                        node,
+                        "two nodes of one stream print the same rank: they run separate servers; lines of {node} are its own engine from here on"
+                    );
+                    self.list[i].own = true;
+                } else if n.ranks.len() < MAX_RANKS {
+                    self.list[i].ranks.insert(key);
+                }
+            }
+        }
+        if self.list[i].own {
+            return self.own(node, engine);
+        }
+        engine
+    }
+
+    fn own<'s>(&'s mut self, node: &str, engine: Option<&str>) -> Option<&'s str> {
+        self.buf.clear();
+        if let Some(e) = engine {
+            self.buf.push_str(e);
+            self.buf.push(' ');
+        }
+        self.buf.push_str(node);
+        Some(self.buf.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(class: Class, tp: Option<u32>, engine: Option<&str>) -> Record<'_> {
+        Record {
+            kind: 0,
+            class,
+            time: None,
+            ranks: Ranks {
+                tp,
+                ..Ranks::default()
+            },
+            values: &[],
+            bad_metrics: &[],
+            line: "",
+            unknown_text: "",
+            unknown: &[],
+            bad_values: 0,
+            engine,
+            access: None,
+            server_args: None,
+            request: None,
+        }
+    }
+
+    #[test]
+    fn nodes_of_one_server_stay_one_and_a_repeated_rank_splits() {
+        let mut n = Nodes::default();
+        let d = |tp| line(Class::Decode, Some(tp), None);
+        assert_eq!(n.engine("head", &d(0)), None);
+        assert_eq!(n.engine("worker1", &d(8)), None);
+        // Startup lines (server-wide, rank-less) of both nodes never split them.
+        assert_eq!(n.engine("worker1", &line(Class::Fact, None, None)), None);
+        assert_eq!(n.engine("head", &d(0)), None);
+        // A third node that prints TP0 again is a server of its own.
+        assert_eq!(n.engine("worker2", &d(0)), Some("worker2"));
+        let pod = line(Class::Decode, Some(1), Some("pod/a/c"));
+        assert_eq!(n.engine("worker2", &pod), Some("pod/a/c worker2"));
+        assert_eq!(n.engine("head", &d(1)), None);
+    }
+
+    #[test]
+    fn a_second_single_host_dump_is_a_server_apart() {
+        let dump = |nnodes| {
+            let mut r = line(Class::ServerArgs, None, None);
+            r.server_args = Some(Box::new(crate::record::ServerArgs {
+                nnodes,
+                ..Default::default()
+            }));
+            r
+        };
+        let mut n = Nodes::default();
+        assert_eq!(n.engine("head", &dump(Some(2))), None);
+        assert_eq!(n.engine("worker1", &dump(Some(2))), None);
+        let mut n = Nodes::default();
+        assert_eq!(n.engine("head", &dump(Some(1))), None);
+        assert_eq!(n.engine("worker1", &dump(None)), Some("worker1"));
+        assert_eq!(
+            n.engine("worker1", &line(Class::Decode, Some(0), None)),
+            Some("worker1")
+        );
+    }
+}
