@@ -321,14 +321,14 @@ pub fn read_to_end(cfg: &Config) -> Result<Shared, ConfigError> {
                 let mut ing = cfg
                     .ingest(&state, &path.display().to_string(), server)
                     .parallel(cfg.threads);
-                if !order::read_file_if_newest_first(path, &mut ing, cfg.tail.max_line) {
+                if !order::read_once(path, &mut ing, cfg.tail.max_line) {
                     Tailer::new(path, cfg.tail.clone()).run(&mut ing, &stop);
                 }
                 ing.flush();
             }
             Input::Stdin { server } => {
                 let mut ing = cfg.ingest(&state, "-", server);
-                order::read_stdin(&mut std::io::stdin().lock(), &mut ing, cfg.tail.max_line);
+                order::read_stream(&mut std::io::stdin().lock(), &mut ing, cfg.tail.max_line);
             }
         }
     }

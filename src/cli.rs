@@ -1,6 +1,7 @@
 //! The command line (clap), in the Prometheus-exporter conventions (`--web.listen-address`, …).
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -48,7 +49,7 @@ pub enum Command {
     Generate(GenerateArgs),
     /// The servers' state on the terminal, from local inputs or running exporters (`--url`):
     /// KV cache, requests, throughput and GPUs per server and rank.
-    Top(Box<crate::top::TopArgs>),
+    Top(Box<TopArgs>),
 }
 
 /// `generate` options.
@@ -383,6 +384,80 @@ pub fn split_input(arg: &str) -> (Option<String>, String) {
         }
     }
     (None, arg.to_string())
+}
+
+/// `top` options.
+#[derive(Debug, Args)]
+pub struct TopArgs {
+    /// Inputs, as in the main mode: log files (`NAME=PATH` names the server), `-` for stdin
+    /// (keys are then read from the terminal, /dev/tty).
+    pub inputs: Vec<String>,
+
+    /// Show a running exporter instead of local inputs: its metrics URL
+    /// (`http://HOST:8771/metrics`; repeatable: each URL's servers are told apart by host and
+    /// port). `user:password@` in the URL is sent as basic auth.
+    #[arg(long = "url", value_name = "URL")]
+    pub urls: Vec<String>,
+
+    /// Basic-auth user for the `--url`s.
+    #[arg(long = "url.basic-auth-user")]
+    pub url_user: Option<String>,
+
+    /// File holding the basic-auth password for the `--url`s (trailing newline ignored).
+    #[arg(long = "url.basic-auth-password-file")]
+    pub url_password_file: Option<PathBuf>,
+
+    /// PEM file of CA certificates to trust for https `--url`s instead of the built-in web
+    /// roots.
+    #[arg(long = "url.ca-file")]
+    pub url_ca_file: Option<PathBuf>,
+
+    /// Timeout of one scrape of a `--url`.
+    #[arg(long = "url.timeout", default_value = "5s", value_parser = parse_duration)]
+    pub url_timeout: Duration,
+
+    /// Print one frame as plain text and exit: files and stdin are read to their end first (as
+    /// with `--once`, "now" is then the log's last time), a `--url` is scraped once.
+    #[arg(long)]
+    pub snapshot: bool,
+
+    /// Time between two refreshes of the screen.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub interval: Duration,
+
+    /// Width of the `--snapshot` frame (default: the terminal's, or 100 when there is none).
+    #[arg(long)]
+    pub width: Option<usize>,
+
+    /// "Now" as Unix seconds, instead of the clock (or the log's last time for --snapshot):
+    /// for stable ages in tests and bug reports.
+    #[arg(long, hide = true)]
+    pub now: Option<f64>,
+
+    /// How lines are read (patterns, times, idle policy, line limit), as in the main mode.
+    #[command(flatten)]
+    pub read: ReadArgs,
+
+    /// journald units to follow, as in the main mode.
+    #[command(flatten)]
+    pub journal: JournalArgs,
+
+    /// GPUs of a server, `SERVER=LIST`, as in the main mode (repeatable).
+    #[arg(long = "gpus", value_name = "SERVER=LIST")]
+    pub gpus: Vec<String>,
+
+    /// NVML library to load instead of the system's `libnvidia-ml.so.1`.
+    #[arg(long = "gpu.nvml-library", value_name = "PATH")]
+    pub gpu_nvml_library: Option<PathBuf>,
+
+    /// Do not load NVML (no GPU section for local inputs).
+    #[arg(long = "gpu.disable")]
+    pub gpu_disable: bool,
+
+    /// Log level of the exporter's own messages on stderr; `off` by default, as they would
+    /// scribble over the screen.
+    #[arg(long = "log.level", default_value = "off", value_parser = ["off", "error", "warn", "info", "debug", "trace"])]
+    pub log_level: String,
 }
 
 #[cfg(test)]

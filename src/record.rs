@@ -1,7 +1,147 @@
 //! The typed output of the parser: what one log line says.
 
-use crate::parse::patterns::{Class, MetricId};
-use crate::parse::request::RequestRecord;
+use serde::Deserialize;
+
+/// Index of a metric in [`crate::parse::patterns::Patterns::metrics`].
+pub type MetricId = u16;
+
+/// What a line kind is, which decides how the state applies its values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Class {
+    /// A scheduler `Prefill batch` statistics line.
+    Prefill,
+    /// A scheduler `Decode batch` statistics line.
+    Decode,
+    /// A startup fact (KV pool, capacity, weights, graphs).
+    Fact,
+    /// A retraction warning (KV cache pool full).
+    Retract,
+    /// A uvicorn HTTP access line.
+    Access,
+    /// The main process's `server_args=ServerArgs(...)` dump.
+    ServerArgs,
+    /// A per-request record of `--log-requests` (text `Receive:`/`Finish:`/`in=` lines, JSON
+    /// `request.*` events), read by [`crate::parse::request`] from the `fields` group on.
+    Request,
+}
+
+/// Which rank a prefix tag sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RankTag {
+    /// `DPn`
+    Dp,
+    /// `PPn`
+    Pp,
+    /// `ATTN_CPn`
+    AttnCp,
+    /// `MOE_DPn`
+    MoeDp,
+    /// `TPn` (also the `[gpu_id=N]` message tag of v0.1.17-v0.2.13)
+    Tp,
+    /// `EPn`
+    Ep,
+}
+
+impl RankTag {
+    /// The field of `r` this tag sets.
+    pub fn slot(self, r: &mut Ranks) -> &mut Option<u32> {
+        match self {
+            RankTag::Dp => &mut r.dp,
+            RankTag::Pp => &mut r.pp,
+            RankTag::AttnCp => &mut r.attn_cp,
+            RankTag::MoeDp => &mut r.moe_dp,
+            RankTag::Tp => &mut r.tp,
+            RankTag::Ep => &mut r.ep,
+        }
+    }
+}
+
+/// How a request ended: `meta_info.finish_reason`'s `type` (v0.3.2+), or the `FINISH_*` text
+/// of older releases.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum FinishKind {
+    /// No finish reason, or one of another kind.
+    #[default]
+    Other,
+    /// A stop token or string matched.
+    Stop,
+    /// The length limit was reached.
+    Length,
+    /// The request was aborted (by the client, a timeout, a rejection).
+    Abort,
+}
+
+/// The numbers of a record's `out['meta_info']` the request metrics need (§6 of the doc).
+/// `None`: the key is absent, `None`/`null`, or not a finite number.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct MetaInfo {
+    /// `prompt_tokens`: input tokens. Absent on waiting-queue aborts, which upstream never
+    /// counts.
+    pub prompt_tokens: Option<f64>,
+    /// `completion_tokens`: output tokens.
+    pub completion_tokens: Option<f64>,
+    /// `cached_tokens`: prompt tokens served from the prefix cache (v0.3.4+).
+    pub cached_tokens: Option<f64>,
+    /// `cached_tokens_details` when it is a non-empty dict (v0.5.9+): device, host and
+    /// storage tokens, 0 where the dict lacks the key.
+    pub cached_details: Option<[f64; 3]>,
+    /// `e2e_latency`: arrival to finish, seconds (v0.4.3.post3+).
+    pub e2e_latency: Option<f64>,
+    /// `first_token_latency`: arrival to first token, seconds (v0.5.21+ with
+    /// `--enable-metrics`).
+    pub first_token_latency: Option<f64>,
+    /// `decode_throughput`: tokens per second (v0.5.5+, with `--enable-metrics` from v0.5.6).
+    pub decode_throughput: Option<f64>,
+    /// `queue_time`: seconds waiting before the first forward pass (v0.5.5+).
+    pub queue_time: Option<f64>,
+    /// `forward_entry_time`: Unix seconds of the first forward pass (v0.5.10+, metrics).
+    pub forward_entry_time: Option<f64>,
+    /// `prefill_finished_ts`: Unix seconds (v0.5.5-v0.5.11, metrics).
+    pub prefill_finished_ts: Option<f64>,
+    /// `request_received_ts`: Unix seconds (v0.5.5+, metrics).
+    pub request_received_ts: Option<f64>,
+    /// `spec_verify_ct`: verify forward passes (speculative decoding, v0.4.3.post2+).
+    pub spec_verify_ct: Option<f64>,
+    /// The key `num_retractions` is present (v0.5.12+; `total_retractions` before).
+    pub num_retractions_key: bool,
+    /// The key `reasoning_tokens` is present (v0.5.10+).
+    pub reasoning_tokens_key: bool,
+    /// The finish reason's kind.
+    pub finish: FinishKind,
+}
+
+/// What one request record says, as read by [`crate::parse::request::read`]. Holds no request content.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RequestRecord {
+    /// A finished-request record: a text record with `out`, or a JSON `request.finished`
+    /// event. `Receive:` lines and `request.received*` events are not.
+    pub finished: bool,
+    /// `obj.stream`: `Some(false)` for a request dataclass or JSON object without the field,
+    /// `None` where the record cannot tell (v0.1.15-v0.2.13 print no `stream`).
+    pub stream: Option<bool>,
+    /// `obj.log_metrics` when printed as a boolean (`False` on health checks).
+    pub log_metrics: Option<bool>,
+    /// `obj.sampling_params` has a truthy `json_schema`, `regex`, `ebnf` or `structural_tag`
+    /// (a structured-output request; needs `--log-requests-level` >= 1 from v0.4.9).
+    pub structured_output: bool,
+    /// `out['meta_info']`, when the record has one.
+    pub meta: Option<MetaInfo>,
+    /// The JSON record's own `timestamp` (local time, microseconds), for records printed
+    /// without a prefix (v0.5.7-v0.5.11).
+    pub timestamp: Option<LogTime>,
+}
+
+impl RequestRecord {
+    /// Whether upstream counts this record in its request metrics (v0.5.23
+    /// `TokenizerManager.collect_metrics`): a finished request with `prompt_tokens` whose
+    /// `log_metrics` is not false.
+    pub fn counts(&self) -> bool {
+        self.finished
+            && self.log_metrics != Some(false)
+            && self.meta.is_some_and(|m| m.prompt_tokens.is_some())
+    }
+}
 
 /// The parallelism ranks named by a line's prefix tags (`DP0 PP1 ATTN_CP0 MOE_DP0 TP1 EP1`),
 /// `None` where the tag is absent. Single-GPU servers print no tags (v0.4.6.post2+).

@@ -9,6 +9,15 @@
 //! prefix ([`prefix`]), then by class the access line, the `server_args` dump
 //! ([`server_args`]) or the `key: value` fields ([`fields`]). A kind whose required fields are
 //! missing hands the line to the next candidate.
+//!
+//! Two paths give the same records ([`ParseOptions`]). The plain path ([`Parser::plain`]) does
+//! the steps above for every line. The fast path ([`Parser::new`]) adds memos that exist for
+//! history throughput only (`--once`, `backfill`, the start-up catch-up of a long log; a live
+//! server writes kilobytes a second, which the plain path reads with room to spare): the
+//! `shape` memo (a line's literals and first kind by its shape), field templates (`template`:
+//! a line's values read at the places the last line of its kind had them), the field-key memo
+//! (`FieldMemo`), the prefix cache (`PrefixCache`) and anchored regex tries (`anchored`). The
+//! fuzz harness (`tests/fuzz.rs`) runs both on every input and compares the records.
 
 pub mod actor;
 mod anchored;
@@ -95,10 +104,12 @@ impl Scratch {
 /// the key is one the kind requires), so the common keys cost a short comparison instead of two
 /// hash lookups. Bounded: keys past `MEMO_KEYS` are looked up every time. Lines print their keys
 /// in a fixed order, so the search starts after the previous hit.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct FieldMemo {
     keys: Vec<(Box<str>, Option<FieldTarget>, bool)>,
     next: usize,
+    /// Keys kept at most ([`MEMO_KEYS`]; 0 in a plain parser).
+    cap: usize,
 }
 
 /// Keys memoised per line kind: more than any SGLang line prints (about 20), few enough that a
@@ -122,7 +133,7 @@ impl FieldMemo {
         }
         let t = pat.field(kind, key);
         let required = kind.requires.iter().any(|r| r == key);
-        if n < MEMO_KEYS {
+        if n < self.cap {
             self.keys.push((key.into(), t, required));
             self.next = n + 1;
         }
@@ -224,15 +235,43 @@ impl Prebuilt {
     }
 }
 
+/// Which paths a parser takes. The fast paths (the shape memo, field templates, the field-key
+/// memo, the prefix cache, anchored regex tries) give the same records as the plain path,
+/// faster on history (`--once`, `backfill`, a start-up catch-up); the fuzz harness runs both on
+/// every input and compares them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParseOptions {
+    /// Take the fast paths.
+    pub memos: bool,
+}
+
+impl ParseOptions {
+    /// Every fast path (what the exporter runs).
+    pub const FAST: ParseOptions = ParseOptions { memos: true };
+    /// The plain path only: each line searched and split as if it were the first.
+    pub const PLAIN: ParseOptions = ParseOptions { memos: false };
+}
+
 impl Parser {
-    /// A parser for the given patterns.
+    /// A parser for the given patterns, with every fast path.
     pub fn new(pat: Arc<Patterns>) -> Parser {
+        Parser::with_options(pat, ParseOptions::FAST)
+    }
+
+    /// A parser that takes the plain path only (see [`ParseOptions::PLAIN`]).
+    pub fn plain(pat: Arc<Patterns>) -> Parser {
+        Parser::with_options(pat, ParseOptions::PLAIN)
+    }
+
+    /// A parser for the given patterns that takes the paths `opt` says.
+    pub fn with_options(pat: Arc<Patterns>, opt: ParseOptions) -> Parser {
         let pre = pat.prebuilt.get_or_init(|| Prebuilt::of(&pat));
+        let fast = opt.memos;
         let search = pat
             .lines
             .iter()
             .zip(&pre.starts)
-            .map(|(l, s)| KindSearch::with(&l.regex, s.clone()))
+            .map(|(l, s)| KindSearch::with(&l.regex, s.clone().filter(|_| fast)))
             .collect();
         let access_groups = pat
             .lines
@@ -240,20 +279,31 @@ impl Parser {
             .map(|l| ["method", "path", "status"].map(|n| group_index(&l.regex, n)))
             .collect();
         let prefix = PrefixScratch {
-            anchored: pre.anchored_prefix.clone(),
+            anchored: pre.anchored_prefix.clone().filter(|_| fast),
             locs: pat.prefix.capture_locations(),
             groups: ["date", "time", "frac", "tags"].map(|n| group_index(&pat.prefix, n)),
-            cache: (pat.prefix.as_str() == CACHEABLE_PREFIX).then(PrefixCache::default),
+            cache: (fast && pat.prefix.as_str() == CACHEABLE_PREFIX).then(PrefixCache::default),
             digits_alike: pat.prefix_digits_alike,
         };
-        let field_memo = pat.lines.iter().map(|_| FieldMemo::default()).collect();
+        let field_memo = pat
+            .lines
+            .iter()
+            .map(|_| FieldMemo {
+                keys: Vec::new(),
+                next: 0,
+                cap: if fast { MEMO_KEYS } else { 0 },
+            })
+            .collect();
         let templates = pat
             .lines
             .iter()
-            .map(|l| (template::Plain::of(l), template::Template::default()))
+            .map(|l| {
+                let plain = template::Plain::of(l).filter(|_| fast);
+                (plain, template::Template::default())
+            })
             .collect();
         Parser {
-            shapes: pat.digits_alike.then(shape::ShapeMemo::new),
+            shapes: (fast && pat.digits_alike).then(shape::ShapeMemo::new),
             templates,
             literals: pre.literals.clone(),
             field_memo,
@@ -695,14 +745,15 @@ impl PrefixScratch {
         };
         if let [Some((_, end)), date, time, frac, tags] = spans {
             let g = |span: Span| span.map(|(s, e)| &region[s as usize..e as usize]);
-            let (t, r) = prefix::read_prefix_parts(pat, g(date), g(time), g(frac), g(tags))?;
+            let (t, r) =
+                prefix::read_prefix_parts(&pat.rank_tags, g(date), g(time), g(frac), g(tags))?;
             if let Some(c) = self.cache.as_mut() {
                 c.put(&region[..end as usize], t, r);
             }
             return Some((t, r));
         }
         match pat.prefix.captures_iter(region).last() {
-            Some(c) => prefix::read_prefix(pat, &c),
+            Some(c) => prefix::read_prefix(&pat.rank_tags, &c),
             None => Some((None, Ranks::default())),
         }
     }

@@ -10,13 +10,10 @@ use aho_corasick::AhoCorasick;
 use regex::Regex;
 use serde::Deserialize;
 
-use crate::record::Ranks;
+pub use crate::record::{Class, MetricId, RankTag};
 
 /// The pattern file shipped with the binary.
 pub const EMBEDDED: &str = include_str!("../../patterns/sglang.yaml");
-
-/// Index of a metric in [`Patterns::metrics`].
-pub type MetricId = u16;
 
 /// A broken pattern file. Every variant names what is wrong in words an operator can act on.
 #[derive(Debug, thiserror::Error)]
@@ -44,27 +41,6 @@ pub enum PatternError {
     /// A reference or value is inconsistent (unknown metric id, unknown class, …).
     #[error("patterns file: {0}")]
     Invalid(String),
-}
-
-/// What a line kind is, which decides how the state applies its values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Class {
-    /// A scheduler `Prefill batch` statistics line.
-    Prefill,
-    /// A scheduler `Decode batch` statistics line.
-    Decode,
-    /// A startup fact (KV pool, capacity, weights, graphs).
-    Fact,
-    /// A retraction warning (KV cache pool full).
-    Retract,
-    /// A uvicorn HTTP access line.
-    Access,
-    /// The main process's `server_args=ServerArgs(...)` dump.
-    ServerArgs,
-    /// A per-request record of `--log-requests` (text `Receive:`/`Finish:`/`in=` lines, JSON
-    /// `request.*` events), read by [`crate::parse::request`] from the `fields` group on.
-    Request,
 }
 
 /// Whether a metric is per rank or shared by every rank of a server.
@@ -192,7 +168,17 @@ struct FileRaw {
     line_fields: HashMap<String, HashMap<String, FieldSpecRaw>>,
     metrics: indexmap_like::OrderedMap<MetricDef>,
     #[serde(default)]
-    stream_prefixes: Vec<super::stream::StreamPrefixRaw>,
+    stream_prefixes: Vec<StreamPrefixRaw>,
+}
+
+/// One entry of `stream_prefixes:` as written in the pattern file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StreamPrefixRaw {
+    name: String,
+    regex: String,
+    #[serde(default)]
+    json: bool,
 }
 
 /// What a known field key turns into on one class of line.
@@ -211,37 +197,6 @@ pub enum FieldTarget {
     },
     /// A key we know and do not export.
     Ignore,
-}
-
-/// Which rank a prefix tag sets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RankTag {
-    /// `DPn`
-    Dp,
-    /// `PPn`
-    Pp,
-    /// `ATTN_CPn`
-    AttnCp,
-    /// `MOE_DPn`
-    MoeDp,
-    /// `TPn` (also the `[gpu_id=N]` message tag of v0.1.17-v0.2.13)
-    Tp,
-    /// `EPn`
-    Ep,
-}
-
-impl RankTag {
-    /// The field of `r` this tag sets.
-    pub fn slot(self, r: &mut Ranks) -> &mut Option<u32> {
-        match self {
-            RankTag::Dp => &mut r.dp,
-            RankTag::Pp => &mut r.pp,
-            RankTag::AttnCp => &mut r.attn_cp,
-            RankTag::MoeDp => &mut r.moe_dp,
-            RankTag::Tp => &mut r.tp,
-            RankTag::Ep => &mut r.ep,
-        }
-    }
 }
 
 /// One compiled line kind.
@@ -399,7 +354,7 @@ impl Patterns {
             .build(&literals)
             .map_err(|e| PatternError::Invalid(format!("literal prefilter: {e}")))?;
         let (prefix, prefix_digits_alike) = compile_prefix(&raw.prefix)?;
-        let streams = super::stream::StreamPrefixes::compile(raw.stream_prefixes)?;
+        let streams = compile_streams(raw.stream_prefixes, &rank_tags)?;
         let digits_alike = lines.iter().all(|l: &LineKind| l.digits_alike)
             && literals
                 .iter()
@@ -639,7 +594,7 @@ fn compile_rank_tags(
 /// Compiles a regex of the pattern file, refusing one that reads digits beyond ASCII (`\d` is
 /// Unicode in the regex crate: `٦` would match, then fail or mislead every reader after it).
 /// With it, whether it treats the ten ASCII digits alike ([`digits_alike`]).
-pub(super) fn compile_regex(what: &str, re: &str) -> Result<(Regex, bool), PatternError> {
+fn compile_regex(what: &str, re: &str) -> Result<(Regex, bool), PatternError> {
     let regex = Regex::new(re).map_err(|source| PatternError::Regex {
         what: what.to_string(),
         source,
@@ -745,6 +700,24 @@ fn compile_prefix(re: &str) -> Result<(Regex, bool), PatternError> {
         }
     }
     Ok(prefix)
+}
+
+/// The `stream_prefixes:` section, each regex anchored at the start of the line.
+fn compile_streams(
+    raw: Vec<StreamPrefixRaw>,
+    rank_tags: &[(String, RankTag)],
+) -> Result<super::stream::StreamPrefixes, PatternError> {
+    let mut entries = Vec::new();
+    for r in raw {
+        let what = format!("stream prefix {}", r.name);
+        let anchored = format!("^(?:{})", r.regex);
+        let (regex, _) = compile_regex(&what, &anchored)?;
+        let hir = regex_syntax::Parser::new()
+            .parse(&anchored)
+            .map_err(|e| PatternError::Invalid(format!("{what}: {e}")))?;
+        entries.push((r.name, regex, hir, r.json));
+    }
+    super::stream::StreamPrefixes::new(entries, rank_tags.to_vec()).map_err(PatternError::Invalid)
 }
 
 /// Compiles one entry of `lines:`.

@@ -6,12 +6,14 @@ use jiff::civil::{Date, DateTime, Time};
 use jiff::tz::TimeZone;
 use regex::Captures;
 
-use crate::parse::patterns::Patterns;
-use crate::record::{LogTime, Ranks};
+use crate::record::{LogTime, RankTag, Ranks};
 
 /// Reads the prefix captures (groups `date`, `time`, `frac`, `tags`) into a time and ranks;
 /// `None` when they are malformed (see [`read_prefix_parts`]).
-pub fn read_prefix(p: &Patterns, caps: &Captures<'_>) -> Option<(Option<LogTime>, Ranks)> {
+pub fn read_prefix(
+    p: &[(String, RankTag)],
+    caps: &Captures<'_>,
+) -> Option<(Option<LogTime>, Ranks)> {
     let g = |n: &str| caps.name(n).map(|m| m.as_str());
     read_prefix_parts(p, g("date"), g("time"), g("frac"), g("tags"))
 }
@@ -24,7 +26,7 @@ pub fn read_prefix(p: &Patterns, caps: &Captures<'_>) -> Option<(Option<LogTime>
 /// Anything else (a non-ASCII digit, `25:00:00`) returns `None`: the prefix is malformed and
 /// the line is not read, rather than read with a made-up time.
 pub fn read_prefix_parts(
-    p: &Patterns,
+    p: &[(String, RankTag)],
     date: Option<&str>,
     time: Option<&str>,
     frac: Option<&str>,
@@ -107,8 +109,8 @@ pub const BAD_RANK: u32 = u32::MAX;
 
 /// Sets the rank a tag like `ATTN_CP1` names; unknown tags are ignored; a number that does not
 /// fit, or a second tag for the same rank, sets [`BAD_RANK`].
-pub fn set_rank_tag(p: &Patterns, tag: &str, ranks: &mut Ranks) {
-    for (name, which) in &p.rank_tags {
+pub fn set_rank_tag(p: &[(String, RankTag)], tag: &str, ranks: &mut Ranks) {
+    for (name, which) in p {
         if let Some(num) = tag.strip_prefix(name.as_str()) {
             if num.bytes().all(|c| c.is_ascii_digit()) && !num.is_empty() {
                 let n = num
@@ -357,7 +359,9 @@ mod tests {
 
     #[test]
     fn malformed_prefixes_are_refused_not_misread() {
-        let p = Patterns::embedded().unwrap();
+        let p = crate::parse::patterns::Patterns::embedded()
+            .unwrap()
+            .rank_tags;
         let ok = read_prefix_parts(
             &p,
             Some("2026-06-03"),

@@ -19,35 +19,38 @@
 //! * `date`, `time`, `frac`: a local time as in SGLang's own prefix.
 //! * `tags` (SGLang's rank tags, `DP0 TP1`) and `dp`, `pp`, `attn_cp`, `moe_dp`, `tp`, `ep`
 //!   (a rank number each): the ranks, where SGLang's own prefix is gone.
+//! * `line`: where the line starts, when the regex must see its first bytes (`(?P<line>\[)`:
+//!   only before SGLang's own prefix); else the line starts where the match ends.
 //!
-//! An entry with `json: true` matches only when a JSON object follows it; the object is then
-//! unwrapped as a wrapper record is. Prefixes may nest (a compose service whose lines carry
+//! An entry with `json: true` matches only when a JSON object follows it. A JSON object after
+//! any prefix is unwrapped as a wrapper record is (a Loki line holding a Docker record). Prefixes may nest (a compose service whose lines carry
 //! kubectl's prefix): up to [`MAX_LAYERS`] are read, their `engine` values joined by a space.
 
 use regex::{CaptureLocations, Regex};
-use serde::Deserialize;
 
-use crate::parse::patterns::{PatternError, Patterns};
 use crate::parse::prefix::{set_rank_tag, BAD_RANK};
-use crate::record::{LogTime, Ranks};
+use crate::record::{LogTime, RankTag, Ranks};
 
 /// How many stream prefixes one line may carry, outermost first.
 pub const MAX_LAYERS: usize = 4;
 
-/// One entry of `stream_prefixes:` as written in the pattern file.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct StreamPrefixRaw {
-    name: String,
-    regex: String,
-    #[serde(default)]
-    json: bool,
-}
-
 /// Log level words, never part of an `engine` value (a column of an export's line).
 const LEVELS: &[&str] = &[
-    "TRACE", "DEBUG", "INFO", "NOTICE", "WARN", "WARNING", "ERROR", "CRITICAL", "FATAL",
+    "TRACE", "TRC", "T", "DEBUG", "DBG", "D", "INFO", "INF", "I", "NOTICE", "N", "WARN", "WRN",
+    "WARNING", "W", "ERROR", "ERR", "E", "CRITICAL", "CRIT", "CRT", "C", "FATAL", "FTL", "F",
+    "STDOUT", "STDERR",
 ];
+
+/// Whether `word` is a log level (`INFO`, `W`, `level=warning`, `INFO:`) or a stream name.
+fn is_level(word: &str) -> bool {
+    let w = word.strip_suffix(':').unwrap_or(word);
+    let w = w
+        .strip_prefix("level=")
+        .or_else(|| w.strip_prefix("severity="))
+        .unwrap_or(w);
+    let w = w.trim_matches(|c| matches!(c, '"' | '\''));
+    LEVELS.iter().any(|l| w.eq_ignore_ascii_case(l))
+}
 
 /// The rank groups a stream prefix may have, in [`Ranks`] order.
 const RANK_GROUPS: [&str; 6] = ["dp", "pp", "attn_cp", "moe_dp", "tp", "ep"];
@@ -62,10 +65,20 @@ pub struct StreamPrefix {
     /// Only followed by a JSON object.
     json: bool,
     /// Group indices: engine, node, ts, date, time, frac, tags.
-    groups: [Option<usize>; 7],
+    groups: [Option<usize>; 8],
     ranks: [Option<usize>; 6],
     /// Which first two bytes a match can start with (see [`Gate`]).
     gate: Gate,
+}
+
+impl StreamPrefix {
+    /// Where the line after the prefix starts in a match: the start of group `line` when it
+    /// took part (a prefix that must be followed by something it does not consume), else the
+    /// end of the match.
+    fn end(&self, locs: &CaptureLocations) -> Option<usize> {
+        let line = self.groups[7].and_then(|g| locs.get(g)).map(|(s, _)| s);
+        line.or_else(|| locs.get(0).map(|(_, e)| e))
+    }
 }
 
 /// A set of two-byte starts (bit `b0 * 256 + b1`), so that a line no prefix can start like
@@ -138,6 +151,8 @@ impl Gate {
 #[derive(Debug)]
 pub struct StreamPrefixes {
     list: Vec<StreamPrefix>,
+    /// The pattern file's rank tags (for a `tags` group).
+    rank_tags: Vec<(String, RankTag)>,
     /// The union of every entry's gate.
     gate: Gate,
 }
@@ -146,6 +161,7 @@ impl Default for StreamPrefixes {
     fn default() -> StreamPrefixes {
         StreamPrefixes {
             list: Vec::new(),
+            rank_tags: Vec::new(),
             gate: Gate::none(),
         }
     }
@@ -179,35 +195,43 @@ pub struct StreamScratch {
 }
 
 impl StreamPrefixes {
-    /// Compiles the pattern file's entries.
-    pub(crate) fn compile(raw: Vec<StreamPrefixRaw>) -> Result<StreamPrefixes, PatternError> {
-        let mut out = StreamPrefixes::default();
-        for r in raw {
-            let what = format!("stream prefix {}", r.name);
-            let anchored = format!("^(?:{})", r.regex);
-            let (regex, _) = super::patterns::compile_regex(&what, &anchored)?;
-            let hir = regex_syntax::Parser::new()
-                .parse(&anchored)
-                .map_err(|e| PatternError::Invalid(format!("{what}: {e}")))?;
+    /// The prefixes of a pattern file, in its order: (name, regex compiled as given, with
+    /// `^(?:…)` around it, and its syntax tree, `json`), reading rank tags with `rank_tags`.
+    ///
+    /// # Errors
+    /// A message naming what is wrong with an entry (a regex that matches an empty prefix, a
+    /// `date` group without a `time` group).
+    pub fn new(
+        entries: Vec<(String, Regex, regex_syntax::hir::Hir, bool)>,
+        rank_tags: Vec<(String, RankTag)>,
+    ) -> Result<StreamPrefixes, String> {
+        let mut out = StreamPrefixes {
+            rank_tags,
+            ..StreamPrefixes::default()
+        };
+        for (name, regex, hir, json) in entries {
             if regex.is_match("") {
-                return Err(PatternError::Invalid(format!(
-                    "{what}: the regex matches an empty prefix"
-                )));
+                return Err(format!(
+                    "stream prefix {name}: the regex matches an empty prefix"
+                ));
             }
             let idx = |n: &str| regex.capture_names().position(|x| x == Some(n));
-            let groups = ["engine", "node", "ts", "date", "time", "frac", "tags"].map(idx);
+            let groups = [
+                "engine", "node", "ts", "date", "time", "frac", "tags", "line",
+            ]
+            .map(idx);
             if groups[3].is_some() && groups[4].is_none() {
-                return Err(PatternError::Invalid(format!(
-                    "{what}: a group named date needs one named time"
-                )));
+                return Err(format!(
+                    "stream prefix {name}: a group named date needs one named time"
+                ));
             }
             let gate = Gate::of(&hir);
             out.gate.union(&gate);
             out.list.push(StreamPrefix {
-                name: r.name,
+                name,
                 ranks: RANK_GROUPS.map(idx),
                 groups,
-                json: r.json,
+                json,
                 regex,
                 gate,
             });
@@ -233,13 +257,7 @@ impl StreamPrefixes {
 
     /// Reads the stream prefixes at the start of `text` into `out` (cleared first); `false`
     /// when the line starts with none (most lines: one table lookup).
-    pub fn read(
-        &self,
-        pat: &Patterns,
-        text: &str,
-        sc: &mut StreamScratch,
-        out: &mut StreamInfo,
-    ) -> bool {
+    pub fn read(&self, text: &str, sc: &mut StreamScratch, out: &mut StreamInfo) -> bool {
         if !self.gate.has(text.as_bytes()) {
             return false;
         }
@@ -260,7 +278,7 @@ impl StreamPrefixes {
             found = true;
             let p = &self.list[k];
             let locs = &sc.locs[k];
-            let (_, len) = locs.get(0).unwrap_or((0, 0));
+            let len = p.end(locs).unwrap_or(0);
             let g = |i: usize| {
                 p.groups[i]
                     .and_then(|g| locs.get(g))
@@ -268,7 +286,7 @@ impl StreamPrefixes {
             };
             for word in g(0).unwrap_or("").split_ascii_whitespace() {
                 // A log level is how loud the line is, not who wrote it.
-                if LEVELS.iter().any(|l| word.eq_ignore_ascii_case(l)) {
+                if is_level(word) {
                     continue;
                 }
                 if !out.engine.is_empty() {
@@ -280,10 +298,10 @@ impl StreamPrefixes {
                 out.node.clear();
                 out.node.push_str(n);
             }
-            read_time(pat, g(2), g(3), g(4), g(5), out);
+            read_time(&self.rank_tags, g(2), g(3), g(4), g(5), out);
             if let Some(tags) = g(6) {
                 for tag in tags.split_ascii_whitespace() {
-                    set_rank_tag(pat, tag, &mut out.ranks);
+                    set_rank_tag(&self.rank_tags, tag, &mut out.ranks);
                 }
             }
             for (slot, gi) in [
@@ -322,16 +340,15 @@ impl StreamPrefixes {
             let p = &self.list[k];
             p.gate.has(b)
                 && p.regex.captures_read(&mut sc.locs[k], rest).is_some()
-                && sc.locs[k]
-                    .get(0)
-                    .is_some_and(|(_, e)| e > 0 && e < b.len() && (!p.json || b[e] == b'{'))
+                && p.end(&sc.locs[k])
+                    .is_some_and(|e| e > 0 && e < b.len() && (!p.json || b[e] == b'{'))
         })
     }
 }
 
 /// Reads a prefix's time groups into `out` (the first layer that gives a time wins).
 fn read_time(
-    pat: &Patterns,
+    tags: &[(String, RankTag)],
     ts: Option<&str>,
     date: Option<&str>,
     time: Option<&str>,
@@ -352,7 +369,7 @@ fn read_time(
         return;
     }
     if time.is_some() {
-        match super::prefix::read_prefix_parts(pat, date, time, frac, None) {
+        match super::prefix::read_prefix_parts(tags, date, time, frac, None) {
             Some((t, _)) => out.local = t,
             None => out.broken = true,
         }
@@ -406,13 +423,14 @@ fn local_time(s: &str) -> Option<LogTime> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::parse::patterns::Patterns;
 
     fn read(line: &str) -> Option<(String, StreamInfo)> {
         let pat = Patterns::embedded().unwrap();
         let mut sc = pat.streams.scratch();
         let mut out = StreamInfo::default();
         pat.streams
-            .read(&pat, line, &mut sc, &mut out)
+            .read(line, &mut sc, &mut out)
             .then(|| (line[out.end..].to_string(), out))
     }
 

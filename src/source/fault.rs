@@ -5,7 +5,12 @@
 //! line containing `TEXT` then panics at that stage. `parse` panics inside the per-line guard
 //! (the line is skipped, the source goes on); `reader` panics outside it, in the reader itself
 //! (the source is restarted where it stopped). Not for production use; documented only here.
+//!
+//! Compiled in only with the cargo feature `fault-injection`, which `.ci/run` turns on for
+//! `cargo test`; a build without it (the release binary, the Debian package, the image) has no
+//! hook: [`enabled`] is `false` and [`check`] does nothing, whatever the environment says.
 
+#[cfg(feature = "fault-injection")]
 use std::sync::OnceLock;
 
 /// Where a fault is injected.
@@ -17,6 +22,7 @@ pub enum Stage {
     Reader,
 }
 
+#[cfg(feature = "fault-injection")]
 fn configured() -> &'static Option<(Stage, Vec<u8>)> {
     static FAULT: OnceLock<Option<(Stage, Vec<u8>)>> = OnceLock::new();
     FAULT.get_or_init(|| {
@@ -32,11 +38,19 @@ fn configured() -> &'static Option<(Stage, Vec<u8>)> {
 }
 
 /// Whether the hook is set (for any stage).
+#[cfg(feature = "fault-injection")]
 pub fn enabled() -> bool {
     configured().is_some()
 }
 
+/// Whether the hook is set: never, in a build without it.
+#[cfg(not(feature = "fault-injection"))]
+pub fn enabled() -> bool {
+    false
+}
+
 /// Panics when the hook is set for `stage` and `line` holds its text.
+#[cfg(feature = "fault-injection")]
 pub fn check(stage: Stage, line: &[u8]) {
     if let Some((s, text)) = configured() {
         if *s == stage && memchr::memmem::find(line, text).is_some() {
@@ -44,3 +58,8 @@ pub fn check(stage: Stage, line: &[u8]) {
         }
     }
 }
+
+/// Does nothing, in a build without the hook.
+#[cfg(not(feature = "fault-injection"))]
+#[inline(always)]
+pub fn check(_stage: Stage, _line: &[u8]) {}

@@ -210,30 +210,31 @@ impl Pipeline {
         if let Some(o) = origin {
             join(engine, o);
         }
+        let wrapped = !std::ptr::eq(text, raw);
         let mut text = decode_text(text, clean_buf, lossy, d);
         // Another tool's prefix before SGLang's line (one table lookup for most lines).
-        let streamed = patterns.streams.read(patterns, text, stream_sc, stream);
+        let streamed = patterns.streams.read(text, stream_sc, stream);
         if streamed {
             if stream.broken {
                 d.unmatched += 1;
                 return Outcome::Unmatched(text);
             }
             join(engine, &stream.engine);
-            let rest = &text[stream.end..];
-            if stream.json {
-                let Some((inner, u, r, o)) = unframe(inner.frame(rest.as_bytes()), d) else {
-                    return Outcome::Skipped;
-                };
-                text = decode_text(inner, inner_clean, inner_lossy, d);
-                unit = unit.or(u);
-                realtime = realtime.or(r);
-                if let Some(o) = o {
-                    join(engine, o);
-                }
-            } else {
-                text = rest;
-            }
+            text = &text[stream.end..];
             realtime = realtime.or(stream.unix);
+        }
+        // A JSON record after a prefix (Fluentd's `out_file`, a Loki line holding a Docker
+        // record) or inside another record (`logcli --output jsonl` of Docker records).
+        if (streamed || wrapped) && text.starts_with('{') {
+            let Some((inner, u, r, o)) = unframe(inner.frame(text.as_bytes()), d) else {
+                return Outcome::Skipped;
+            };
+            text = decode_text(inner, inner_clean, inner_lossy, d);
+            unit = unit.or(u);
+            realtime = realtime.or(r);
+            if let Some(o) = o {
+                join(engine, o);
+            }
         }
         match parser.parse(text) {
             Some(mut rec) => {

@@ -3,7 +3,8 @@
 //! the worker), so their lines are the server's, one server with its ranks. Two nodes that
 //! print the same rank are no such pair: they run separate servers (a job that starts one
 //! replica per node), and merging them would show one replica's values as the other's. So a
-//! node whose stats line names a rank another node's already did becomes its own engine
+//! node whose line of a rank (stats, a retraction, a KV pool) names a rank another node's
+//! already did becomes its own engine
 //! (`engine="worker1"`) from that line on; so does a node whose `server_args` dump says it is
 //! a server of one host (`nnodes` 1) after another node's dump.
 //!
@@ -25,7 +26,7 @@ const MAX_RANKS: usize = 4096;
 #[derive(Debug, Default)]
 struct Node {
     name: String,
-    /// (hash of the engine the line has besides the node, ranks) of its stats lines.
+    /// (hash of the engine the line has besides the node, ranks) of its rank lines.
     ranks: HashSet<(u64, Ranks)>,
     /// It printed a rank another node had: its own engine.
     own: bool,
@@ -71,7 +72,14 @@ impl Nodes {
             }
             self.list[i].dumped = true;
         }
-        if !self.list[i].own && matches!(class, Class::Prefill | Class::Decode) {
+        // A rank's lines: its stats lines, and its retractions and startup figures when they
+        // name a rank (rank-less ones are the server's, printed by every node).
+        let rank_line = match class {
+            Class::Prefill | Class::Decode => true,
+            Class::Retract | Class::Fact => ranks != Ranks::default(),
+            _ => false,
+        };
+        if !self.list[i].own && rank_line {
             let mut h = std::collections::hash_map::DefaultHasher::new();
             engine.unwrap_or("").hash(&mut h);
             let key = (h.finish(), ranks);
@@ -144,6 +152,11 @@ mod tests {
         assert_eq!(n.engine("worker1", &d(8)), None);
         // Startup lines (server-wide, rank-less) of both nodes never split them.
         assert_eq!(n.engine("worker1", &line(Class::Fact, None, None)), None);
+        // A retraction of a rank the head printed: a server apart, from that line on.
+        assert_eq!(
+            n.engine("worker3", &line(Class::Retract, Some(0), None)),
+            Some("worker3")
+        );
         assert_eq!(n.engine("head", &d(0)), None);
         // A third node that prints TP0 again is a server of its own.
         assert_eq!(n.engine("worker2", &d(0)), Some("worker2"));

@@ -13,23 +13,44 @@ use std::io::{self, Read, Seek, SeekFrom};
 use super::linebuf::Event;
 use super::Ingest;
 
-/// How much of the start of an input is sampled for its order.
-pub const SAMPLE: usize = 1 << 20;
+/// The start of an input is sampled for its order in steps of this many bytes…
+const SAMPLE_STEP: usize = 1 << 20;
 
-/// Lines of the sample whose time must go backwards (against the next timed line) before an
-/// input is read as newest-first: a few out-of-order lines of a forward log never are enough.
-const MIN_STEPS: usize = 3;
+/// …until it holds this many timed lines…
+const SAMPLE_TIMED: usize = 32;
 
-/// Whether the timed lines of `sample` (the start of an input, cut at its last whole line) go
-/// backwards: more than [`MIN_STEPS`] steps back, and at least four times as many steps back
-/// as forward. Inputs of multi-line records (journal export entries, container records in
-/// pieces) are never taken as newest-first: their lines cannot be reversed one by one.
-pub fn newest_first(ing: &Ingest, sample: &[u8]) -> bool {
+/// …or this many bytes (a long traceback or banner before the first stats line).
+const SAMPLE_MAX: usize = 16 << 20;
+
+/// What the sampled start of an input says of its order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Order {
+    /// Steps from one timed line to the next that go back in time.
+    back: usize,
+    /// Steps that go forward.
+    forward: usize,
+    /// Timed lines.
+    timed: usize,
+    /// The sample holds records of several lines (journal export entries, container records
+    /// in pieces): its lines cannot be reversed one by one.
+    multiline: bool,
+}
+
+impl Order {
+    /// Newest first: the times only go back (a short export: one step is enough), or go back
+    /// at least three times and four times as often as forward (a few lines of a forward log
+    /// printed out of order by their ranks never are enough).
+    fn newest_first(&self) -> bool {
+        !self.multiline
+            && ((self.back >= 1 && self.forward == 0)
+                || (self.back >= 3 && self.back >= 4 * self.forward))
+    }
+}
+
+/// The order of the whole lines of `sample`.
+fn order_of(ing: &Ingest, sample: &[u8]) -> Order {
     let end = memchr::memrchr(b'\n', sample).map_or(0, |i| i + 1);
     let (times, multiline) = ing.sample_times(&sample[..end]);
-    if multiline {
-        return false;
-    }
     let (mut back, mut forward) = (0usize, 0usize);
     for w in times.windows(2) {
         if w[1] < w[0] {
@@ -38,7 +59,70 @@ pub fn newest_first(ing: &Ingest, sample: &[u8]) -> bool {
             forward += 1;
         }
     }
-    back >= MIN_STEPS && back >= 4 * forward
+    Order {
+        back,
+        forward,
+        timed: times.len(),
+        multiline,
+    }
+}
+
+/// Reads the start of `r` (see [`SAMPLE_TIMED`]) into `sample`; whether it is newest-first.
+///
+/// # Errors
+/// A read error of `r` (what was read is in `sample`).
+fn sample(r: &mut dyn Read, ing: &Ingest, sample: &mut Vec<u8>) -> io::Result<bool> {
+    loop {
+        let before = sample.len();
+        r.take(SAMPLE_STEP as u64).read_to_end(sample)?;
+        let order = order_of(ing, sample);
+        let ended = sample.len() - before < SAMPLE_STEP;
+        if ended || order.timed >= SAMPLE_TIMED || sample.len() >= SAMPLE_MAX {
+            return Ok(order.newest_first());
+        }
+    }
+}
+
+/// `--once` on a path: a regular file whose start is newest-first is read backwards; a FIFO
+/// (`<(tac log)`, `mkfifo`) is sampled and read as a stream (see [`read_stream`]). `false`
+/// when the path is left to the forward reader ([`super::file`]): a file in order, one that
+/// cannot be opened (the forward reader reports why), anything else.
+pub fn read_once(path: &std::path::Path, ing: &mut Ingest, max_line: usize) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(meta) = std::fs::metadata(path) else {
+        return false;
+    };
+    if meta.file_type().is_fifo() {
+        let Ok(mut f) = std::fs::File::open(path) else {
+            return false;
+        };
+        read_stream(&mut f, ing, max_line);
+        // Up at the end, as a file read to its end is.
+        ing.set_up(true);
+        return true;
+    }
+    // Only a regular file is sampled and read again from its end.
+    if !meta.is_file() {
+        return false;
+    }
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return false;
+    };
+    let Ok(meta) = f.metadata() else {
+        return false;
+    };
+    let mut head = Vec::new();
+    if !meta.is_file() || !sample(&mut f, ing, &mut head).unwrap_or(false) {
+        return false;
+    }
+    tracing::info!(source = %ing.source(), "the input's line times go backwards (newest first): reading it from its end");
+    ing.set_up(true);
+    // Up at the end, as a file read forwards to its end is.
+    if let Err(e) = read_backwards(&mut f, meta.len(), ing, max_line) {
+        ing.count_error();
+        tracing::warn!(source = %ing.source(), "reading failed: {e}; treating it as the end of the input");
+    }
+    true
 }
 
 /// Reads `r` (of `len` bytes) line by line from its end into `ing`, as [`super::file`] reads
@@ -132,59 +216,13 @@ fn emit(
     tail.clear();
 }
 
-/// Reads the file at `path` backwards into `ing` when it is newest-first; `false` (nothing
-/// read) when it is not, or cannot be opened (the forward reader then reports why).
-pub fn read_file_if_newest_first(
-    path: &std::path::Path,
-    ing: &mut Ingest,
-    max_line: usize,
-) -> bool {
-    // Only a regular file is sampled: opening a FIFO would wait for its writer, and what the
-    // sample read of it could not be read again.
-    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
-        return false;
-    }
-    let Ok(mut f) = std::fs::File::open(path) else {
-        return false;
-    };
-    let Ok(meta) = f.metadata() else {
-        return false;
-    };
-    if !meta.is_file() {
-        return false;
-    }
-    let mut sample = Vec::new();
-    if (&mut f)
-        .take(SAMPLE as u64)
-        .read_to_end(&mut sample)
-        .is_err()
-        || !newest_first(ing, &sample)
-    {
-        return false;
-    }
-    tracing::info!(source = %ing.source(), "the input's line times go backwards (newest first): reading it from its end");
-    let mtime = meta
-        .modified()
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map(|d| d.as_secs_f64());
-    ing.set_up(true);
-    ing.set_fallback_time(mtime);
-    // Up at the end, as a file read forwards to its end is.
-    if let Err(e) = read_backwards(&mut f, meta.len(), ing, max_line) {
-        ing.count_error();
-        tracing::warn!(source = %ing.source(), "reading failed: {e}; treating it as the end of the input");
-    }
-    true
-}
-
-/// Reads stdin to its end into `ing`: in order, or (newest-first, see [`newest_first`])
-/// spooled to an unlinked temporary file and read from its end.
-pub fn read_stdin(input: &mut dyn Read, ing: &mut Ingest, max_line: usize) {
-    let mut sample = Vec::new();
-    let sampled = input.take(SAMPLE as u64).read_to_end(&mut sample);
-    if sampled.is_ok() && newest_first(ing, &sample) {
-        match spool(&sample, input) {
+/// Reads a stream (stdin, a FIFO) to its end into `ing`: in order, or (newest-first, see
+/// [`Order::newest_first`]) spooled to an unlinked temporary file and read from its end.
+pub fn read_stream(input: &mut dyn Read, ing: &mut Ingest, max_line: usize) {
+    let mut head = Vec::new();
+    let sampled = sample(input, ing, &mut head);
+    if sampled.as_ref().is_ok_and(|&newest| newest) {
+        match spool(&head, input) {
             Ok((mut f, len)) => {
                 tracing::info!(source = %ing.source(), "the input's line times go backwards (newest first): reading it from its end");
                 ing.set_up(true);
@@ -200,7 +238,7 @@ pub fn read_stdin(input: &mut dyn Read, ing: &mut Ingest, max_line: usize) {
             }
         }
     }
-    let mut chained = io::Cursor::new(sample).chain(input);
+    let mut chained = io::Cursor::new(head).chain(input);
     super::stdin::read_to_end(&mut chained, ing, max_line);
 }
 

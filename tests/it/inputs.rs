@@ -239,6 +239,8 @@ fn a_companion_line_that_shares_the_label_is_not_a_batch() {
 /// A bug of ours while reading a line (a panic, injected by the test hook of
 /// `src/source/fault.rs`) skips that line and is counted; the lines around it are read. The
 /// count is exact: the line is applied once, as a panic, whether the parser or the state panicked.
+/// The hook exists only in a build with the `fault-injection` feature (`.ci/run` turns it on).
+#[cfg(feature = "fault-injection")]
 #[test]
 fn a_panic_while_reading_a_line_skips_and_counts_that_line_only() {
     let log = crate::common::sample("pd-decode-session.log");

@@ -422,3 +422,191 @@ fn json_records_that_name_their_writer_are_kept_apart() {
     let m = read("fb.log", &fluentbit);
     assert_two_replicas(&m, "fb", ["pod/sglang-0/server", "pod/sglang-1/server"]);
 }
+
+/// Two units' lines under a syslog-style prefix, as `replica(i)` prints it before SGLang's line.
+fn assert_hosts_apart(name: &str, prefix: impl Fn(usize) -> String, engines: [&str; 2]) {
+    let m = read(name, &two_replicas(prefix));
+    assert_two_replicas(&m, name.trim_end_matches(".log"), engines);
+}
+
+#[test]
+fn journal_short_and_syslog_lines_of_two_units_are_kept_apart() {
+    let units = ["sglang-prefill[111]", "sglang-decode[222]"];
+    let ident = ["gpu-node-1 sglang-prefill", "gpu-node-1 sglang-decode"];
+    assert_hosts_apart(
+        "short.log",
+        |i| format!("Sep 26 10:00:03 gpu-node-1 {}: ", units[i]),
+        ident,
+    );
+    assert_hosts_apart(
+        "precise.log",
+        |i| format!("Sep 26 10:00:03.123456 gpu-node-1 {}: ", units[i]),
+        ident,
+    );
+    assert_hosts_apart(
+        "iso.log",
+        |i| format!("2026-09-26T10:00:03+0000 gpu-node-1 {}: ", units[i]),
+        ident,
+    );
+    assert_hosts_apart(
+        "full.log",
+        |i| format!("Sat 2026-09-26 10:00:03 UTC gpu-node-1 {}: ", units[i]),
+        ident,
+    );
+    assert_hosts_apart(
+        "unix.log",
+        |i| format!("1790416803.123456 gpu-node-1 {}: ", units[i]),
+        ident,
+    );
+    // RFC 5424 from two hosts: `<PRI>1 TIME HOST APP PROCID MSGID SD MSG`.
+    let hosts = ["gpu-node-1", "gpu-node-2"];
+    assert_hosts_apart(
+        "rfc5424.log",
+        |i| {
+            format!(
+                "<14>1 2026-09-26T10:00:03.000Z {} sglang 4242 - - ",
+                hosts[i]
+            )
+        },
+        ["gpu-node-1 sglang", "gpu-node-2 sglang"],
+    );
+    // An export's time and host columns before SGLang's own prefix.
+    assert_hosts_apart(
+        "timehost.log",
+        |i| format!("2026-09-26T10:00:03.000Z {} ", hosts[i]),
+        hosts,
+    );
+}
+
+#[test]
+fn an_export_without_sglangs_time_keeps_rankless_lines_with_their_writer() {
+    let s = "\
+2026-09-26T10:00:00.000Z replica-7 INFO ] server_args=ServerArgs(model_path='m/x', served_model_name='m/x', tp_size=1, dp_size=1)
+2026-09-26T10:00:00.100Z replica-8 I server_args=ServerArgs(model_path='m/y', served_model_name='m/y', tp_size=1, dp_size=1)
+2026-09-26T10:00:01.123Z replica-7 I TP0] Decode batch, #running-req: 3, #token: 300, token usage: 0.03, #queue-req: 1
+2026-09-26T10:00:01.500Z replica-8 level=info TP0] Decode batch, #running-req: 9, #token: 900, token usage: 0.09, #queue-req: 0
+2026-09-26T10:00:02.000Z replica-7 W TP0] KV cache pool is full. Retract requests. #retracted_reqs: 4, #new_token_ratio: 0.5000 -> 0.8000
+2026-09-26T10:00:02.500Z replica-7 INFO ] INFO:     127.0.0.1:5 - \"GET /health HTTP/1.1\" 200 OK
+2026-09-26T10:00:03.000Z NODE7 TP0] Decode batch, #running-req: 5, #token: 500, token usage: 0.05, #queue-req: 0
+";
+    let m = read("cols.log", s);
+    let v = |metric, e, model| of(&m, metric, "cols", e, model, TP0);
+    assert_eq!(
+        v("sglang:num_running_reqs", "replica-7", "m/x"),
+        Some(3.0),
+        "{m}"
+    );
+    assert_eq!(v("sglang:num_running_reqs", "replica-8", "m/y"), Some(9.0));
+    // The level is no part of the writer: the retraction is replica-7's.
+    assert_eq!(
+        v("sglang_retracted_requests_total", "replica-7", "m/x"),
+        Some(4.0)
+    );
+    // An upper-case host with a digit is a host, not a rank tag.
+    assert_eq!(v("sglang:num_running_reqs", "NODE7", ""), Some(5.0));
+    assert_eq!(
+        value(
+            &m,
+            r#"sglang_http_requests_total{server="cols",engine="replica-7",model_name="m/x",engine_type="unified",method="GET",path="/health",status="200"}"#
+        ),
+        Some(1.0)
+    );
+    assert_eq!(unmatched(&m), 0.0, "{m}");
+}
+
+#[test]
+fn docker_records_inside_loki_lines_are_unwrapped() {
+    let text = two_replicas(|_| String::new());
+    let mut plain = String::new();
+    let mut jsonl = String::new();
+    for (n, line) in text.lines().enumerate() {
+        let rec = serde_json::json!({"log": format!("{line}\n"), "stream": "stderr", "time": "2026-09-26T10:00:01.5Z"}).to_string();
+        plain += &format!("2026-09-26T10:00:01Z {} {rec}\n", LABELS[n % 2]);
+        let pod = ["sglang-0", "sglang-1"][n % 2];
+        jsonl += &serde_json::json!({"labels": {"app": "sglang", "pod": pod}, "line": rec, "timestamp": "2026-09-26T10:00:01Z"}).to_string();
+        jsonl.push('\n');
+    }
+    let m = read("lokid.log", &plain);
+    assert_two_replicas(&m, "lokid", LABELS);
+    assert_eq!(value_errors(&m), 0.0, "{m}");
+    let m = read("lokij.log", &jsonl);
+    assert_two_replicas(&m, "lokij", LABELS);
+    assert_eq!(value_errors(&m), 0.0, "{m}");
+}
+
+#[test]
+fn a_nodes_first_rank_line_of_a_rank_another_node_printed_is_its_own() {
+    let head = "(head, rank=0, pid=100) ";
+    let worker = "(worker1, rank=1, pid=200, ip=10.0.0.2) ";
+    let s = format!(
+        "{head}[2026-09-26 10:00:01 TP0] {}\n{worker}[2026-09-26 10:00:02 TP0] KV cache pool is full. Retract requests. #retracted_reqs: 7, #new_token_ratio: 0.5000 -> 0.8000\n{worker}[2026-09-26 10:00:02 TP0] KV Cache is allocated. #tokens: 5000, KV size: 1.00 GB\n{worker}[2026-09-26 10:00:03 TP0] {}\n",
+        decode(10, 0),
+        decode(20, 0)
+    );
+    let m = read("sky3.log", &s);
+    let v = |metric, e| of(&m, metric, "sky3", e, "", TP0);
+    assert_eq!(
+        v("sglang_retracted_requests_total", "worker1"),
+        Some(7.0),
+        "{m}"
+    );
+    assert_eq!(v("sglang_retracted_requests_total", ""), Some(0.0));
+    assert_eq!(v("sglang_kv_pool_capacity_tokens", "worker1"), Some(5000.0));
+    assert_eq!(v("sglang_kv_pool_capacity_tokens", ""), None);
+}
+
+#[test]
+fn short_and_untimed_newest_first_inputs_and_fifos_read_as_in_order() {
+    let forward = format!(
+        "[2026-09-26 10:00:00] {}\n[2026-09-26 10:00:01 TP0] {}\nINFO:     127.0.0.1:5 - \"GET /health HTTP/1.1\" 200 OK\n[2026-09-26 10:00:03 TP0] {}\n",
+        args("m/a"),
+        decode(2, 0),
+        decode(3, 1)
+    );
+    let mut lines: Vec<&str> = forward.lines().collect();
+    lines.reverse();
+    let backward = lines.join("\n") + "\n";
+    let fwd = read("in_order.log", &forward);
+    let back = read("in_order.log", &backward);
+    // The untimed access line takes no time of its own (never the file's modification time).
+    assert!(without_source(&fwd) == without_source(&back), "{back}");
+    assert_eq!(
+        of(&back, "sglang:num_running_reqs", "in_order", "", "m/a", TP0),
+        Some(3.0),
+        "{back}"
+    );
+    // Read through a FIFO (`<(tac log)`).
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("in_order.log");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let w = {
+        let fifo = fifo.clone();
+        let text = backward.clone();
+        std::thread::spawn(move || std::fs::write(fifo, text).unwrap())
+    };
+    let piped = once(&[
+        "--gpu.disable",
+        "--idle-after",
+        "1000000h",
+        "--log.level",
+        "error",
+        fifo.to_str().unwrap(),
+    ]);
+    w.join().unwrap();
+    assert_eq!(
+        of(
+            &piped,
+            "sglang:num_running_reqs",
+            "in_order",
+            "",
+            "m/a",
+            TP0
+        ),
+        Some(3.0),
+        "{piped}"
+    );
+}
