@@ -476,7 +476,17 @@ mod tests {
             Ok(std::time::Duration::from_millis(500))
         );
         assert_eq!(parse_duration("1m"), Ok(std::time::Duration::from_secs(60)));
+        // What the doc promises: a compound duration, and zero (`--idle-after 0`) accepted.
+        assert_eq!(
+            parse_duration("1m30s"),
+            Ok(std::time::Duration::from_secs(90))
+        );
+        assert_eq!(parse_duration("0"), Ok(std::time::Duration::ZERO));
+        assert_eq!(parse_duration("0s"), Ok(std::time::Duration::ZERO));
         assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("-5s").is_err());
+        assert!(parse_duration("-1").is_err());
+        assert!(parse_duration("NaN").is_err());
     }
 
     #[test]

@@ -1,9 +1,25 @@
 //! sglang-log-exporter: follows SGLang server logs and republishes the scheduler's state
 //! (KV-cache usage, running and queued requests, throughput, retractions) as Prometheus metrics.
 //!
-//! Pipeline: [`source`] (files, stdin) → [`parse`] (prefix, patterns, fields) → [`state`]
-//! (current values, idle policy, bounds) → [`export`] (`/metrics`). See `DESIGN.md` in the
-//! repository for the metric contract.
+//! Pipeline, each top-level module in its place:
+//!
+//! * [`source`]: the inputs (followed files and their rotation, stdin, journald units, pod-log
+//!   discovery) and the glue that carries a line from them to the state (`Pipeline`: wrapper
+//!   framing, stream prefixes, cleaning, parsing; `Ingest`: counting and applying, in log
+//!   order, also on several threads for history; newest-first inputs read backwards).
+//! * [`parse`]: one line to a [`record::Record`] (prefix, pattern file, fields, `server_args`,
+//!   request records), pure, no I/O; [`record`] is its output type, a leaf module.
+//! * [`state`]: current values per server, engine and rank, the log clock, the idle policy,
+//!   cardinality caps, self metrics, the state file.
+//! * [`gpu`]: NVML readings and which GPUs each server uses.
+//! * [`view`] (what a scrape shows of the state), [`family`] (the exposition data model) and
+//!   [`export`] (`/metrics` over HTTP or HTTPS, the Pushgateway, OpenMetrics, `--once`'s
+//!   summary).
+//! * Commands beside the main job: [`backfill`], [`check`], [`top`], [`generate`].
+//! * [`cli`] (the command line, clap only), [`app`] (turns it into each part's configuration
+//!   and runs the mode), [`stop`] (one stop signal for every thread).
+//!
+//! See `DESIGN.md` in the repository for the metric contract.
 //!
 //! Parsing one line (the parser is pure: no I/O, no allocation for a line it does not match):
 //!

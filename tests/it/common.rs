@@ -93,6 +93,17 @@ pub fn free_port() -> u16 {
 pub struct Exporter {
     pub child: Child,
     pub port: u16,
+    /// Its stderr, drained from the start by a thread (a chatty exporter must never block on
+    /// a full pipe), kept for [`Exporter::log_lines`] and [`Exporter::stderr_to_end`].
+    tap: std::sync::Arc<std::sync::Mutex<StderrTap>>,
+    drain: Option<std::thread::JoinHandle<()>>,
+}
+
+/// What the exporter wrote to stderr so far, and where new lines go.
+#[derive(Default)]
+struct StderrTap {
+    lines: Vec<String>,
+    tx: Option<std::sync::mpsc::Sender<String>>,
 }
 
 impl Exporter {
@@ -115,9 +126,49 @@ impl Exporter {
             .stderr(Stdio::piped())
             .spawn()
             .expect("start the exporter");
-        let e = Exporter { child, port };
+        let e = Exporter::tapped(child, port);
         e.wait_ready();
         e
+    }
+
+    /// Wraps a started child, draining its stderr.
+    pub fn tapped(mut child: Child, port: u16) -> Exporter {
+        use std::io::BufRead;
+        let tap = std::sync::Arc::new(std::sync::Mutex::new(StderrTap::default()));
+        let drain = child.stderr.take().map(|err| {
+            let tap = tap.clone();
+            std::thread::spawn(move || {
+                for l in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+                    let mut t = tap.lock().unwrap();
+                    if let Some(tx) = &t.tx {
+                        if tx.send(l.clone()).is_err() {
+                            t.tx = None;
+                        }
+                    }
+                    t.lines.push(l);
+                }
+                // The log ended: receivers see it.
+                tap.lock().unwrap().tx = None;
+            })
+        });
+        Exporter {
+            child,
+            port,
+            tap,
+            drain,
+        }
+    }
+
+    /// Everything the exporter wrote to stderr, once it has ended (call after killing it;
+    /// waits up to 10 s for the pipe to close, then returns what came).
+    pub fn stderr_to_end(&mut self) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.drain.as_ref().is_some_and(|d| !d.is_finished()) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let mut text = self.tap.lock().unwrap().lines.join("\n");
+        text.push('\n');
+        text
     }
 
     /// Waits until the exporter accepts connections.
@@ -170,18 +221,16 @@ impl Exporter {
 }
 
 impl Exporter {
-    /// The exporter's log lines as they come (stderr, read by a thread); call once.
+    /// The exporter's log lines (stderr), those written so far first, then as they come.
     pub fn log_lines(&mut self) -> std::sync::mpsc::Receiver<String> {
-        use std::io::BufRead;
-        let err = self.child.stderr.take().expect("stderr piped, taken once");
         let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for l in std::io::BufReader::new(err).lines().map_while(Result::ok) {
-                if tx.send(l).is_err() {
-                    break;
-                }
-            }
-        });
+        let mut t = self.tap.lock().unwrap();
+        for l in &t.lines {
+            let _ = tx.send(l.clone());
+        }
+        if self.drain.as_ref().is_some_and(|d| !d.is_finished()) {
+            t.tx = Some(tx);
+        }
         rx
     }
 }

@@ -357,7 +357,7 @@ fn stdin_json_journal_lines_and_serving_after_eof() {
         // Plain lines on stdin work too, under the server name `stdin`.
         stdin.write_all(decode(0, 2, 0).as_bytes()).unwrap();
     } // EOF
-    let e = Exporter { child, port };
+    let e = Exporter::tapped(child, port);
     e.wait_ready();
     let s = e.scrape_until(10, |s| has(s, &running("stdin", 0), 2.0));
     let l = "{server=\"sglang-decode\",model_name=\"\",engine_type=\"decode\",pp_rank=\"0\",tp_rank=\"3\",moe_ep_rank=\"0\"}";
@@ -419,11 +419,20 @@ fn random_rotation_model() {
     };
     let mut written = 0u32;
     let mut rotations = 0;
+    // The last value written to a rotated-away file (as rank TP1, so the order in which the
+    // two files are read cannot hide it behind TP0's newer line).
+    let mut in_rotated = None;
     for step in 0..40 {
         match rnd(6) {
             0 => {
                 rotations += 1;
-                std::fs::rename(&p, dir.path().join(format!("model.log.{rotations}"))).unwrap();
+                let old = dir.path().join(format!("model.log.{rotations}"));
+                std::fs::rename(&p, &old).unwrap();
+                // The writer has not reopened yet: its next line goes to the renamed file,
+                // which is read until its grace period ends.
+                written += 1;
+                append(&old, decode(1, written, step).as_bytes());
+                in_rotated = Some(written);
                 append(&p, b"");
             }
             1 => {
@@ -450,6 +459,12 @@ fn random_rotation_model() {
             has(&s, &running("model", 0), written as f64),
             "step {step}: {s}"
         );
+        if let Some(v) = in_rotated {
+            assert!(
+                has(&s, &running("model", 1), f64::from(v)),
+                "step {step}: {s}"
+            );
+        }
     }
 }
 

@@ -507,8 +507,7 @@ fn live_outage_then_recovery() {
     assert_eq!(value(&m, "sglang_log_exporter_nvml_up"), Some(1.0));
     let _ = e.child.kill();
     let _ = e.child.wait();
-    let mut err = String::new();
-    std::io::Read::read_to_string(e.child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    let err = e.stderr_to_end();
     assert_eq!(err.matches("NVML unavailable").count(), 1, "{err}");
     assert_eq!(err.matches("NVML is available again").count(), 1, "{err}");
 }

@@ -187,7 +187,7 @@ fn bad_option_values_are_refused() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let _guard = Exporter { child, port };
+    let _guard = Exporter::tapped(child, port);
     let url = format!("http://localhost:{port}/");
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {

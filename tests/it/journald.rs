@@ -245,9 +245,8 @@ fn bad_journals_and_arguments_fail_clearly() {
         Some(0.0)
     );
     e.child.kill().expect("kill");
-    let mut log = String::new();
-    std::io::Read::read_to_string(&mut e.child.stderr.take().expect("stderr"), &mut log)
-        .expect("read");
+    let _ = e.child.wait();
+    let log = e.stderr_to_end();
     assert_eq!(log.matches("Failed to open files").count(), 1, "{log}");
 }
 

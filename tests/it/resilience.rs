@@ -114,35 +114,15 @@ fn a_misspelled_unit_is_warned_about_and_counts_no_entries() {
     let m = e.scrape_until(10, |m| value(m, series).is_some());
     assert!(!m.contains("sglang:num_running_reqs"), "{m}");
     // Read stderr as it comes; the warning is written while the unit is probed.
-    let err = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-    let mut pipe = e.child.stderr.take().expect("stderr");
-    let sink = err.clone();
-    let reader = std::thread::spawn(move || {
-        use std::io::Read;
-        let mut buf = [0u8; 4096];
-        while let Ok(n @ 1..) = pipe.read(&mut buf) {
-            sink.lock()
-                .unwrap()
-                .push_str(&String::from_utf8_lossy(&buf[..n]));
-        }
-    });
     let warning = "the journal has no entries of this unit yet";
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !err.lock().unwrap().contains(warning) {
-        assert!(
-            Instant::now() < deadline,
-            "no warning within 10 s: {}",
-            err.lock().unwrap()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let rx = e.log_lines();
+    crate::common::wait_log(&rx, warning, 10);
     // Still 0 after the unit was probed, and warned about once however often it is probed.
     let m = e.scrape();
     assert_eq!(value(&m, series), Some(0.0), "{m}");
     e.child.kill().expect("kill");
     e.child.wait().expect("wait");
-    reader.join().expect("the stderr reader");
-    let err = err.lock().unwrap().clone();
+    let err = e.stderr_to_end();
     assert_eq!(err.matches(warning).count(), 1, "{err}");
     assert!(err.contains("unit=\"sglang-decod.service\""), "{err}");
 }

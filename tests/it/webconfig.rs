@@ -295,8 +295,7 @@ fn a_reload_never_switches_tls_on_or_off() {
     );
     let _ = e.child.kill();
     let _ = e.child.wait();
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut e.child.stderr.take().unwrap(), &mut err).unwrap();
+    let err = e.stderr_to_end();
     let refused: Vec<_> = err
         .lines()
         .filter(|l| l.contains("WARN") && l.contains("reload refused"))
