@@ -498,16 +498,6 @@ fn wait_exit(child: &mut std::process::Child, secs: u64) -> Option<std::process:
 }
 
 /// The child's whole stderr (after it exited).
-fn stderr_of(child: &mut std::process::Child) -> String {
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .expect("stderr piped")
-        .read_to_string(&mut err)
-        .expect("read stderr");
-    err
-}
 
 #[test]
 fn sigterm_during_a_hanging_push_exits_and_still_tries_the_delete() {
@@ -536,7 +526,7 @@ fn sigterm_during_a_hanging_push_exits_and_still_tries_the_delete() {
     // The PUT ends within --push.timeout (5 s), the DELETE within 1 s; 30 s is ample.
     let status = wait_exit(&mut e.child, 30).expect("the exporter exits after SIGTERM");
     assert!(status.success(), "{status}");
-    let err = stderr_of(&mut e.child);
+    let err = e.stderr_to_end();
     assert!(err.contains("shut down"), "{err}");
     // No retry after the stop request; the DELETE is still tried (and times out).
     let got = poll(10, "the DELETE to arrive", || {
@@ -576,7 +566,7 @@ fn a_failure_streak_warns_once_and_recovery_is_logged() {
         Some(200.0)
     );
     assert!(terminate(&mut e.child).success());
-    let err = stderr_of(&mut e.child);
+    let err = e.stderr_to_end();
     let lines = |what: &str, level: &str| {
         err.lines()
             .filter(|l| l.contains(what) && l.contains(level))
