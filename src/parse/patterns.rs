@@ -179,6 +179,8 @@ struct StreamPrefixRaw {
     regex: String,
     #[serde(default)]
     json: bool,
+    #[serde(default)]
+    columns: bool,
 }
 
 /// What a known field key turns into on one class of line.
@@ -715,7 +717,13 @@ fn compile_streams(
         let hir = regex_syntax::Parser::new()
             .parse(&anchored)
             .map_err(|e| PatternError::Invalid(format!("{what}: {e}")))?;
-        entries.push((r.name, regex, hir, r.json));
+        entries.push(super::stream::StreamEntry {
+            name: r.name,
+            regex,
+            hir,
+            json: r.json,
+            columns: r.columns,
+        });
     }
     super::stream::StreamPrefixes::new(entries, rank_tags.to_vec()).map_err(PatternError::Invalid)
 }

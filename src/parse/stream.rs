@@ -41,6 +41,84 @@ const LEVELS: &[&str] = &[
     "STDOUT", "STDERR",
 ];
 
+/// Whether a column's `word` says something other than who wrote the line: a log level (how
+/// loud: `INFO`, `W`, `level=warning`, `INFO:`), an output stream (`stderr`), a separator of a
+/// logging format (`-`, `|`), or the name of the Python logger that printed it (`sglang.srt.
+/// managers.scheduler`, `uvicorn.access`: which module, of one process).
+fn names_no_writer(word: &str) -> bool {
+    let w = word.trim_end_matches(':');
+    // A module's logger (`sglang.srt.managers.scheduler`: dotted lower-case identifiers),
+    // never a bare `sglang`: that is how a syslog identifier or an RFC 5424 app name reads.
+    let ident = |p: &str| {
+        p.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+            && p.bytes()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_')
+    };
+    let logger = |root: &str| {
+        w.strip_prefix(root)
+            .and_then(|r| r.strip_prefix('.'))
+            .is_some_and(|r| r.split('.').all(ident))
+    };
+    matches!(w, "-" | "|" | "" | "__main__" | "uvicorn")
+        || [
+            "sglang",
+            "uvicorn",
+            "fastapi",
+            "ray",
+            "torch",
+            "transformers",
+            "vllm",
+        ]
+        .iter()
+        .any(|r| logger(r))
+        || is_level(word)
+}
+
+/// Appends the label set `labels` (`{k="v", …}`) to `out` without its `stream` label.
+fn push_labels_without_stream(labels: &str, out: &mut String) {
+    let inner = &labels[1..labels.len() - 1];
+    let mut first = true;
+    out.push('{');
+    for pair in split_labels(inner) {
+        let pair = pair.trim();
+        if pair.is_empty() || pair.starts_with("stream=") {
+            continue;
+        }
+        if !first {
+            out.push_str(", ");
+        }
+        first = false;
+        out.push_str(pair);
+    }
+    out.push('}');
+    if out.ends_with("{}") {
+        out.truncate(out.len() - 2);
+        let t = out.trim_end().len();
+        out.truncate(t);
+    }
+}
+
+/// The `k="v"` pairs of a label set's inside, split at commas outside quotes.
+fn split_labels(inner: &str) -> impl Iterator<Item = &str> {
+    let b = inner.as_bytes();
+    let (mut quoted, mut escaped, mut start) = (false, false, 0);
+    let mut cuts = Vec::new();
+    for (i, &c) in b.iter().enumerate() {
+        match c {
+            _ if escaped => escaped = false,
+            b'\\' if quoted => escaped = true,
+            b'"' => quoted = !quoted,
+            b',' if !quoted => {
+                cuts.push((start, i));
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    cuts.push((start, b.len()));
+    cuts.into_iter().map(move |(a, z)| &inner[a..z])
+}
+
 /// Whether `word` is a log level (`INFO`, `W`, `level=warning`, `INFO:`) or a stream name.
 fn is_level(word: &str) -> bool {
     let w = word.strip_suffix(':').unwrap_or(word);
@@ -64,6 +142,9 @@ pub struct StreamPrefix {
     regex: Regex,
     /// Only followed by a JSON object.
     json: bool,
+    /// The `engine` group is free columns of an export or a logging format: log levels,
+    /// separators and Python logger names in it name no writer and are dropped.
+    columns: bool,
     /// Group indices: engine, node, ts, date, time, frac, tags.
     groups: [Option<usize>; 8],
     ranks: [Option<usize>; 6],
@@ -79,6 +160,21 @@ impl StreamPrefix {
         let line = self.groups[7].and_then(|g| locs.get(g)).map(|(s, _)| s);
         line.or_else(|| locs.get(0).map(|(_, e)| e))
     }
+}
+
+/// One entry of `stream_prefixes`, its regex compiled (with `^(?:…)` around it).
+#[derive(Debug)]
+pub struct StreamEntry {
+    /// Its name (for messages).
+    pub name: String,
+    /// The anchored regex.
+    pub regex: Regex,
+    /// Its syntax tree (for the gate).
+    pub hir: regex_syntax::hir::Hir,
+    /// `json: true`.
+    pub json: bool,
+    /// `columns: true`.
+    pub columns: bool,
 }
 
 /// A set of two-byte starts (bit `b0 * 256 + b1`), so that a line no prefix can start like
@@ -195,21 +291,27 @@ pub struct StreamScratch {
 }
 
 impl StreamPrefixes {
-    /// The prefixes of a pattern file, in its order: (name, regex compiled as given, with
-    /// `^(?:…)` around it, and its syntax tree, `json`), reading rank tags with `rank_tags`.
+    /// The prefixes of a pattern file, in its order, reading rank tags with `rank_tags`.
     ///
     /// # Errors
     /// A message naming what is wrong with an entry (a regex that matches an empty prefix, a
     /// `date` group without a `time` group).
     pub fn new(
-        entries: Vec<(String, Regex, regex_syntax::hir::Hir, bool)>,
+        entries: Vec<StreamEntry>,
         rank_tags: Vec<(String, RankTag)>,
     ) -> Result<StreamPrefixes, String> {
         let mut out = StreamPrefixes {
             rank_tags,
             ..StreamPrefixes::default()
         };
-        for (name, regex, hir, json) in entries {
+        for StreamEntry {
+            name,
+            regex,
+            hir,
+            json,
+            columns,
+        } in entries
+        {
             if regex.is_match("") {
                 return Err(format!(
                     "stream prefix {name}: the regex matches an empty prefix"
@@ -232,6 +334,7 @@ impl StreamPrefixes {
                 ranks: RANK_GROUPS.map(idx),
                 groups,
                 json,
+                columns,
                 regex,
                 gate,
             });
@@ -284,15 +387,22 @@ impl StreamPrefixes {
                     .and_then(|g| locs.get(g))
                     .map(|(s, e)| &rest[s..e])
             };
-            for word in g(0).unwrap_or("").split_ascii_whitespace() {
-                // A log level is how loud the line is, not who wrote it.
-                if is_level(word) {
-                    continue;
-                }
+            let engine = g(0).unwrap_or("");
+            if engine.starts_with('{') && engine.ends_with('}') {
+                // A label set (Loki's stream): one writer whatever its output stream.
                 if !out.engine.is_empty() {
                     out.engine.push(' ');
                 }
-                out.engine.push_str(word);
+                push_labels_without_stream(engine, &mut out.engine);
+            } else {
+                for word in engine.split_ascii_whitespace() {
+                    if !(p.columns && names_no_writer(word)) {
+                        if !out.engine.is_empty() {
+                            out.engine.push(' ');
+                        }
+                        out.engine.push_str(word);
+                    }
+                }
             }
             if let Some(n) = g(1).filter(|n| !n.is_empty()) {
                 out.node.clear();
@@ -378,6 +488,15 @@ fn read_time(
 
 /// RFC 3339 (a zone or `Z`), or a Unix time in seconds, ms, µs or ns (by magnitude).
 pub fn unix_time(s: &str) -> Option<f64> {
+    // `2026-09-26 10:00:01 +0000`: the zone after a space.
+    let spaced;
+    let s = match s.rsplit_once(' ') {
+        Some((dt, z)) if z.starts_with(['+', '-']) && z.len() >= 5 && dt.len() >= 19 => {
+            spaced = format!("{dt}{z}");
+            spaced.as_str()
+        }
+        _ => s,
+    };
     let b = s.as_bytes();
     // `+0000` (strftime's `%z`, Fluentd's default) is RFC 3339's `+00:00`.
     let colon;
@@ -514,6 +633,21 @@ mod tests {
     }
 
     #[test]
+    fn loggers_separators_and_the_stream_label_name_no_writer() {
+        let (_, i) = read("2026-09-26 10:00:01,001 - sglang.srt.managers.scheduler - INFO - Decode batch, #running-req: 3").unwrap();
+        assert_eq!(i.engine, "");
+        let (_, i) = read(
+            "2026-09-26T10:00:01Z {container=\"sglang\", pod=\"p-0\", stream=\"stderr\"} [x] y",
+        )
+        .unwrap();
+        assert_eq!(i.engine, "{container=\"sglang\", pod=\"p-0\"}");
+        let (_, i) = read("2026-09-26T10:00:01Z {stream=\"stdout\"} [x] y").unwrap();
+        assert_eq!(i.engine, "");
+        let (_, i) = read("2026-09-26T10:00:01Z {a=\"x, stream=\\\"q\", b=\"2\"} [x] y").unwrap();
+        assert_eq!(i.engine, "{a=\"x, stream=\\\"q\", b=\"2\"}");
+    }
+
+    #[test]
     fn zone_offsets_with_and_without_a_colon() {
         assert_eq!(unix_time("2026-09-26T12:00:01+0200"), Some(1_790_416_801.0));
         assert_eq!(
@@ -522,6 +656,10 @@ mod tests {
         );
         assert_eq!(unix_time("1790416801123"), Some(1_790_416_801.123));
         assert_eq!(unix_time("2026-09-26 10:00:01"), None);
+        assert_eq!(
+            unix_time("2026-09-26 12:00:01 +0200"),
+            Some(1_790_416_801.0)
+        );
     }
 
     #[test]

@@ -375,7 +375,8 @@ fn record_origin(obj: &serde_json::Map<String, Value>, out: &mut String) {
     use std::fmt::Write;
     if let Some(Value::Object(labels)) = obj.get("labels") {
         out.push('{');
-        for (i, (k, v)) in labels.iter().enumerate() {
+        // The output stream is not the writer: one container writes both.
+        for (i, (k, v)) in labels.iter().filter(|(k, _)| *k != "stream").enumerate() {
             let v = v.as_str().map_or_else(|| v.to_string(), str::to_string);
             let sep = if i == 0 { "" } else { ", " };
             let _ = write!(out, "{sep}{k}={v:?}");

@@ -483,18 +483,31 @@ impl Ingest {
         &self.ap.source
     }
 
-    /// The times of the timed lines of `sample` (whole lines), read apart from this ingest's
-    /// state, and whether the sample holds records of several lines (see [`order`]).
-    pub fn sample_times(&self, sample: &[u8]) -> (Vec<f64>, bool) {
+    /// The timed lines of `sample` (whole lines), read apart from this ingest's state: per line
+    /// its writer and ranks (hashed: the unit, engine and ranks), its time, and whether it is a
+    /// `server_args` dump; and whether the sample holds records of several lines (see
+    /// [`order`]).
+    pub fn sample_times(&self, sample: &[u8]) -> (Vec<(u64, f64, bool)>, bool) {
+        use std::hash::{Hash, Hasher};
         let mut p = self.pipeline.sibling();
         let mut times = self.ap.times.clone();
         let mut d = SourceDelta::default();
         let mut out = Vec::new();
         let mut multiline = false;
         for raw in sample.split(|&b| b == b'\n') {
-            if let Outcome::Parsed { rec, realtime, .. } = p.run(raw, &mut d) {
+            if let Outcome::Parsed {
+                rec,
+                realtime,
+                unit,
+                node,
+            } = p.run(raw, &mut d)
+            {
                 let t = realtime.or_else(|| rec.time.and_then(|t| times.resolve(t)));
-                out.extend(t);
+                if let Some(t) = t {
+                    let mut h = std::collections::hash_map::DefaultHasher::new();
+                    (unit, rec.engine, node, rec.ranks).hash(&mut h);
+                    out.push((h.finish(), t, rec.class == crate::record::Class::ServerArgs));
+                }
             }
             multiline |= !p.framer_idle();
         }

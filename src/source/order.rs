@@ -25,44 +25,51 @@ const SAMPLE_MAX: usize = 16 << 20;
 /// What the sampled start of an input says of its order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Order {
-    /// Steps from one timed line to the next that go back in time.
+    /// Steps from one timed line of a writer's rank to its next that go back in time.
     back: usize,
     /// Steps that go forward.
     forward: usize,
     /// Timed lines.
     timed: usize,
+    /// The first timed line is a `server_args` dump: a process's first line, so the input
+    /// starts at its beginning.
+    starts_with_dump: bool,
     /// The sample holds records of several lines (journal export entries, container records
     /// in pieces): its lines cannot be reversed one by one.
     multiline: bool,
 }
 
 impl Order {
-    /// Newest first: the times only go back (a short export: one step is enough), or go back
-    /// at least three times and four times as often as forward (a few lines of a forward log
-    /// printed out of order by their ranks never are enough).
+    /// Newest first: one rank's scheduler prints its lines in time order, so steps are counted
+    /// per writer and rank (ranks of one log, writers of one stream, printed out of step with
+    /// each other, are never compared). It goes back at least four times as often as forward
+    /// (a clock stepped back once is outweighed by a forward log's steps), and it does not
+    /// start with a process's first line.
     fn newest_first(&self) -> bool {
-        !self.multiline
-            && ((self.back >= 1 && self.forward == 0)
-                || (self.back >= 3 && self.back >= 4 * self.forward))
+        !self.multiline && !self.starts_with_dump && self.back >= 1 && self.back >= 4 * self.forward
     }
 }
 
 /// The order of the whole lines of `sample`.
 fn order_of(ing: &Ingest, sample: &[u8]) -> Order {
     let end = memchr::memrchr(b'\n', sample).map_or(0, |i| i + 1);
-    let (times, multiline) = ing.sample_times(&sample[..end]);
+    let (lines, multiline) = ing.sample_times(&sample[..end]);
     let (mut back, mut forward) = (0usize, 0usize);
-    for w in times.windows(2) {
-        if w[1] < w[0] {
-            back += 1;
-        } else if w[1] > w[0] {
-            forward += 1;
+    let mut last = std::collections::HashMap::new();
+    for &(key, t, _) in &lines {
+        if let Some(prev) = last.insert(key, t) {
+            if t < prev {
+                back += 1;
+            } else if t > prev {
+                forward += 1;
+            }
         }
     }
     Order {
         back,
         forward,
-        timed: times.len(),
+        timed: lines.len(),
+        starts_with_dump: lines.first().is_some_and(|l| l.2),
         multiline,
     }
 }

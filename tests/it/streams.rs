@@ -432,7 +432,11 @@ fn assert_hosts_apart(name: &str, prefix: impl Fn(usize) -> String, engines: [&s
 #[test]
 fn journal_short_and_syslog_lines_of_two_units_are_kept_apart() {
     let units = ["sglang-prefill[111]", "sglang-decode[222]"];
-    let ident = ["gpu-node-1 sglang-prefill", "gpu-node-1 sglang-decode"];
+    // The PID is part of the writer: two units of one host may log under one identifier.
+    let ident = [
+        "gpu-node-1 sglang-prefill[111]",
+        "gpu-node-1 sglang-decode[222]",
+    ];
     assert_hosts_apart(
         "short.log",
         |i| format!("Sep 26 10:00:03 gpu-node-1 {}: ", units[i]),
@@ -608,5 +612,158 @@ fn short_and_untimed_newest_first_inputs_and_fifos_read_as_in_order() {
         ),
         Some(3.0),
         "{piped}"
+    );
+}
+
+#[test]
+fn a_python_logging_format_with_logger_names_is_one_server() {
+    // `SGLANG_LOGGING_CONFIG_PATH` with `%(asctime)s - %(name)s - %(levelname)s - %(message)s`,
+    // and `%(asctime)s %(levelname)s %(name)s: %(message)s`.
+    for (name, sep) in [("dash.log", true), ("colon.log", false)] {
+        let line = |t: &str, logger: &str, msg: &str| {
+            if sep {
+                format!("2026-09-26 {t},001 - {logger} - INFO - {msg}\n")
+            } else {
+                format!("2026-09-26 {t},001 INFO {logger}: {msg}\n")
+            }
+        };
+        let s = line(
+            "10:00:00",
+            "sglang.srt.entrypoints.http_server",
+            &args("m/a"),
+        ) + &line(
+            "10:00:00",
+            "sglang.srt.mem_cache.memory_pool",
+            "KV Cache is allocated. #tokens: 10000, KV size: 1.00 GB",
+        ) + &line("10:00:01", "sglang.srt.managers.scheduler", &decode(3, 1))
+            + &line(
+                "10:00:02",
+                "uvicorn.access",
+                "127.0.0.1:5 - \"GET /health HTTP/1.1\" 200 OK",
+            );
+        let m = read(name, &s);
+        let server = name.trim_end_matches(".log");
+        assert_eq!(
+            of(&m, "sglang:num_running_reqs", server, "", "m/a", TP0),
+            Some(3.0),
+            "{m}"
+        );
+        assert_eq!(
+            of(&m, "sglang_kv_pool_capacity_tokens", server, "", "m/a", TP0),
+            Some(10000.0)
+        );
+        assert!(!m.contains("engine="), "{m}");
+    }
+}
+
+#[test]
+fn more_writer_shapes_stay_apart_and_one_writer_stays_one() {
+    // Two units of one host that both log as `python3` (journalctl -o short).
+    assert_hosts_apart(
+        "py3.log",
+        |i| {
+            format!(
+                "Jun 03 09:57:43 gpu-node-1 python3[{}]: ",
+                [47987, 48213][i]
+            )
+        },
+        ["gpu-node-1 python3[47987]", "gpu-node-1 python3[48213]"],
+    );
+    // IPv6 hosts, a zone without an abbreviation, Fluentd's time with a space, Swarm tasks.
+    assert_hosts_apart(
+        "v6.log",
+        |i| {
+            format!(
+                "Sep 26 10:00:01 {} sglang[1]: ",
+                ["fe80::1", "2001:db8::1"][i]
+            )
+        },
+        ["fe80::1 sglang[1]", "2001:db8::1 sglang[1]"],
+    );
+    assert_hosts_apart(
+        "zone.log",
+        |i| format!("Sat 2026-09-26 14:00:01 +04 h{i} sglang[1]: "),
+        ["h0 sglang[1]", "h1 sglang[1]"],
+    );
+    assert_hosts_apart(
+        "swarm.log",
+        |i| format!("sglang.{}.k3x9q2m1z0ab@node-{i}    | ", i + 1),
+        [
+            "sglang.1.k3x9q2m1z0ab@node-0",
+            "sglang.2.k3x9q2m1z0ab@node-1",
+        ],
+    );
+    let text = two_replicas(|_| String::new());
+    let mut fd = String::new();
+    for (n, line) in text.lines().enumerate() {
+        let log = serde_json::to_string(&format!("{line}\n")).unwrap();
+        fd += &format!(
+            "2026-09-26 10:00:01 +0000\tsglang.{}\t{{\"log\":{log}}}\n",
+            ["a", "b"][n % 2]
+        );
+    }
+    let m = read("fdspace.log", &fd);
+    assert_two_replicas(&m, "fdspace", ["sglang.a", "sglang.b"]);
+    // Loki's `stream` label: one container writes SGLang's lines to stderr and uvicorn's to
+    // stdout; it is one writer.
+    let pod = r#"{container="sglang", pod="sglang-0"#;
+    let s = format!(
+        "2026-09-26T10:00:00Z {pod}\", stream=\"stderr\"}} [2026-09-26 10:00:00] {}\n2026-09-26T10:00:01Z {pod}\", stream=\"stderr\"}} [2026-09-26 10:00:01 TP0] {}\n2026-09-26T10:00:02Z {pod}\", stream=\"stdout\"}} [2026-09-26 10:00:02] INFO:     127.0.0.1:5 - \"GET /health HTTP/1.1\" 200 OK\n",
+        args("m/a"),
+        decode(3, 1)
+    );
+    let m = read("lstream.log", &s);
+    let engine = r#"{container="sglang", pod="sglang-0"}"#;
+    assert_eq!(
+        of(&m, "sglang:num_running_reqs", "lstream", engine, "m/a", TP0),
+        Some(3.0),
+        "{m}"
+    );
+    let e = engine.replace('"', "\\\"");
+    assert_eq!(
+        value(
+            &m,
+            &format!(
+                r#"sglang_http_requests_total{{server="lstream",engine="{e}",model_name="m/a",engine_type="unified",method="GET",path="/health",status="200"}}"#
+            )
+        ),
+        Some(1.0),
+        "{m}"
+    );
+}
+
+#[test]
+fn forward_logs_that_step_back_are_not_read_backwards() {
+    // `kubectl logs --prefix --tail=2 -l app=sglang`: one pod after the other, the second's
+    // lines older than the first's.
+    let s = "\
+[pod/sglang-a/sglang] [2026-09-26 10:00:05 TP0] Decode batch, #running-req: 5, #token: 1, token usage: 0.01, #queue-req: 0
+[pod/sglang-a/sglang] [2026-09-26 10:00:05 TP0] Decode batch, #running-req: 6, #token: 1, token usage: 0.01, #queue-req: 0
+[pod/sglang-b/sglang] [2026-09-26 10:00:04 TP0] Decode batch, #running-req: 7, #token: 1, token usage: 0.01, #queue-req: 0
+[pod/sglang-b/sglang] [2026-09-26 10:00:04 TP0] Decode batch, #running-req: 8, #token: 1, token usage: 0.01, #queue-req: 0
+";
+    let m = read("tail2.log", s);
+    let running = |e| of(&m, "sglang:num_running_reqs", "tail2", e, "", TP0);
+    assert_eq!(
+        (
+            running("pod/sglang-a/sglang"),
+            running("pod/sglang-b/sglang")
+        ),
+        (Some(6.0), Some(8.0)),
+        "{m}"
+    );
+    // A clock stepped back just after start-up: the log starts with a process's first line.
+    let s = format!(
+        "[2026-09-26 10:00:05] {}\n[2026-09-26 10:00:05 TP0] {}\n[2026-09-26 10:00:03 TP0] {}\n[2026-09-26 10:00:03 TP0] {}\n",
+        args("m/a"),
+        decode(1, 0),
+        decode(2, 0),
+        decode(3, 0)
+    );
+    let m = read("ntp.log", &s);
+    assert_eq!(
+        of(&m, "sglang:num_running_reqs", "ntp", "", "m/a", TP0),
+        Some(3.0),
+        "{m}"
     );
 }
