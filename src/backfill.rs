@@ -526,10 +526,7 @@ impl Ctx<'_> {
             } => {
                 self.key.server.clear();
                 self.key.server.push_str(unit.unwrap_or(self.server));
-                let engine = match node {
-                    Some(n) => self.nodes.engine(n, &rec),
-                    None => rec.engine,
-                };
+                let engine = self.nodes.engine_of(node, &rec);
                 (crate::record::Record { engine, ..rec }, realtime)
             }
             Outcome::Skipped | Outcome::Unmatched(_) => return,

@@ -509,13 +509,19 @@ pub fn unix_time(s: &str) -> Option<f64> {
         }
         _ => s,
     };
-    if let Ok(ts) = s.parse::<jiff::Timestamp>() {
-        return Some(ts.as_second() as f64 + f64::from(ts.subsec_nanosecond()) / 1e9);
+    if let Some(t) = rfc3339(s) {
+        return Some(t);
     }
     if !s.bytes().all(|c| c.is_ascii_digit() || c == b'.') {
         return None;
     }
     unix_of_number(s.parse().ok()?)
+}
+
+/// Unix seconds of an RFC 3339 time (a zone or `Z` required).
+pub fn rfc3339(s: &str) -> Option<f64> {
+    let ts: jiff::Timestamp = s.parse().ok()?;
+    Some(ts.as_second() as f64 + f64::from(ts.subsec_nanosecond()) / 1e9)
 }
 
 /// Unix seconds of a number in seconds, ms, µs or ns (told apart by magnitude); `None` for

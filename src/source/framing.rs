@@ -26,6 +26,8 @@
 
 use serde_json::Value;
 
+use crate::parse::stream::rfc3339;
+
 /// The keys a JSON object line's log message is looked for under, in this order (a dotted key
 /// is nested: `jsonPayload.message` is `{"jsonPayload": {"message": …}}`). A key given with
 /// `--input.json-message-key` is tried first.
@@ -468,11 +470,6 @@ fn cri(line: &[u8]) -> Option<(&str, usize, bool, &[u8])> {
         partial,
         text,
     ))
-}
-
-fn rfc3339(s: &str) -> Option<f64> {
-    let ts: jiff::Timestamp = s.parse().ok()?;
-    Some(ts.as_second() as f64 + f64::from(ts.subsec_nanosecond()) / 1e9)
 }
 
 #[cfg(test)]

@@ -19,9 +19,6 @@ pub mod watch;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use std::sync::Arc;
-
-use crate::parse::patterns::Patterns;
 use crate::parse::prefix::TimeResolver;
 use crate::parse::stream::{StreamInfo, StreamScratch};
 use crate::parse::Parser;
@@ -59,11 +56,10 @@ pub struct Pipeline {
     clean_buf: Vec<u8>,
     lossy: String,
     parser: Parser,
-    /// Stream prefixes ([`crate::parse::stream`]): the patterns, capture space, what the last
-    /// line's said, and buffers for a JSON record after one (its message cleaned apart from
-    /// the outer line, by a framer of its own: the outer record may be the first framer's) and
-    /// for an engine named by both a stream prefix and Ray.
-    patterns: Arc<Patterns>,
+    /// Stream prefixes ([`crate::parse::stream`], the parser's patterns): capture space, what
+    /// the last line's said, and buffers for a JSON record after one (its message cleaned apart
+    /// from the outer line, by a framer of its own: the outer record may be the first
+    /// framer's) and for an engine named by several of them.
     stream_sc: StreamScratch,
     stream: StreamInfo,
     inner: Framer,
@@ -104,13 +100,11 @@ impl Pipeline {
     /// A pipeline parsing with `parser`; joined container records are at most `max_line` bytes;
     /// JSON lines are also searched for a message under `message_key`.
     pub fn new(parser: Parser, max_line: usize, message_key: Option<&str>) -> Pipeline {
-        let patterns = parser.patterns().clone();
         Pipeline {
             framer: Framer::new(max_line).with_message_key(message_key),
             clean_buf: Vec::new(),
             lossy: String::new(),
-            stream_sc: patterns.streams.scratch(),
-            patterns,
+            stream_sc: parser.patterns().streams.scratch(),
             stream: StreamInfo::default(),
             inner: Framer::new(max_line).with_message_key(message_key),
             inner_clean: Vec::new(),
@@ -184,7 +178,6 @@ impl Pipeline {
             clean_buf,
             lossy,
             parser,
-            patterns,
             stream_sc,
             stream,
             inner,
@@ -213,7 +206,7 @@ impl Pipeline {
         let wrapped = !std::ptr::eq(text, raw);
         let mut text = decode_text(text, clean_buf, lossy, d);
         // Another tool's prefix before SGLang's line (one table lookup for most lines).
-        let streamed = patterns.streams.read(text, stream_sc, stream);
+        let streamed = parser.patterns().streams.read(text, stream_sc, stream);
         if streamed {
             if stream.broken {
                 d.unmatched += 1;
@@ -265,10 +258,10 @@ impl Pipeline {
     }
 }
 
-/// Appends `part` to the engine identity `buf`, a space between parts; an empty part (`{}`:
-/// no labels) adds nothing.
+/// Appends `part` to the engine identity `buf`, a space between parts; an empty part adds
+/// nothing (an empty label set is already empty: see `parse::stream`, `framing`).
 fn join(buf: &mut String, part: &str) {
-    if part.is_empty() || part == "{}" {
+    if part.is_empty() {
         return;
     }
     if !buf.is_empty() {
@@ -483,35 +476,10 @@ impl Ingest {
         &self.ap.source
     }
 
-    /// The timed lines of `sample` (whole lines), read apart from this ingest's state: per line
-    /// its writer and ranks (hashed: the unit, engine and ranks), its time, and whether it is a
-    /// `server_args` dump; and whether the sample holds records of several lines (see
+    /// A reader of this input's start for its order, apart from this ingest's state (see
     /// [`order`]).
-    pub fn sample_times(&self, sample: &[u8]) -> (Vec<(u64, f64, bool)>, bool) {
-        use std::hash::{Hash, Hasher};
-        let mut p = self.pipeline.sibling();
-        let mut times = self.ap.times.clone();
-        let mut d = SourceDelta::default();
-        let mut out = Vec::new();
-        let mut multiline = false;
-        for raw in sample.split(|&b| b == b'\n') {
-            if let Outcome::Parsed {
-                rec,
-                realtime,
-                unit,
-                node,
-            } = p.run(raw, &mut d)
-            {
-                let t = realtime.or_else(|| rec.time.and_then(|t| times.resolve(t)));
-                if let Some(t) = t {
-                    let mut h = std::collections::hash_map::DefaultHasher::new();
-                    (unit, rec.engine, node, rec.ranks).hash(&mut h);
-                    out.push((h.finish(), t, rec.class == crate::record::Class::ServerArgs));
-                }
-            }
-            multiline |= !p.framer_idle();
-        }
-        (out, multiline)
+    pub fn sampler(&self) -> order::Sampler {
+        order::Sampler::new(self.pipeline.sibling(), self.ap.times.clone())
     }
 
     /// The shared state.
@@ -670,10 +638,7 @@ impl Applier {
                 // per line.
                 // A line of the source's own server with no engine (most lines) needs no string
                 // comparison when the key already is that.
-                let engine = match node {
-                    Some(n) => self.nodes.engine(n, rec),
-                    None => rec.engine,
-                };
+                let engine = self.nodes.engine_of(*node, rec);
                 if !(self.key_is_own && unit.is_none() && engine.is_none()) {
                     let server = unit.unwrap_or(&self.server);
                     let engine = engine.unwrap_or("");

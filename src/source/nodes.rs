@@ -42,6 +42,14 @@ pub struct Nodes {
 }
 
 impl Nodes {
+    /// The engine of `rec`: its own for a line without a node, else see [`Nodes::engine`].
+    pub fn engine_of<'s>(&'s mut self, node: Option<&str>, rec: &Record<'s>) -> Option<&'s str> {
+        match node {
+            Some(n) => self.engine(n, rec),
+            None => rec.engine,
+        }
+    }
+
     /// The engine of `rec`, a line of `node`: the line's own `engine` while the node is one of
     /// a multi-node server's, else the node after it.
     pub fn engine<'s>(&'s mut self, node: &str, rec: &Record<'s>) -> Option<&'s str> {

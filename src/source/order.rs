@@ -22,9 +22,15 @@ const SAMPLE_TIMED: usize = 32;
 /// …or this many bytes (a long traceback or banner before the first stats line).
 const SAMPLE_MAX: usize = 16 << 20;
 
-/// What the sampled start of an input says of its order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Order {
+/// Reads the start of an input for its order: each whole line once, through its own
+/// pipeline and time resolver (the ingest's state is not touched).
+#[derive(Debug)]
+pub struct Sampler {
+    pipeline: super::Pipeline,
+    times: crate::parse::prefix::TimeResolver,
+    delta: super::SourceDelta,
+    /// The last time of each writer's rank (hashed: unit, engine, node, ranks).
+    last: std::collections::HashMap<u64, f64>,
     /// Steps from one timed line of a writer's rank to its next that go back in time.
     back: usize,
     /// Steps that go forward.
@@ -34,12 +40,60 @@ struct Order {
     /// The first timed line is a `server_args` dump: a process's first line, so the input
     /// starts at its beginning.
     starts_with_dump: bool,
-    /// The sample holds records of several lines (journal export entries, container records
-    /// in pieces): its lines cannot be reversed one by one.
+    /// Records of several lines were met (journal export entries, container records in
+    /// pieces): their lines cannot be reversed one by one.
     multiline: bool,
 }
 
-impl Order {
+impl Sampler {
+    /// A sampler reading with `pipeline` and `times` (copies of the ingest's).
+    pub fn new(pipeline: super::Pipeline, times: crate::parse::prefix::TimeResolver) -> Sampler {
+        Sampler {
+            pipeline,
+            times,
+            delta: super::SourceDelta::default(),
+            last: std::collections::HashMap::new(),
+            back: 0,
+            forward: 0,
+            timed: 0,
+            starts_with_dump: false,
+            multiline: false,
+        }
+    }
+
+    /// Reads `lines`, whole lines each ended by `\n`.
+    fn feed(&mut self, lines: &[u8]) {
+        use std::hash::{Hash, Hasher};
+        let Some(body) = lines.strip_suffix(b"\n") else {
+            return;
+        };
+        for raw in body.split(|&b| b == b'\n') {
+            if let super::Outcome::Parsed {
+                rec,
+                realtime,
+                unit,
+                node,
+            } = self.pipeline.run(raw, &mut self.delta)
+            {
+                let time = realtime.or_else(|| rec.time.and_then(|t| self.times.resolve(t)));
+                if let Some(t) = time {
+                    let mut h = std::collections::hash_map::DefaultHasher::new();
+                    (unit, rec.engine, node, rec.ranks).hash(&mut h);
+                    if self.timed == 0 {
+                        self.starts_with_dump = rec.class == crate::record::Class::ServerArgs;
+                    }
+                    self.timed += 1;
+                    match self.last.insert(h.finish(), t) {
+                        Some(prev) if t < prev => self.back += 1,
+                        Some(prev) if t > prev => self.forward += 1,
+                        _ => {}
+                    }
+                }
+            }
+            self.multiline |= !self.pipeline.framer_idle();
+        }
+    }
+
     /// Newest first: one rank's scheduler prints its lines in time order, so steps are counted
     /// per writer and rank (ranks of one log, writers of one stream, printed out of step with
     /// each other, are never compared). It goes back at least four times as often as forward
@@ -50,42 +104,23 @@ impl Order {
     }
 }
 
-/// The order of the whole lines of `sample`.
-fn order_of(ing: &Ingest, sample: &[u8]) -> Order {
-    let end = memchr::memrchr(b'\n', sample).map_or(0, |i| i + 1);
-    let (lines, multiline) = ing.sample_times(&sample[..end]);
-    let (mut back, mut forward) = (0usize, 0usize);
-    let mut last = std::collections::HashMap::new();
-    for &(key, t, _) in &lines {
-        if let Some(prev) = last.insert(key, t) {
-            if t < prev {
-                back += 1;
-            } else if t > prev {
-                forward += 1;
-            }
-        }
-    }
-    Order {
-        back,
-        forward,
-        timed: lines.len(),
-        starts_with_dump: lines.first().is_some_and(|l| l.2),
-        multiline,
-    }
-}
-
-/// Reads the start of `r` (see [`SAMPLE_TIMED`]) into `sample`; whether it is newest-first.
+/// Reads the start of `r` (see [`SAMPLE_TIMED`]) into `sample`, each whole line sampled once;
+/// whether it is newest-first.
 ///
 /// # Errors
 /// A read error of `r` (what was read is in `sample`).
 fn sample(r: &mut dyn Read, ing: &Ingest, sample: &mut Vec<u8>) -> io::Result<bool> {
+    let mut sampler = ing.sampler();
+    let mut fed = 0;
     loop {
         let before = sample.len();
         r.take(SAMPLE_STEP as u64).read_to_end(sample)?;
-        let order = order_of(ing, sample);
+        let whole = memchr::memrchr(b'\n', &sample[fed..]).map_or(fed, |i| fed + i + 1);
+        sampler.feed(&sample[fed..whole]);
+        fed = whole;
         let ended = sample.len() - before < SAMPLE_STEP;
-        if ended || order.timed >= SAMPLE_TIMED || sample.len() >= SAMPLE_MAX {
-            return Ok(order.newest_first());
+        if ended || sampler.timed >= SAMPLE_TIMED || sample.len() >= SAMPLE_MAX {
+            return Ok(sampler.newest_first());
         }
     }
 }
@@ -96,40 +131,38 @@ fn sample(r: &mut dyn Read, ing: &Ingest, sample: &mut Vec<u8>) -> io::Result<bo
 /// cannot be opened (the forward reader reports why), anything else.
 pub fn read_once(path: &std::path::Path, ing: &mut Ingest, max_line: usize) -> bool {
     use std::os::unix::fs::FileTypeExt;
-    let Ok(meta) = std::fs::metadata(path) else {
-        return false;
-    };
-    if meta.file_type().is_fifo() {
-        let Ok(mut f) = std::fs::File::open(path) else {
-            return false;
-        };
-        read_stream(&mut f, ing, max_line);
-        // Up at the end, as a file read to its end is.
-        ing.set_up(true);
-        return true;
-    }
-    // Only a regular file is sampled and read again from its end.
-    if !meta.is_file() {
-        return false;
-    }
+    // A FIFO is opened here too (the forward reader would wait for its writer the same way).
     let Ok(mut f) = std::fs::File::open(path) else {
         return false;
     };
     let Ok(meta) = f.metadata() else {
         return false;
     };
+    if meta.file_type().is_fifo() {
+        read_stream(&mut f, ing, max_line);
+        // Up at the end, as a file read to its end is.
+        ing.set_up(true);
+        return true;
+    }
+    // Only a regular file is sampled and read again from its end.
     let mut head = Vec::new();
     if !meta.is_file() || !sample(&mut f, ing, &mut head).unwrap_or(false) {
         return false;
     }
+    // Up at the end, as a file read forwards to its end is.
+    backwards(&mut f, meta.len(), ing, max_line);
+    true
+}
+
+/// Reads a newest-first input from its end (see [`read_backwards`]), saying so; a read error
+/// is counted and ends it.
+fn backwards(f: &mut std::fs::File, len: u64, ing: &mut Ingest, max_line: usize) {
     tracing::info!(source = %ing.source(), "the input's line times go backwards (newest first): reading it from its end");
     ing.set_up(true);
-    // Up at the end, as a file read forwards to its end is.
-    if let Err(e) = read_backwards(&mut f, meta.len(), ing, max_line) {
+    if let Err(e) = read_backwards(f, len, ing, max_line) {
         ing.count_error();
         tracing::warn!(source = %ing.source(), "reading failed: {e}; treating it as the end of the input");
     }
-    true
 }
 
 /// Reads `r` (of `len` bytes) line by line from its end into `ing`, as [`super::file`] reads
@@ -224,19 +257,14 @@ fn emit(
 }
 
 /// Reads a stream (stdin, a FIFO) to its end into `ing`: in order, or (newest-first, see
-/// [`Order::newest_first`]) spooled to an unlinked temporary file and read from its end.
+/// [`Sampler`]) spooled to an unlinked temporary file and read from its end.
 pub fn read_stream(input: &mut dyn Read, ing: &mut Ingest, max_line: usize) {
     let mut head = Vec::new();
     let sampled = sample(input, ing, &mut head);
     if sampled.as_ref().is_ok_and(|&newest| newest) {
         match spool(&head, input) {
             Ok((mut f, len)) => {
-                tracing::info!(source = %ing.source(), "the input's line times go backwards (newest first): reading it from its end");
-                ing.set_up(true);
-                if let Err(e) = read_backwards(&mut f, len, ing, max_line) {
-                    ing.count_error();
-                    tracing::warn!(source = %ing.source(), "reading failed: {e}; treating it as the end of the input");
-                }
+                backwards(&mut f, len, ing, max_line);
                 ing.set_up(false);
                 return;
             }

@@ -44,6 +44,19 @@ pub fn once(args: &[&str]) -> String {
     String::from_utf8(out.stdout).expect("utf-8 exposition")
 }
 
+/// A FIFO at `dir/name` and a thread that writes `text` into it once a reader opens it.
+pub fn fifo_fed(dir: &Path, name: &str, text: Vec<u8>) -> (PathBuf, std::thread::JoinHandle<()>) {
+    let fifo = dir.join(name);
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("run mkfifo")
+        .success());
+    let path = fifo.clone();
+    let writer = std::thread::spawn(move || std::fs::write(path, text).expect("write the FIFO"));
+    (fifo, writer)
+}
+
 /// `--once` on `text` written to a file named `name` (its server), every rank kept busy;
 /// the exposition.
 pub fn once_on(name: &str, text: &str) -> String {

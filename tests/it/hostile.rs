@@ -16,19 +16,8 @@ fn get(expo: &str, series: &str) -> f64 {
 #[test]
 fn once_reads_a_fifo_to_its_end() {
     let dir = tempfile::tempdir().unwrap();
-    let fifo = dir.path().join("pipe.log");
-    assert!(Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap()
-        .success());
-    let writer = {
-        let fifo = fifo.clone();
-        std::thread::spawn(move || {
-            let text = std::fs::read(sample("single-gpu-2025.log")).unwrap();
-            std::fs::write(&fifo, text).unwrap();
-        })
-    };
+    let text = std::fs::read(sample("single-gpu-2025.log")).unwrap();
+    let (fifo, writer) = crate::common::fifo_fed(dir.path(), "pipe.log", text);
     let expo = once(&["--gpu.disable", fifo.to_str().unwrap()]);
     writer.join().unwrap();
     let src = format!("{{source=\"{}\"}}", fifo.display());

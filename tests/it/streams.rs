@@ -165,18 +165,21 @@ fn fluentd_records_after_time_and_tag_are_unwrapped() {
     assert_eq!(unmatched(&m), 0.0, "{m}");
 }
 
-fn unmatched(m: &str) -> f64 {
+/// The sum of the per-source counter `family` over every source.
+fn total(m: &str, family: &str) -> f64 {
+    let start = format!("{family}{{");
     m.lines()
-        .filter(|l| l.starts_with("sglang_log_exporter_lines_unmatched_total{"))
+        .filter(|l| l.starts_with(&start))
         .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
         .sum()
 }
 
+fn unmatched(m: &str) -> f64 {
+    total(m, "sglang_log_exporter_lines_unmatched_total")
+}
+
 fn value_errors(m: &str) -> f64 {
-    m.lines()
-        .filter(|l| l.starts_with("sglang_log_exporter_field_value_errors_total{"))
-        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
-        .sum()
+    total(m, "sglang_log_exporter_field_value_errors_total")
 }
 
 const LABELS: [&str; 2] = [
@@ -581,17 +584,7 @@ fn short_and_untimed_newest_first_inputs_and_fifos_read_as_in_order() {
     );
     // Read through a FIFO (`<(tac log)`).
     let dir = tempfile::tempdir().unwrap();
-    let fifo = dir.path().join("in_order.log");
-    assert!(std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap()
-        .success());
-    let w = {
-        let fifo = fifo.clone();
-        let text = backward.clone();
-        std::thread::spawn(move || std::fs::write(fifo, text).unwrap())
-    };
+    let (fifo, w) = crate::common::fifo_fed(dir.path(), "in_order.log", backward.into_bytes());
     let piped = once(&[
         "--gpu.disable",
         "--idle-after",
