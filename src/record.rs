@@ -161,6 +161,25 @@ pub struct Ranks {
     pub ep: Option<u32>,
 }
 
+/// A rank number too large for a rank (`TP4294967296`), or a rank given twice: such a line is
+/// garbage and is not parsed, rather than merged into the series of a rank without that tag.
+pub const BAD_RANK: u32 = u32::MAX;
+
+impl Ranks {
+    /// Whether some rank is [`BAD_RANK`] (the line names no one rank).
+    pub fn has_bad(&self) -> bool {
+        [
+            self.dp,
+            self.pp,
+            self.attn_cp,
+            self.moe_dp,
+            self.tp,
+            self.ep,
+        ]
+        .contains(&Some(BAD_RANK))
+    }
+}
+
 /// The local wall-clock time in a line's SGLang prefix: no timezone, a date only from v0.3.4
 /// (`HH:MM:SS` alone before), milliseconds only with `SGLANG_LOG_MS=1`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

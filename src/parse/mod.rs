@@ -438,8 +438,7 @@ impl Parser {
             // versions print no timestamp prefix).
             ranks.tp = gpu_tag(&line[..m_end]);
         }
-        let r = ranks;
-        if [r.dp, r.pp, r.attn_cp, r.moe_dp, r.tp, r.ep].contains(&Some(prefix::BAD_RANK)) {
+        if ranks.has_bad() {
             return None;
         }
         self.scratch.clear();

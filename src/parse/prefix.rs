@@ -103,9 +103,7 @@ pub fn broken_timestamp(before: &str) -> bool {
     false
 }
 
-/// A rank number too large for a rank (`TP4294967296`): such a line is garbage and is not
-/// parsed, rather than merged into the series of a rank without that tag.
-pub const BAD_RANK: u32 = u32::MAX;
+pub use crate::record::BAD_RANK;
 
 /// Sets the rank a tag like `ATTN_CP1` names; unknown tags are ignored; a number that does not
 /// fit, or a second tag for the same rank, sets [`BAD_RANK`].

@@ -74,6 +74,19 @@ fn names_no_writer(word: &str) -> bool {
         || is_level(word)
 }
 
+/// Appends `part` to the engine identity `buf`, a space between parts; an empty part adds
+/// nothing (an empty label set is already empty: see [`push_labels_without_stream`] and
+/// `record_origin` of `source::framing`).
+pub fn join(buf: &mut String, part: &str) {
+    if part.is_empty() {
+        return;
+    }
+    if !buf.is_empty() {
+        buf.push(' ');
+    }
+    buf.push_str(part);
+}
+
 /// Appends the label set `labels` (`{k="v", …}`) to `out` without its `stream` label.
 fn push_labels_without_stream(labels: &str, out: &mut String) {
     let inner = &labels[1..labels.len() - 1];
@@ -278,8 +291,6 @@ pub struct StreamInfo {
     pub local: Option<LogTime>,
     /// The ranks the prefixes named.
     pub ranks: Ranks,
-    /// The last prefix read wants a JSON object after it.
-    pub json: bool,
     /// A prefix was there but its time or ranks were malformed: the line is not read.
     pub broken: bool,
 }
@@ -370,7 +381,6 @@ impl StreamPrefixes {
         out.unix = None;
         out.local = None;
         out.ranks = Ranks::default();
-        out.json = false;
         out.broken = false;
         let mut found = false;
         for _ in 0..MAX_LAYERS {
@@ -397,10 +407,7 @@ impl StreamPrefixes {
             } else {
                 for word in engine.split_ascii_whitespace() {
                     if !(p.columns && names_no_writer(word)) {
-                        if !out.engine.is_empty() {
-                            out.engine.push(' ');
-                        }
-                        out.engine.push_str(word);
+                        join(&mut out.engine, word);
                     }
                 }
             }
@@ -430,15 +437,12 @@ impl StreamPrefixes {
                 }
             }
             out.end += len;
-            out.json = p.json;
+            // The JSON record after it is unwrapped by the caller; no prefix is inside it.
             if p.json {
                 break;
             }
         }
-        let r = out.ranks;
-        if [r.dp, r.pp, r.attn_cp, r.moe_dp, r.tp, r.ep].contains(&Some(BAD_RANK)) {
-            out.broken = true;
-        }
+        out.broken |= out.ranks.has_bad();
         found
     }
 
@@ -673,8 +677,12 @@ mod tests {
         let line = "2026-09-26T10:00:01+00:00 docker.abc {\"log\":\"x\\n\",\"stream\":\"stderr\"}";
         let (rest, i) = read(line).unwrap();
         assert!(rest.starts_with("{\"log\""), "{rest}");
-        assert!(i.json);
         assert_eq!(i.engine, "docker.abc");
+        // The `json: true` entry wants the JSON object: the same columns before a plain line
+        // are no Fluentd record (the export entries read them, with their own engine).
+        if let Some((_, i)) = read("2026-09-26T10:00:01+00:00 docker.abc x") {
+            assert_ne!(i.engine, "docker.abc");
+        }
         let (rest, i) = read(&format!(
             "2026-09-26T10:00:01Z {{app=\"sglang\", pod=\"p-1\"}} {SG}"
         ))

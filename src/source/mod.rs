@@ -20,7 +20,7 @@ pub mod watch;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::parse::prefix::TimeResolver;
-use crate::parse::stream::{StreamInfo, StreamScratch};
+use crate::parse::stream::{join, StreamInfo, StreamScratch};
 use crate::parse::Parser;
 use crate::record::Record;
 use crate::state::{lock, SelfMetric, Shared, SourceDelta};
@@ -256,18 +256,6 @@ impl Pipeline {
             }
         }
     }
-}
-
-/// Appends `part` to the engine identity `buf`, a space between parts; an empty part adds
-/// nothing (an empty label set is already empty: see `parse::stream`, `framing`).
-fn join(buf: &mut String, part: &str) {
-    if part.is_empty() {
-        return;
-    }
-    if !buf.is_empty() {
-        buf.push(' ');
-    }
-    buf.push_str(part);
 }
 
 /// A wrapped line's text, systemd unit, time and origin (who wrote it, as the record says).
