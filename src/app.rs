@@ -13,6 +13,7 @@ use crate::export::{http, metrics, push, signals, webconfig};
 use crate::parse::patterns::{PatternError, Patterns};
 use crate::parse::prefix::TimeResolver;
 use crate::parse::Parser;
+use crate::source::api::{self, ApiConfig, ApiTarget};
 use crate::source::discover::{self, DiscoverConfig, Discovery, Follow};
 use crate::source::file::{TailConfig, Tailer};
 use crate::source::journald::{self, JournalConfig};
@@ -64,6 +65,8 @@ pub struct Config {
     pub discover: Option<DiscoverConfig>,
     /// Pushgateway settings (`--push.url`).
     pub push: Option<push::PushConfig>,
+    /// `--sglang.url` pollers; `None` without one.
+    pub api: Option<ApiConfig>,
     /// `--input.json-message-key`.
     pub json_message_key: Option<String>,
     /// The metrics endpoint.
@@ -255,6 +258,7 @@ impl Config {
             },
             gpu,
             push: push::PushConfig::from_args(&a.push).map_err(ConfigError)?,
+            api: api_config(a)?,
             json_message_key: a.read.json_message_key.clone(),
             http: HttpConfig::from_args(a)?,
             // `--once` only reads the state file: no write probe.
@@ -468,6 +472,10 @@ pub fn run_live(cfg: Config) -> Result<(), ConfigError> {
         .map(|dir| spawn_saver(persist::path(dir), state.clone(), stop.clone()))
         .transpose()?;
     spawn_sources(&cfg, &state, &stop)?;
+    if let Some(a) = &cfg.api {
+        api::spawn(a.clone(), state.clone(), stop.clone())
+            .map_err(|e| ConfigError(format!("cannot start the SGLang API poller: {e}")))?;
+    }
     if let Some(g) = &cfg.gpu {
         crate::gpu::spawn(g.clone(), state.clone(), stop.clone())
             .map_err(|e| ConfigError(format!("cannot start the GPU sampler: {e}")))?;
@@ -614,6 +622,61 @@ fn tail_file(
         Tailer::recover,
     );
     ing.flush();
+}
+
+/// The API pollers from `--sglang.*`; `None` without `--sglang.url`.
+fn api_config(a: &RunArgs) -> Result<Option<ApiConfig>, ConfigError> {
+    let x = &a.api;
+    if x.api_urls.is_empty() {
+        return Ok(None);
+    }
+    if a.once {
+        return Err(ConfigError(
+            "--sglang.url polls live servers: it has no place in --once (which reads logs to their end)".into(),
+        ));
+    }
+    let mut targets: Vec<ApiTarget> = Vec::new();
+    for u in &x.api_urls {
+        let t = ApiTarget::parse(u).map_err(ConfigError)?;
+        if targets.iter().any(|o| o.server == t.server) {
+            return Err(ConfigError(format!(
+                "--sglang.url: two URLs for server {:?} (name them NAME=URL)",
+                t.server
+            )));
+        }
+        targets.push(t);
+    }
+    if x.api_interval < std::time::Duration::from_millis(100) {
+        return Err(ConfigError(
+            "--sglang.interval must be at least 100ms".into(),
+        ));
+    }
+    if x.api_timeout.is_zero() || x.api_timeout > x.api_interval {
+        return Err(ConfigError(
+            "--sglang.timeout must be above 0 and at most --sglang.interval".into(),
+        ));
+    }
+    let api_key = match &x.api_key_file {
+        Some(p) => {
+            let k = std::fs::read_to_string(p)
+                .map_err(|e| ConfigError(format!("--sglang.api-key-file {}: {e}", p.display())))?;
+            let k = k.trim_end_matches(['\n', '\r']).to_string();
+            if k.is_empty() || k.contains(['\n', '\r']) {
+                return Err(ConfigError(format!(
+                    "--sglang.api-key-file {}: not one key on one line",
+                    p.display()
+                )));
+            }
+            Some(k)
+        }
+        None => None,
+    };
+    Ok(Some(ApiConfig {
+        targets,
+        interval: x.api_interval,
+        timeout: x.api_timeout,
+        api_key,
+    }))
 }
 
 /// The discovery settings from `--input.*`; `None` without `--input.glob`.

@@ -174,6 +174,33 @@ pub struct RunArgs {
     /// Pushgateway options.
     #[command(flatten)]
     pub push: PushArgs,
+
+    /// SGLang HTTP API options.
+    #[command(flatten)]
+    pub api: ApiArgs,
+}
+
+/// The SGLang HTTP API as a source of the main mode (see the README's "SGLang's HTTP API").
+#[derive(Debug, Clone, Args)]
+pub struct ApiArgs {
+    /// Poll this SGLang server's HTTP API for live values (repeatable): `/v1/loads` (v0.5.9+)
+    /// or `/get_load`, and `/server_info`. `NAME=` joins the log input of that server name
+    /// (`NAME=PATH`, a --journal-unit's name); without it the server is named HOST:PORT.
+    #[arg(long = "sglang.url", value_name = "[NAME=]URL")]
+    pub api_urls: Vec<String>,
+
+    /// Time between two polls of a server's API.
+    #[arg(long = "sglang.interval", default_value = "5s", value_name = "DURATION", value_parser = parse_duration)]
+    pub api_interval: std::time::Duration,
+
+    /// Timeout of one API request (at most --sglang.interval).
+    #[arg(long = "sglang.timeout", default_value = "3s", value_name = "DURATION", value_parser = parse_duration)]
+    pub api_timeout: std::time::Duration,
+
+    /// File holding the servers' API key (SGLang's --api-key; trailing newline ignored), sent
+    /// as `Authorization: Bearer KEY`.
+    #[arg(long = "sglang.api-key-file", value_name = "PATH")]
+    pub api_key_file: Option<PathBuf>,
 }
 
 /// Discovery options of the main mode: files found by glob, e.g. a Kubernetes node's pod logs.

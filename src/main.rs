@@ -52,9 +52,13 @@ fn main() -> ExitCode {
             if cli.run.once {
                 return app::run_once(&cfg);
             }
-            if cfg.inputs.is_empty() && cfg.journal.units.is_empty() && cfg.discover.is_none() {
+            if cfg.inputs.is_empty()
+                && cfg.journal.units.is_empty()
+                && cfg.discover.is_none()
+                && cfg.api.is_none()
+            {
                 return fail(
-                    "no inputs: give log files, - for stdin, --journal-unit or --input.glob (see --help)",
+                    "no inputs: give log files, - for stdin, --journal-unit, --input.glob or --sglang.url (see --help)",
                 );
             }
             match app::run_live(cfg) {

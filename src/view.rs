@@ -26,11 +26,13 @@ pub enum RankFamily {
     LastRetraction,
     /// `sglang_kv_pool_used_estimate_bytes`.
     KvUsedEstimate,
+    /// `sglang_api_live`.
+    ApiLive,
 }
 
 impl RankFamily {
     /// Every rank family, in exposition order.
-    pub const ALL: [RankFamily; 7] = [
+    pub const ALL: [RankFamily; 8] = [
         RankFamily::Idle,
         RankFamily::LastStats,
         RankFamily::PrefillBatches,
@@ -38,6 +40,7 @@ impl RankFamily {
         RankFamily::Retractions,
         RankFamily::LastRetraction,
         RankFamily::KvUsedEstimate,
+        RankFamily::ApiLive,
     ];
 
     /// Name, HELP and type.
@@ -78,6 +81,11 @@ impl RankFamily {
                 "Estimated KV-cache bytes in use on the rank: the used share of the pool (used / capacity tokens, else token usage) times the KV pool size in bytes.",
                 Kind::Gauge,
             ),
+            RankFamily::ApiLive => (
+                "sglang_api_live",
+                "1 while the rank's values come live from the server's HTTP API (--sglang.url), 0 while the API that fed it does not answer (its activity gauges are then withdrawn); absent for a rank the API never fed.",
+                Kind::Gauge,
+            ),
         }
     }
 }
@@ -107,6 +115,8 @@ pub fn rank_catalog(pat: &Patterns) -> Vec<(String, String, Kind)> {
 /// capacity line) where there is one, else the rank's; 0 for an activity gauge of an idle rank;
 /// 0 for a counter of a rank that prints stats but never added to it (so the first retraction is
 /// an increase from 0 that `increase()` and alerts can see); `None` where never set or withdrawn.
+/// A value from the server's HTTP API ([`crate::state::live`]) wins while the API answers; while
+/// it does not, the activity gauges of the ranks it fed are `None`.
 pub fn value(
     state: &State,
     srv: &ServerState,
@@ -124,11 +134,30 @@ pub fn value(
             .find_map(|&src| value(state, srv, rank, src as usize, now))
             .map(|v| v * scale);
     }
+    // Values from the server's HTTP API: current while it answers (no idle policy needed);
+    // while it does not, the activity gauges of the ranks it fed are not shown at all (the
+    // log's last line is older still), and its other values stand where the log has none.
+    let live = match (&srv.api, &rank.live) {
+        (Some(api), Some(l)) => {
+            let v = l.values[id];
+            if api.up && !v.is_nan() {
+                return Some(v);
+            }
+            if !api.up && def.activity {
+                return None;
+            }
+            v
+        }
+        _ => f64::NAN,
+    };
     let v = if srv.values[id].is_nan() {
         rank.values[id]
     } else {
         srv.values[id]
     };
+    if v.is_nan() && !live.is_nan() {
+        return Some(live);
+    }
     if v.is_nan() {
         return (def.kind == MetricKind::Counter && rank.has_stats()).then_some(0.0);
     }
@@ -174,6 +203,11 @@ pub fn rank_samples(
             }
             RankFamily::LastRetraction => rank.last_retraction,
             RankFamily::KvUsedEstimate => kv_used_estimate(state, srv, rank, now),
+            RankFamily::ApiLive => srv
+                .api
+                .as_ref()
+                .filter(|_| rank.live.is_some())
+                .map(|a| f64::from(u8::from(a.up))),
         };
         if let Some(v) = v {
             out.push((n + i, v));

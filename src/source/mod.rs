@@ -4,6 +4,7 @@
 //! A source yields whole lines (never a partial one) to an [`Ingest`]; the ingest unwraps
 //! wrappers, parses, stamps the line with a time and applies it to the shared state.
 
+pub mod api;
 pub mod discover;
 pub mod export;
 pub mod fault;

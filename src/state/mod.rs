@@ -9,6 +9,7 @@ pub mod caps;
 pub mod clock;
 mod draft;
 pub mod http;
+pub mod live;
 pub mod persist;
 mod printed;
 pub mod requests;
@@ -112,6 +113,8 @@ pub struct RankState {
     startup_marks: Vec<Option<u64>>,
     /// `last_stats` before its last change (what an outlier's time is undone to).
     prev_stats: Option<f64>,
+    /// Values from the server's HTTP API (see [`live`]), when it fed this rank.
+    pub live: Option<live::Live>,
 }
 
 impl RankState {
@@ -125,6 +128,7 @@ impl RankState {
             decode_lines: 0,
             retractions: 0,
             last_retraction: None,
+            live: None,
         }
     }
 
@@ -245,6 +249,8 @@ pub struct ServerState {
     /// process has printed: each host prints one (a SkyPilot or Slurm stream carries them all),
     /// and only a second dump of one node is a restart.
     pub dumped_nodes: u64,
+    /// The server's HTTP API probe (`--sglang.url`), once it answered.
+    pub api: Option<Box<live::ApiStatus>>,
 }
 
 impl ServerState {
@@ -262,6 +268,7 @@ impl ServerState {
             source_labels: Vec::new(),
             stats_lines: 0,
             dumped_nodes: 0,
+            api: None,
         }
     }
 
@@ -900,6 +907,7 @@ impl State {
                     restarted = srv.ranks.len();
                     let fresh = ServerState {
                         source_labels: std::mem::take(&mut srv.source_labels),
+                        api: srv.api.take(),
                         last_seen: srv.last_seen,
                         ..ServerState::new(pat.metrics.len())
                     };

@@ -28,11 +28,21 @@ pub enum SelfMetric {
     DiscoverySkipped,
     /// `sglang_log_exporter_kv_capacity_contradictions_total{server}`.
     KvCapacityContradictions,
+    /// `sglang_up{server}`.
+    ApiUp,
+    /// `sglang_log_exporter_api_requests_total{server}`.
+    ApiRequests,
+    /// `sglang_log_exporter_api_failures_total{server}`.
+    ApiFailures,
+    /// `sglang_log_exporter_api_last_success_timestamp_seconds{server}`.
+    ApiLastSuccess,
+    /// `sglang_log_exporter_api_poll_duration_seconds{server}`.
+    ApiDuration,
 }
 
 impl SelfMetric {
     /// Every self metric, in exposition order.
-    pub const ALL: [SelfMetric; 11] = [
+    pub const ALL: [SelfMetric; 16] = [
         SelfMetric::SourceUp,
         SelfMetric::SourcePanics,
         SelfMetric::JournalctlRestarts,
@@ -44,6 +54,11 @@ impl SelfMetric {
         SelfMetric::DiscoveryFollowed,
         SelfMetric::DiscoverySkipped,
         SelfMetric::KvCapacityContradictions,
+        SelfMetric::ApiUp,
+        SelfMetric::ApiRequests,
+        SelfMetric::ApiFailures,
+        SelfMetric::ApiLastSuccess,
+        SelfMetric::ApiDuration,
     ];
 
     /// Name, HELP, type and label name (empty: no label).
@@ -114,6 +129,36 @@ impl SelfMetric {
                 "sglang_log_exporter_kv_capacity_contradictions_total",
                 "Times a rank's used KV-cache tokens were seen above the capacity known for it (a stats line above its pool or capacity line, or a capacity line below its last count: a capacity of another rank or process), and stats lines printing a token usage above 1; such a share is never shown over 100 %.",
                 Kind::Counter,
+                "server",
+            ),
+            S::ApiUp => (
+                "sglang_up",
+                "1 while the server's HTTP API (--sglang.url) answers, 0 while it does not (refused, timed out, an error status, an answer that cannot be read); its activity gauges are then withdrawn.",
+                Kind::Gauge,
+                "server",
+            ),
+            S::ApiRequests => (
+                "sglang_log_exporter_api_requests_total",
+                "HTTP requests made to the server's SGLang API (load endpoint and /server_info).",
+                Kind::Counter,
+                "server",
+            ),
+            S::ApiFailures => (
+                "sglang_log_exporter_api_failures_total",
+                "Polls of the server's SGLang API that failed (no answer, timeout, an error status or an answer that cannot be read).",
+                Kind::Counter,
+                "server",
+            ),
+            S::ApiLastSuccess => (
+                "sglang_log_exporter_api_last_success_timestamp_seconds",
+                "Unix time in seconds of the last answer read from the server's SGLang API.",
+                Kind::Gauge,
+                "server",
+            ),
+            S::ApiDuration => (
+                "sglang_log_exporter_api_poll_duration_seconds",
+                "Seconds the last poll of the server's SGLang API took (all its requests).",
+                Kind::Gauge,
                 "server",
             ),
         }

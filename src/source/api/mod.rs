@@ -1,0 +1,341 @@
+//! SGLang's own HTTP API as a source beside the logs (`--sglang.url [NAME=]URL`).
+//!
+//! One thread per server polls, every `--sglang.interval` and off the scrape path, its load
+//! endpoint — `/v1/loads` (v0.5.9+) where it answers, else `/get_load` (older releases) — and,
+//! once a minute and after every outage, `/server_info` (`/get_server_info` on releases
+//! without it) for the model, the mode and the sizes. Each answer goes to the state
+//! ([`crate::state::State::apply_api`]); a refused connection, a timeout, an error status or a
+//! body that cannot be read turns the server's `sglang_up` to 0 and withdraws the activity
+//! gauges it fed ([`crate::state::State::api_failed`]).
+//!
+//! HTTP is [`ureq`] (blocking, rustls for `https://`), as for the Pushgateway.
+
+pub mod shapes;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::source::now_unix;
+use crate::state::live::{ApiReading, ServerInfo};
+use crate::state::{lock, SelfMetric, Shared};
+use crate::stop::Stop;
+
+/// How often `/server_info` is asked again while the server answers.
+const INFO_EVERY: Duration = Duration::from_secs(60);
+
+/// The API source's settings, validated.
+#[derive(Debug, Clone)]
+pub struct ApiConfig {
+    /// The servers to poll.
+    pub targets: Vec<ApiTarget>,
+    /// Time between two polls of a server.
+    pub interval: Duration,
+    /// Timeout of one request (connect and read).
+    pub timeout: Duration,
+    /// `--sglang.api-key-file`: sent as `Authorization: Bearer KEY`.
+    pub api_key: Option<String>,
+}
+
+/// One server to poll.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiTarget {
+    /// The `server` label: `NAME` of `NAME=URL` (joining the log input of that name), else
+    /// the URL's `host:port`.
+    pub server: String,
+    /// The server's base URL (`http://host:port`, a path prefix kept).
+    pub base: url::Url,
+}
+
+impl ApiTarget {
+    /// Reads `[NAME=]URL`.
+    ///
+    /// # Errors
+    /// A message naming the argument when the URL is not `http://` or `https://` with a host.
+    pub fn parse(arg: &str) -> Result<ApiTarget, String> {
+        let (name, url) = match arg.split_once('=') {
+            Some((n, u)) if !n.contains(['/', ':']) => (Some(n), u),
+            _ => (None, arg),
+        };
+        let bad =
+            |why: &str| format!("--sglang.url {arg:?}: {why} (expected [NAME=]http://HOST:PORT)");
+        let mut base = url::Url::parse(url).map_err(|e| bad(&e.to_string()))?;
+        if !matches!(base.scheme(), "http" | "https") || base.host_str().is_none() {
+            return Err(bad("not an http:// or https:// URL with a host"));
+        }
+        if !base.path().ends_with('/') {
+            let p = format!("{}/", base.path());
+            base.set_path(&p);
+        }
+        let server = match name {
+            Some(n) if !n.is_empty() => n.to_string(),
+            Some(_) => return Err(bad("empty NAME")),
+            None => match base.port_or_known_default() {
+                Some(p) => format!("{}:{p}", base.host_str().unwrap_or_default()),
+                None => base.host_str().unwrap_or_default().to_string(),
+            },
+        };
+        Ok(ApiTarget { server, base })
+    }
+}
+
+/// Starts one poller thread per target, until `stop`.
+///
+/// # Errors
+/// When a thread cannot be started.
+pub fn spawn(cfg: ApiConfig, state: Shared, stop: Arc<Stop>) -> std::io::Result<()> {
+    let cfg = Arc::new(cfg);
+    for t in cfg.targets.clone() {
+        let (cfg, state, stop) = (cfg.clone(), state.clone(), stop.clone());
+        std::thread::Builder::new()
+            .name(format!("sglang api {}", t.server))
+            .spawn(move || Poller::new(&cfg, t).run(&state, &stop))?;
+    }
+    Ok(())
+}
+
+/// Which load endpoint a server answers on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Endpoint {
+    V1Loads,
+    GetLoad,
+}
+
+impl Endpoint {
+    fn path(self) -> &'static str {
+        match self {
+            Endpoint::V1Loads => "v1/loads",
+            Endpoint::GetLoad => "get_load",
+        }
+    }
+}
+
+/// Why a poll failed: the message logged once per outage.
+#[derive(Debug)]
+enum Failure {
+    /// No answer: refused, reset, timed out, name not resolved.
+    NoAnswer(String),
+    /// An answer with an error status.
+    Status(u16, &'static str),
+    /// An answer that is not what the endpoint answers.
+    Body(&'static str, String),
+    /// Neither load endpoint exists.
+    NoEndpoint,
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::NoAnswer(e) => write!(f, "no answer ({e})"),
+            Failure::Status(s @ (401 | 403), p) => write!(
+                f,
+                "/{p} answered HTTP {s} (the server wants an API key: give it with --sglang.api-key-file)"
+            ),
+            Failure::Status(s, p) => write!(f, "/{p} answered HTTP {s}"),
+            Failure::Body(p, e) => write!(f, "/{p} answered what cannot be read: {e}"),
+            Failure::NoEndpoint => f.write_str(
+                "neither /v1/loads nor /get_load exists (an SGLang release before v0.4.x, or not SGLang?)",
+            ),
+        }
+    }
+}
+
+/// One server's poller.
+struct Poller {
+    target: ApiTarget,
+    agent: ureq::Agent,
+    api_key: Option<String>,
+    interval: Duration,
+    endpoint: Option<Endpoint>,
+    info: Option<ServerInfo>,
+    info_at: Option<Instant>,
+    /// Whether the last poll failed (so a failure is logged once per outage).
+    down: bool,
+}
+
+impl Poller {
+    fn new(cfg: &ApiConfig, target: ApiTarget) -> Poller {
+        Poller {
+            target,
+            agent: ureq::AgentBuilder::new()
+                .timeout(cfg.timeout)
+                .redirects(0)
+                .build(),
+            api_key: cfg.api_key.clone(),
+            interval: cfg.interval,
+            endpoint: None,
+            info: None,
+            info_at: None,
+            down: false,
+        }
+    }
+
+    fn run(mut self, state: &Shared, stop: &Stop) {
+        let server = self.target.server.clone();
+        tracing::info!(server = %server, url = %self.target.base, "polling the SGLang HTTP API");
+        loop {
+            let t0 = Instant::now();
+            let (result, requests) = self.poll();
+            let took = t0.elapsed().as_secs_f64();
+            {
+                let mut s = lock(state);
+                s.add_self(SelfMetric::ApiRequests, &server, requests as f64);
+                s.set_self(SelfMetric::ApiDuration, &server, took);
+                match &result {
+                    Ok(r) => {
+                        let now = now_unix();
+                        s.apply_api(&server, r, now);
+                        s.set_self(SelfMetric::ApiUp, &server, 1.0);
+                        s.set_self(SelfMetric::ApiLastSuccess, &server, now);
+                    }
+                    Err(_) => {
+                        s.api_failed(&server);
+                        s.set_self(SelfMetric::ApiUp, &server, 0.0);
+                        s.add_self(SelfMetric::ApiFailures, &server, 1.0);
+                    }
+                }
+            }
+            match result {
+                Ok(r) if self.down => {
+                    self.down = false;
+                    tracing::info!(server = %server, endpoint = r.endpoint, "the SGLang API answers again");
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    if !self.down {
+                        tracing::warn!(
+                            server = %server,
+                            url = %self.target.base,
+                            "the SGLang API does not answer: {e}; sglang_up is 0 and the activity \
+                             gauges it fed are withdrawn until it answers"
+                        );
+                    }
+                    self.down = true;
+                    // Ask again what the server is once it is back (it may be another release).
+                    self.info_at = None;
+                    if matches!(e, Failure::NoEndpoint) {
+                        self.endpoint = None;
+                    }
+                }
+            }
+            if !stop.wait(self.interval.saturating_sub(t0.elapsed())) {
+                return;
+            }
+        }
+    }
+
+    /// One poll: the server info when due, then the load endpoint. Also the number of
+    /// requests made.
+    fn poll(&mut self) -> (Result<ApiReading, Failure>, u32) {
+        let mut requests = 0;
+        let r = self.poll_counted(&mut requests);
+        (r, requests)
+    }
+
+    fn poll_counted(&mut self, requests: &mut u32) -> Result<ApiReading, Failure> {
+        if self.info_at.is_none_or(|t| t.elapsed() >= INFO_EVERY) {
+            let mut got = None;
+            for path in ["server_info", "get_server_info"] {
+                *requests += 1;
+                match self.get(path)? {
+                    Some(v) => {
+                        got = Some(shapes::server_info(&v).map_err(|e| Failure::Body(path, e.0))?);
+                        break;
+                    }
+                    None => continue,
+                }
+            }
+            // Neither exists: the load endpoint alone still says something.
+            if got.is_some() {
+                self.info = got;
+            }
+            self.info_at = Some(Instant::now());
+        }
+        let order = match self.endpoint {
+            Some(Endpoint::GetLoad) => [Endpoint::GetLoad, Endpoint::V1Loads],
+            _ => [Endpoint::V1Loads, Endpoint::GetLoad],
+        };
+        for ep in order {
+            *requests += 1;
+            let Some(body) = self.get(ep.path())? else {
+                continue;
+            };
+            let info = self.info.as_ref();
+            let loads = match ep {
+                Endpoint::V1Loads => shapes::v1_loads(&body, info),
+                Endpoint::GetLoad => shapes::get_load(&body, info),
+            }
+            .map_err(|e| Failure::Body(ep.path(), e.0))?;
+            self.endpoint = Some(ep);
+            return Ok(ApiReading {
+                endpoint: match ep {
+                    Endpoint::V1Loads => "/v1/loads",
+                    Endpoint::GetLoad => "/get_load",
+                },
+                info: self.info.clone(),
+                loads,
+            });
+        }
+        Err(Failure::NoEndpoint)
+    }
+
+    /// GETs `path` under the base URL: the JSON body, `None` for a 404 (no such endpoint in
+    /// this release).
+    fn get(&self, path: &'static str) -> Result<Option<serde_json::Value>, Failure> {
+        let url = self
+            .target
+            .base
+            .join(path)
+            .map_err(|e| Failure::NoAnswer(e.to_string()))?;
+        let mut req = self.agent.request_url("GET", &url);
+        if let Some(k) = &self.api_key {
+            req = req.set("Authorization", &format!("Bearer {k}"));
+        }
+        match req.call() {
+            Ok(resp) => {
+                // A load answer is a few KB per DP rank; 16 MiB bounds a hostile one.
+                let mut body = Vec::new();
+                use std::io::Read;
+                resp.into_reader()
+                    .take(16 << 20)
+                    .read_to_end(&mut body)
+                    .map_err(|e| Failure::NoAnswer(e.to_string()))?;
+                serde_json::from_slice(&body)
+                    .map(Some)
+                    .map_err(|e| Failure::Body(path, e.to_string()))
+            }
+            Err(ureq::Error::Status(404, _)) => Ok(None),
+            Err(ureq::Error::Status(s, _)) => Err(Failure::Status(s, path)),
+            Err(ureq::Error::Transport(t)) => Err(Failure::NoAnswer(t.to_string())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_target_is_named_by_its_name_or_its_host_and_port() {
+        let t = ApiTarget::parse("decode=http://10.0.0.5:30000").unwrap();
+        assert_eq!(t.server, "decode");
+        assert_eq!(t.base.as_str(), "http://10.0.0.5:30000/");
+        let t = ApiTarget::parse("http://gpu-1:30000/sglang").unwrap();
+        assert_eq!(t.server, "gpu-1:30000");
+        assert_eq!(
+            t.base.join("v1/loads").unwrap().as_str(),
+            "http://gpu-1:30000/sglang/v1/loads"
+        );
+        let t = ApiTarget::parse("http://[::1]:8000").unwrap();
+        assert_eq!(t.server, "[::1]:8000");
+        assert_eq!(ApiTarget::parse("https://h").unwrap().server, "h:443");
+        for bad in [
+            "decode=",
+            "x=ftp://h",
+            "localhost:30000",
+            "=http://h:1",
+            "http://",
+        ] {
+            assert!(ApiTarget::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,357 @@
+//! The JSON shapes of SGLang's load endpoints, read into per-DP-rank metric values.
+//!
+//! Read from each release's own code (`pip download --no-deps sglang==VERSION`):
+//!
+//! * `GET /v1/loads` (v0.5.9+, `entrypoints/v1_loads.py`): `{"loads": [...]}`, one object per
+//!   DP rank — a `LoadSnapshot` (`managers/load_snapshot.py`, v0.5.19+) or a
+//!   `GetLoadsReqOutput` (`managers/io_struct.py`, v0.5.9–v0.5.18), built by the scheduler
+//!   (`scheduler_components/load_inquirer.py`, before that `scheduler_metrics_mixin.py`).
+//!   Its `num_waiting_reqs` counts the PD queues too (bootstrap; prealloc, transfer and
+//!   retracted), so it is the log's `#queue-req` only with `queues.waiting` or once the PD
+//!   queues are taken off; v0.5.9–v0.5.18 name the bootstrap queue `prefill_prealloc_queue_reqs`.
+//! * `GET /get_load` (v0.4.x–v0.5.22): a list of `GetLoadReqOutput` (`dp_rank`, `num_reqs` =
+//!   running + waiting, `num_waiting_reqs` with the PD queues, `num_tokens` = used + the
+//!   waiting requests' tokens: no used count).
+//! * `GET /server_info` (`/get_server_info`, older): the server arguments, the scheduler
+//!   info (`max_total_num_tokens`) and per-DP `internal_states`.
+//!
+//! A field that is absent, not a number, negative or not finite gives no value: the log may
+//! still give it. Nothing here is guessed from a field of another meaning.
+
+use serde_json::{Map, Value};
+
+use crate::record::ServerArgs;
+use crate::state::live::{DpLoad, ServerInfo};
+
+/// Why an answer could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ShapeError(pub String);
+
+/// A count or ratio at `key`: a finite number at or above 0.
+fn num(o: &Map<String, Value>, key: &str) -> Option<f64> {
+    o.get(key)?.as_f64().filter(|v| v.is_finite() && *v >= 0.0)
+}
+
+/// `dp_rank`: a number, or `null`/absent for a server without data parallelism (0).
+fn dp_rank(o: &Map<String, Value>) -> Result<u32, ShapeError> {
+    match o.get("dp_rank") {
+        None | Some(Value::Null) => Ok(0),
+        Some(v) => v
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .ok_or_else(|| ShapeError(format!("dp_rank {v} is not a rank number"))),
+    }
+}
+
+/// Whether the server runs without PD disaggregation, from `/server_info` (`None`: unknown).
+fn unified(info: Option<&ServerInfo>) -> Option<bool> {
+    let mode = info?.args.disaggregation_mode.as_deref()?;
+    Some(mode == "null")
+}
+
+/// Reads a `/v1/loads` answer. `info` (the last `/server_info`) tells a server without PD
+/// disaggregation, whose `num_waiting_reqs` is its waiting queue.
+///
+/// # Errors
+/// A [`ShapeError`] when the body is not an object with a `loads` list of objects.
+pub fn v1_loads(body: &Value, info: Option<&ServerInfo>) -> Result<Vec<DpLoad>, ShapeError> {
+    let loads = body
+        .get("loads")
+        .and_then(Value::as_array)
+        .ok_or_else(|| ShapeError("no \"loads\" list".into()))?;
+    loads
+        .iter()
+        .map(|l| {
+            let o = l
+                .as_object()
+                .ok_or_else(|| ShapeError("a load is not an object".into()))?;
+            v1_load(o, info)
+        })
+        .collect()
+}
+
+fn v1_load(o: &Map<String, Value>, info: Option<&ServerInfo>) -> Result<DpLoad, ShapeError> {
+    let mut values = Vec::new();
+    let mut put = |id: &'static str, v: Option<f64>| {
+        if let Some(v) = v {
+            values.push((id, v));
+        }
+    };
+    for (id, key) in [
+        ("num_running_reqs", "num_running_reqs"),
+        ("num_used_tokens", "num_used_tokens"),
+        ("token_usage", "token_usage"),
+        ("gen_throughput", "gen_throughput"),
+        ("cache_hit_rate", "cache_hit_rate"),
+    ] {
+        put(id, num(o, key));
+    }
+    // 0 is the snapshot's default before the scheduler set it: no capacity.
+    put(
+        "max_total_num_tokens",
+        num(o, "max_total_num_tokens").filter(|&v| v > 0.0),
+    );
+    put(
+        "max_running_requests",
+        num(o, "max_running_requests").filter(|&v| v > 0.0),
+    );
+    let disagg = o.get("disaggregation").and_then(Value::as_object);
+    let mode = disagg.and_then(|d| d.get("mode")).and_then(Value::as_str);
+    // The PD queues of the server's side, and their sum (what num_waiting_reqs adds).
+    let mut pd_sum = Some(0.0);
+    if let Some(d) = disagg {
+        let side: &[(&'static str, &[&str])] = match mode {
+            Some("prefill") => &[
+                (
+                    "num_prefill_bootstrap_queue_reqs",
+                    &[
+                        "prefill_bootstrap_queue_reqs",
+                        "prefill_prealloc_queue_reqs",
+                    ],
+                ),
+                (
+                    "num_prefill_inflight_queue_reqs",
+                    &["prefill_inflight_queue_reqs"],
+                ),
+            ],
+            Some("decode") => &[
+                (
+                    "num_decode_prealloc_queue_reqs",
+                    &["decode_prealloc_queue_reqs"],
+                ),
+                (
+                    "num_decode_transfer_queue_reqs",
+                    &["decode_transfer_queue_reqs"],
+                ),
+                (
+                    "decode_retracted_queue_reqs",
+                    &["decode_retracted_queue_reqs"],
+                ),
+            ],
+            _ => &[],
+        };
+        for &(id, keys) in side {
+            let v = keys.iter().find_map(|k| num(d, k));
+            put(id, v);
+            // The inflight queue is not among the waiting ones.
+            if id != "num_prefill_inflight_queue_reqs" {
+                pd_sum = pd_sum.zip(v).map(|(a, b)| a + b);
+            }
+        }
+    }
+    let waiting = num(o, "num_waiting_reqs");
+    let queue = o
+        .get("queues")
+        .and_then(Value::as_object)
+        .and_then(|q| num(q, "waiting"))
+        .or_else(|| match (mode, unified(info)) {
+            (Some("null"), _) | (None, Some(true)) => waiting,
+            (Some("prefill" | "decode"), _) => waiting
+                .zip(pd_sum)
+                .map(|(w, s)| w - s)
+                .filter(|&q| q >= 0.0),
+            _ => None,
+        });
+    put("num_queue_reqs", queue);
+    Ok(DpLoad {
+        dp_rank: dp_rank(o)?,
+        values,
+    })
+}
+
+/// Reads a `/get_load` answer: running requests (`num_reqs` − `num_waiting_reqs`), and the
+/// queue where `info` says the server runs without PD disaggregation (else its
+/// `num_waiting_reqs` holds the PD queues too, which cannot be taken apart).
+///
+/// # Errors
+/// A [`ShapeError`] when the body is not a list of objects.
+pub fn get_load(body: &Value, info: Option<&ServerInfo>) -> Result<Vec<DpLoad>, ShapeError> {
+    let loads = body
+        .as_array()
+        .ok_or_else(|| ShapeError("not a list".into()))?;
+    loads
+        .iter()
+        .map(|l| {
+            let o = l
+                .as_object()
+                .ok_or_else(|| ShapeError("a load is not an object".into()))?;
+            let mut values = Vec::new();
+            let (reqs, waiting) = (num(o, "num_reqs"), num(o, "num_waiting_reqs"));
+            if let Some(running) = reqs.zip(waiting).map(|(r, w)| r - w).filter(|&r| r >= 0.0) {
+                values.push(("num_running_reqs", running));
+            }
+            if let (Some(w), Some(true)) = (waiting, unified(info)) {
+                values.push(("num_queue_reqs", w));
+            }
+            Ok(DpLoad {
+                dp_rank: dp_rank(o)?,
+                values,
+            })
+        })
+        .collect()
+}
+
+/// Reads a `/server_info` answer: `served_model_name` (else `model_path`), the mode, the
+/// sizes and placement, `enable_dp_attention`, `speculative_algorithm` and the capacity.
+///
+/// # Errors
+/// A [`ShapeError`] when the body is not an object.
+pub fn server_info(body: &Value) -> Result<ServerInfo, ShapeError> {
+    let o = body
+        .as_object()
+        .ok_or_else(|| ShapeError("not an object".into()))?;
+    let text = |k: &str| o.get(k).and_then(Value::as_str).map(str::to_string);
+    let size = |k: &str| {
+        o.get(k)
+            .and_then(Value::as_u64)
+            .and_then(|n| u32::try_from(n).ok())
+    };
+    let args = ServerArgs {
+        model_name: text("served_model_name").or_else(|| text("model_path")),
+        disaggregation_mode: text("disaggregation_mode"),
+        tp_size: size("tp_size"),
+        dp_size: size("dp_size"),
+        pp_size: size("pp_size"),
+        nnodes: size("nnodes"),
+        node_rank: size("node_rank"),
+        base_gpu_id: size("base_gpu_id"),
+        gpu_id_step: size("gpu_id_step"),
+        enable_dp_attention: o.get("enable_dp_attention").and_then(Value::as_bool),
+        // Python's None reads "None", as in a server_args line.
+        speculative_algorithm: match o.get("speculative_algorithm") {
+            Some(Value::Null) => Some("None".into()),
+            Some(Value::String(s)) => Some(s.clone()),
+            _ => None,
+        },
+    };
+    Ok(ServerInfo {
+        args,
+        ep_size: size("ep_size").filter(|&e| e > 1),
+        max_total_num_tokens: num(o, "max_total_num_tokens").filter(|&v| v > 0.0),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn info(mode: &str) -> ServerInfo {
+        server_info(&json!({"disaggregation_mode": mode, "tp_size": 8})).unwrap()
+    }
+
+    fn get(l: &DpLoad, id: &str) -> Option<f64> {
+        l.values.iter().find(|(k, _)| *k == id).map(|(_, v)| *v)
+    }
+
+    /// v0.5.23 decode: num_waiting_reqs = waiting + prealloc + transfer + retracted.
+    #[test]
+    fn a_decode_servers_queue_is_its_waiting_queue_not_the_pd_queues() {
+        let body = json!({"loads": [{"dp_rank": 1, "num_running_reqs": 32, "num_waiting_reqs": 9,
+            "num_used_tokens": 11179, "max_total_num_tokens": 786432, "token_usage": 0.0142,
+            "gen_throughput": 1635.11, "cache_hit_rate": 0.5,
+            "disaggregation": {"mode": "decode", "prefill_bootstrap_queue_reqs": 0,
+                "prefill_inflight_queue_reqs": 0, "decode_prealloc_queue_reqs": 4,
+                "decode_transfer_queue_reqs": 2, "decode_retracted_queue_reqs": 1}}]});
+        let l = &v1_loads(&body, None).unwrap()[0];
+        assert_eq!(l.dp_rank, 1);
+        assert_eq!(get(l, "num_queue_reqs"), Some(2.0));
+        assert_eq!(get(l, "num_decode_prealloc_queue_reqs"), Some(4.0));
+        assert_eq!(get(l, "num_decode_transfer_queue_reqs"), Some(2.0));
+        assert_eq!(get(l, "decode_retracted_queue_reqs"), Some(1.0));
+        assert_eq!(get(l, "num_prefill_bootstrap_queue_reqs"), None);
+        assert_eq!(get(l, "num_used_tokens"), Some(11179.0));
+        assert_eq!(get(l, "token_usage"), Some(0.0142));
+        // With the queues section, its waiting count is the queue.
+        let mut b = body.clone();
+        b["loads"][0]["queues"] = json!({"waiting": 3, "grammar": 0, "paused": 0, "retracted": 0});
+        assert_eq!(
+            get(&v1_loads(&b, None).unwrap()[0], "num_queue_reqs"),
+            Some(3.0)
+        );
+    }
+
+    /// v0.5.9–v0.5.18 name the bootstrap queue prefill_prealloc_queue_reqs; dp_rank may be null.
+    #[test]
+    fn older_names_and_a_null_dp_rank_read_the_same() {
+        let body = json!({"loads": [{"dp_rank": null, "num_running_reqs": 1, "num_waiting_reqs": 5,
+            "disaggregation": {"mode": "prefill", "prefill_prealloc_queue_reqs": 3,
+                "prefill_inflight_queue_reqs": 7}}]});
+        let l = &v1_loads(&body, None).unwrap()[0];
+        assert_eq!(l.dp_rank, 0);
+        assert_eq!(get(l, "num_prefill_bootstrap_queue_reqs"), Some(3.0));
+        assert_eq!(get(l, "num_prefill_inflight_queue_reqs"), Some(7.0));
+        assert_eq!(get(l, "num_queue_reqs"), Some(2.0));
+    }
+
+    /// Without the sections, the waiting count is the queue only on a server known unified.
+    #[test]
+    fn the_waiting_count_is_the_queue_only_where_the_server_has_no_pd_queues() {
+        let body = json!({"loads": [{"num_running_reqs": 2, "num_waiting_reqs": 4,
+            "max_total_num_tokens": 0}]});
+        let l = &v1_loads(&body, None).unwrap()[0];
+        assert_eq!(get(l, "num_queue_reqs"), None);
+        assert_eq!(get(l, "max_total_num_tokens"), None);
+        let l = &v1_loads(&body, Some(&info("null"))).unwrap()[0];
+        assert_eq!(get(l, "num_queue_reqs"), Some(4.0));
+        let l = &v1_loads(&body, Some(&info("decode"))).unwrap()[0];
+        assert_eq!(get(l, "num_queue_reqs"), None);
+    }
+
+    #[test]
+    fn get_load_gives_running_requests_and_a_unified_servers_queue() {
+        let body = json!([{"rid": null, "http_worker_ipc": null, "dp_rank": 0, "num_reqs": 12,
+            "num_waiting_reqs": 5, "num_tokens": 9000}]);
+        let l = &get_load(&body, Some(&info("null"))).unwrap()[0];
+        assert_eq!(get(l, "num_running_reqs"), Some(7.0));
+        assert_eq!(get(l, "num_queue_reqs"), Some(5.0));
+        // num_tokens is used + waiting tokens: never the used count.
+        assert_eq!(get(l, "num_used_tokens"), None);
+        let l = &get_load(&body, Some(&info("decode"))).unwrap()[0];
+        assert_eq!(get(l, "num_queue_reqs"), None);
+        let l = &get_load(&body, None).unwrap()[0];
+        assert_eq!(get(l, "num_queue_reqs"), None);
+    }
+
+    #[test]
+    fn garbage_is_an_error_and_bad_numbers_are_no_values() {
+        assert!(v1_loads(&json!({"loads": 3}), None).is_err());
+        assert!(v1_loads(&json!([1]), None).is_err());
+        assert!(v1_loads(&json!({"loads": [{"dp_rank": -1}]}), None).is_err());
+        assert!(get_load(&json!({"a": 1}), None).is_err());
+        assert!(server_info(&json!("x")).is_err());
+        let body = json!({"loads": [{"num_running_reqs": -3, "token_usage": "0.5",
+            "num_used_tokens": null}]});
+        assert_eq!(v1_loads(&body, None).unwrap()[0].values, vec![]);
+        // More waiting than the queues hold after the PD ones: no queue rather than a wrong one.
+        let body = json!({"loads": [{"num_waiting_reqs": 1, "disaggregation": {"mode": "decode",
+            "decode_prealloc_queue_reqs": 4}}]});
+        assert_eq!(
+            get(&v1_loads(&body, None).unwrap()[0], "num_queue_reqs"),
+            None
+        );
+    }
+
+    #[test]
+    fn server_info_reads_the_model_mode_and_sizes() {
+        let i = server_info(
+            &json!({"model_path": "/models/ds", "served_model_name": "ds-v3",
+            "disaggregation_mode": "decode", "tp_size": 8, "dp_size": 8, "ep_size": 8,
+            "enable_dp_attention": true, "speculative_algorithm": null,
+            "max_total_num_tokens": 786432, "internal_states": []}),
+        )
+        .unwrap();
+        assert_eq!(i.args.model_name.as_deref(), Some("ds-v3"));
+        assert_eq!(i.args.disaggregation_mode.as_deref(), Some("decode"));
+        assert_eq!(
+            (i.args.tp_size, i.args.dp_size, i.ep_size),
+            (Some(8), Some(8), Some(8))
+        );
+        assert_eq!(i.args.enable_dp_attention, Some(true));
+        assert_eq!(i.args.speculative_algorithm.as_deref(), Some("None"));
+        assert_eq!(i.max_total_num_tokens, Some(786432.0));
+        let i = server_info(&json!({"model_path": "/m", "served_model_name": null})).unwrap();
+        assert_eq!(i.args.model_name.as_deref(), Some("/m"));
+    }
+}

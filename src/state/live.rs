@@ -1,0 +1,258 @@
+//! First-hand values from SGLang's HTTP API ([`crate::source::api`]), kept beside the log's.
+//!
+//! The poller hands in one [`ApiReading`] per answer ([`State::apply_api`]) or says the server
+//! did not answer ([`State::api_failed`]). What a scrape shows of them is decided in
+//! [`crate::view::value`]: while the API answers, its values win over the last log line and the
+//! idle policy is not needed for them; while it does not, the activity gauges of the ranks it
+//! fed are withdrawn (never shown as current), and its last capacity still stands.
+
+use crate::record::{Ranks, ServerArgs};
+
+use super::{caps, ServerKey, State};
+
+/// One answer of a server's API, read into metric values (see `source::api::shapes`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ApiReading {
+    /// The load endpoint that answered: `/v1/loads` or `/get_load`.
+    pub endpoint: &'static str,
+    /// `/server_info`, when it answered (the last answer is kept by the poller).
+    pub info: Option<ServerInfo>,
+    /// One entry per DP rank, in the order the API lists them.
+    pub loads: Vec<DpLoad>,
+}
+
+/// What `/server_info` says of a server: its arguments and sizes.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ServerInfo {
+    /// The arguments, in the words of a `server_args` log line.
+    pub args: ServerArgs,
+    /// `ep_size` (the `EPn` tag's range), when the server has one above 1.
+    pub ep_size: Option<u32>,
+    /// `max_total_num_tokens`: the KV pool's capacity in tokens (scheduler info).
+    pub max_total_num_tokens: Option<f64>,
+}
+
+/// One DP rank's load: values by the pattern file's metric ids (`num_running_reqs`, …).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DpLoad {
+    /// `dp_rank` as the API numbers it (0 for a server without data parallelism).
+    pub dp_rank: u32,
+    /// (metric id, value); a metric the answer does not give exactly is left out.
+    pub values: Vec<(&'static str, f64)>,
+}
+
+/// The state of a server's API probe.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiStatus {
+    /// Whether the last request got an answer that could be read.
+    pub up: bool,
+    /// The load endpoint of the last answer.
+    pub endpoint: &'static str,
+    /// Unix seconds (wall clock) of the last answer read.
+    pub last_success: Option<f64>,
+    /// `ep_size` from `/server_info`, for the rank a DP rank's values go to.
+    ep_size: Option<u32>,
+}
+
+/// A rank's values from the API: by [`crate::parse::patterns::MetricId`], NaN where the API
+/// gives none.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Live {
+    /// The DP rank of the answer they came from.
+    pub dp_rank: u32,
+    /// Values by metric id.
+    pub values: Box<[f64]>,
+}
+
+impl State {
+    /// Applies an answer of `server`'s API (wall-clock `now`): its status turns up, each DP
+    /// rank's values go to the rank series the log uses for it ([`rank_for`]), and the
+    /// server's arguments come from `/server_info` where no `server_args` line gave them.
+    /// New servers and ranks count against the same caps as the log's.
+    pub fn apply_api(&mut self, server: &str, r: &ApiReading, now: f64) {
+        self.generation += 1;
+        let key = ServerKey::plain(server);
+        let n = self.pat.metrics.len();
+        if !self.servers.contains_key(&key) {
+            let State {
+                servers,
+                cfg,
+                source_labels,
+                ..
+            } = self;
+            if let Err(cap) = State::add_server(servers, cfg, source_labels, n, &key) {
+                return self.refuse(cap, server);
+            }
+        }
+        let ids: Vec<Vec<(usize, f64)>> = r
+            .loads
+            .iter()
+            .map(|l| {
+                l.values
+                    .iter()
+                    .filter_map(|&(m, v)| Some((self.pat.metric_by_id(m)? as usize, v)))
+                    .collect()
+            })
+            .collect();
+        let capacity = self.pat.metric_by_id("max_total_num_tokens");
+        let (max_ranks, max_total) = (self.cfg.max_ranks, self.cfg.max_ranks_total);
+        let mut refused = None;
+        let mut added = 0;
+        let srv = self.servers.get_mut(&key).expect("added above");
+        srv.unclaimed_since = None;
+        if let Some(info) = &r.info {
+            if srv.args.is_none() {
+                srv.args = Some(info.args.clone());
+            }
+        }
+        let ep_size = r.info.as_ref().and_then(|i| i.ep_size);
+        let status = srv.api.get_or_insert_with(|| {
+            Box::new(ApiStatus {
+                up: true,
+                endpoint: r.endpoint,
+                last_success: None,
+                ep_size,
+            })
+        });
+        status.up = true;
+        status.endpoint = r.endpoint;
+        status.last_success = Some(now);
+        if ep_size.is_some() {
+            status.ep_size = ep_size;
+        }
+        let ep_size = status.ep_size;
+        let many = r.loads.len() > 1;
+        for (load, values) in r.loads.iter().zip(&ids) {
+            let want = rank_for(srv, load.dp_rank, many, ep_size);
+            // The values move when the log shows another rank prints for this DP rank.
+            for (ranks, rank) in srv.ranks.iter_mut() {
+                if *ranks != want
+                    && rank
+                        .live
+                        .as_ref()
+                        .is_some_and(|l| l.dp_rank == load.dp_rank)
+                {
+                    rank.live = None;
+                }
+            }
+            let new_rank = !srv.ranks.contains_key(&want);
+            if new_rank && srv.ranks.len() >= max_ranks {
+                refused = Some(caps::Cap::Ranks);
+                continue;
+            }
+            if new_rank && self.ranks_total + added >= max_total {
+                refused = Some(caps::Cap::RanksTotal);
+                continue;
+            }
+            added += usize::from(new_rank);
+            let rank = srv
+                .ranks
+                .entry(want)
+                .or_insert_with(|| super::RankState::new(n));
+            let mut live = vec![f64::NAN; n].into_boxed_slice();
+            for &(id, v) in values {
+                live[id] = v;
+            }
+            if let (Some(c), Some(info)) = (capacity, &r.info) {
+                let c = c as usize;
+                if live[c].is_nan() {
+                    live[c] = info.max_total_num_tokens.unwrap_or(f64::NAN);
+                }
+            }
+            rank.live = Some(Live {
+                dp_rank: load.dp_rank,
+                values: live,
+            });
+        }
+        // DP ranks the answer no longer lists keep no values of it.
+        let listed: Vec<u32> = r.loads.iter().map(|l| l.dp_rank).collect();
+        for rank in srv.ranks.values_mut() {
+            if rank
+                .live
+                .as_ref()
+                .is_some_and(|l| !listed.contains(&l.dp_rank))
+            {
+                rank.live = None;
+            }
+        }
+        // A rank made for the API alone that no longer holds its values is gone.
+        let before = srv.ranks.len();
+        srv.ranks.retain(|_, r| {
+            r.live.is_some() || r.has_stats() || r.values.iter().any(|v| !v.is_nan())
+        });
+        self.ranks_total = self.ranks_total + added - (before - srv.ranks.len());
+        if let Some(cap) = refused {
+            self.refuse(cap, server);
+        }
+    }
+
+    /// Records that `server`'s API did not answer (or answered what cannot be read): its status
+    /// turns down, so the activity gauges of the ranks it fed are withdrawn until it answers.
+    pub fn api_failed(&mut self, server: &str) {
+        let key = ServerKey::plain(server);
+        if let Some(status) = self.servers.get_mut(&key).and_then(|s| s.api.as_mut()) {
+            if status.up {
+                status.up = false;
+                self.generation += 1;
+            }
+        }
+    }
+}
+
+/// The rank whose series a DP rank's API values join, the way SGLang numbers the ranks that
+/// print stats lines: the log's own rank for that DP rank where it has one (the one printing
+/// stats lines first, else the lowest), else the prefix SGLang would print for it: `DPn` where
+/// the server has data parallelism, then `TPm` where `tp_size` > 1 (m = n × tp_size / dp_size
+/// under DP attention, where each DP rank's first attention-TP rank prints; 0 under plain TP,
+/// where TP0 prints), then `EPk` where `ep_size` > 1 (k = m / (tp_size / ep_size)).
+pub fn rank_for(srv: &super::ServerState, dp_rank: u32, many: bool, ep_size: Option<u32>) -> Ranks {
+    let args = srv.args.as_ref();
+    let dp_size = args.and_then(|a| a.dp_size).unwrap_or(1);
+    let has_dp = dp_size > 1 || many || dp_rank > 0;
+    let wanted_dp = has_dp.then_some(dp_rank);
+    // DP ranks the log tags, and those it does not: a log without DP tags has one DP rank.
+    let log_tags_dp = srv.ranks.keys().any(|r| r.dp.is_some());
+    let matching = |r: &Ranks| {
+        if log_tags_dp {
+            r.dp == Some(dp_rank)
+        } else {
+            r.dp.is_none() && dp_rank == 0
+        }
+    };
+    let own = srv
+        .ranks
+        .iter()
+        .filter(|(r, _)| matching(r))
+        .find(|(_, s)| s.has_stats())
+        .or_else(|| {
+            srv.ranks
+                .iter()
+                .filter(|(r, s)| {
+                    matching(r) && s.live.as_ref().is_none_or(|l| l.dp_rank == dp_rank)
+                })
+                .min_by_key(|(r, _)| (r.pp, r.tp, r.ep))
+        })
+        .map(|(r, _)| *r);
+    if let Some(r) = own {
+        return r;
+    }
+    let tp_size = args.and_then(|a| a.tp_size).unwrap_or(1);
+    let attention = args.and_then(|a| a.enable_dp_attention).unwrap_or(false);
+    let tp = (tp_size > 1).then(|| {
+        if attention && dp_size > 1 {
+            dp_rank * (tp_size / dp_size).max(1)
+        } else {
+            0
+        }
+    });
+    let ep = ep_size.filter(|&e| e > 1).map(|e| {
+        let per = (tp_size / e).max(1);
+        tp.unwrap_or(0) / per
+    });
+    Ranks {
+        dp: wanted_dp,
+        tp,
+        ep,
+        ..Ranks::default()
+    }
+}

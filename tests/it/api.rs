@@ -1,0 +1,437 @@
+//! `--sglang.url`: SGLang's HTTP API as a source, tested against SGLang's own endpoint code
+//! (tests/sglang_api/serve.py, set up by tests/sglang_api/setup.sh) with our numbers behind it.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::{free_port, parse_exposition, value, Exporter};
+
+/// A stand-in SGLang server: SGLang's released endpoint code over a data file of ours.
+struct SglangApi {
+    child: Option<Child>,
+    port: u16,
+    release: &'static str,
+    data: PathBuf,
+    api_key: Option<String>,
+    _dir: tempfile::TempDir,
+}
+
+fn api_root() -> PathBuf {
+    let root = crate::common::root().join("target/sglang-api");
+    assert!(
+        root.join("venv/bin/python").exists() && root.join("sglang-0.5.23/.done").exists(),
+        "the SGLang API stand-in is not set up: run tests/sglang_api/setup.sh (.ci/run does)"
+    );
+    root
+}
+
+impl SglangApi {
+    fn start(release: &'static str, data: &serde_json::Value, api_key: Option<&str>) -> SglangApi {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = SglangApi {
+            child: None,
+            port: free_port(),
+            release,
+            data: dir.path().join("data.json"),
+            api_key: api_key.map(str::to_string),
+            _dir: dir,
+        };
+        s.set(data);
+        s.up();
+        s
+    }
+
+    /// Starts (again) on the same port.
+    fn up(&mut self) {
+        let root = api_root();
+        let mut cmd = Command::new(root.join("venv/bin/python"));
+        cmd.args(["-W", "ignore"])
+            .arg(crate::common::root().join("tests/sglang_api/serve.py"))
+            .args(["--release", self.release, "--root"])
+            .arg(&root)
+            .args(["--port", &self.port.to_string(), "--data"])
+            .arg(&self.data)
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        if let Some(k) = &self.api_key {
+            cmd.args(["--api-key", k]);
+        }
+        self.child = Some(cmd.spawn().expect("start serve.py"));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(Instant::now() < deadline, "serve.py did not listen");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn down(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// What the server says from now on.
+    fn set(&self, data: &serde_json::Value) {
+        let tmp = self.data.with_extension("tmp");
+        std::fs::write(&tmp, serde_json::to_vec(data).unwrap()).unwrap();
+        std::fs::rename(&tmp, &self.data).unwrap();
+    }
+
+    fn url(&self, name: &str) -> String {
+        format!("{name}=http://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for SglangApi {
+    fn drop(&mut self) {
+        self.down();
+    }
+}
+
+/// Polled every 200 ms with a 150 ms timeout: outages show within a scrape or two.
+fn exporter(extra: &[&str]) -> Exporter {
+    let mut args = vec![
+        "--sglang.interval",
+        "200ms",
+        "--sglang.timeout",
+        "150ms",
+        "--gpu.disable",
+    ];
+    args.extend_from_slice(extra);
+    let e = Exporter::start(&args);
+    e.wait_ready();
+    e
+}
+
+/// A v0.5.23 PD decode server with DP attention (tp 4, dp 2): per DP rank what the scheduler's
+/// load inquirer fills in.
+fn decode_v0523() -> serde_json::Value {
+    let load = |dp: u32, running: u32, used: u32, waiting: u32, prealloc: u32, transfer: u32| {
+        serde_json::json!({
+            "dp_rank": dp, "timestamp": 1780000000.5, "num_running_reqs": running,
+            "num_waiting_reqs": waiting + prealloc + transfer, "num_used_tokens": used,
+            "max_total_num_tokens": 786432, "max_running_requests": 256,
+            "token_usage": (f64::from(used) / 786432.0 * 1e4).round() / 1e4,
+            "gen_throughput": 1635.11, "cache_hit_rate": 0.25, "utilization": 0.5,
+            "memory": {"weight_gb": 80.5, "kv_cache_gb": 40.25, "graph_gb": 1.5, "token_capacity": 786432},
+            "disaggregation": {"mode": "decode", "decode_prealloc_queue_reqs": prealloc,
+                "decode_transfer_queue_reqs": transfer, "decode_retracted_queue_reqs": 0},
+            "queues": {"waiting": waiting, "grammar": 0, "paused": 0, "retracted": 0, "prealloc_ready": 0}
+        })
+    };
+    serde_json::json!({
+        "loads": [load(0, 32, 11179, 3, 4, 2), load(1, 17, 5000, 0, 1, 0)],
+        "server_info": {"model_path": "/models/DeepSeek-V3", "served_model_name": "deepseek-ai/DeepSeek-V3",
+            "disaggregation_mode": "decode", "tp_size": 4, "dp_size": 2, "pp_size": 1, "ep_size": 1,
+            "enable_dp_attention": true, "speculative_algorithm": null},
+        "scheduler_info": {"max_total_num_tokens": 786432, "max_req_input_len": 163840}
+    })
+}
+
+const DP0: &str = r#"server="decode",model_name="deepseek-ai/DeepSeek-V3",engine_type="decode",dp_rank="0",pp_rank="0",tp_rank="0",moe_ep_rank="0""#;
+const DP1: &str = r#"server="decode",model_name="deepseek-ai/DeepSeek-V3",engine_type="decode",dp_rank="1",pp_rank="0",tp_rank="2",moe_ep_rank="0""#;
+
+fn at(name: &str, labels: &str) -> String {
+    format!("{name}{{{labels}}}")
+}
+
+#[test]
+fn v1_loads_alone_serves_each_dp_rank_with_the_servers_model_and_mode() {
+    let api = SglangApi::start("0.5.23", &decode_v0523(), None);
+    let e = exporter(&["--sglang.url", &api.url("decode")]);
+    let s = e.scrape_until(30, |s| {
+        value(s, &at("sglang:num_running_reqs", DP1)).is_some()
+    });
+    for (name, dp0, dp1) in [
+        ("sglang:num_running_reqs", 32.0, 17.0),
+        // The waiting queue alone (num_waiting_reqs holds the PD queues too: 9 and 1).
+        ("sglang:num_queue_reqs", 3.0, 0.0),
+        ("sglang:num_used_tokens", 11179.0, 5000.0),
+        ("sglang:max_total_num_tokens", 786432.0, 786432.0),
+        ("sglang:token_usage", 0.0142, 0.0064),
+        ("sglang:gen_throughput", 1635.11, 1635.11),
+        ("sglang:cache_hit_rate", 0.25, 0.25),
+        ("sglang:num_decode_prealloc_queue_reqs", 4.0, 1.0),
+        ("sglang:num_decode_transfer_queue_reqs", 2.0, 0.0),
+        ("sglang_decode_retracted_queue_requests", 0.0, 0.0),
+        ("sglang_max_running_requests", 256.0, 256.0),
+        ("sglang_api_live", 1.0, 1.0),
+    ] {
+        assert_eq!(value(&s, &at(name, DP0)), Some(dp0), "{name} DP0\n{s}");
+        assert_eq!(value(&s, &at(name, DP1)), Some(dp1), "{name} DP1\n{s}");
+    }
+    // Nothing of the prefill side, and two ranks only.
+    assert!(
+        !s.contains("sglang:num_prefill_bootstrap_queue_reqs{"),
+        "{s}"
+    );
+    let running: Vec<_> = parse_exposition(&s)
+        .into_iter()
+        .filter(|x| x.name == "sglang:num_running_reqs")
+        .collect();
+    assert_eq!(running.len(), 2, "{s}");
+    assert_eq!(value(&s, r#"sglang_up{server="decode"}"#), Some(1.0), "{s}");
+    assert!(
+        value(
+            &s,
+            r#"sglang_log_exporter_api_requests_total{server="decode"}"#
+        )
+        .unwrap()
+            >= 3.0
+    );
+    assert_eq!(
+        value(
+            &s,
+            r#"sglang_log_exporter_api_failures_total{server="decode"}"#
+        ),
+        None,
+        "{s}"
+    );
+    // A new answer shows at the next poll.
+    let mut d = decode_v0523();
+    d["loads"][1]["num_running_reqs"] = 5.into();
+    api.set(&d);
+    e.scrape_until(10, |s| {
+        value(s, &at("sglang:num_running_reqs", DP1)) == Some(5.0)
+    });
+}
+
+/// The log's own ranks get the API's live values (one series per rank, never two), and what
+/// only the log has (graph use, startup facts, its counters) stays.
+#[test]
+fn the_api_joins_the_log_of_the_same_server_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("decode.log");
+    std::fs::write(
+        &log,
+        "[2026-06-03 10:00:00] server_args=ServerArgs(model_path='/models/DeepSeek-V3', served_model_name='deepseek-ai/DeepSeek-V3', tp_size=4, dp_size=2, enable_dp_attention=True, disaggregation_mode='decode')\n\
+         [2026-06-03 10:17:30 DP0 TP0] Decode batch, #running-req: 1, #token: 2290, token usage: 0.00, pre-allocated usage: 0.00, #prealloc-req: 0, #transfer-req: 0, #retracted-req: 0, cuda graph: True, gen throughput (token/s): 40.01, #queue-req: 0\n\
+         [2026-06-03 10:17:30 DP1 TP2] Decode batch, #running-req: 2, #token: 4000, token usage: 0.01, pre-allocated usage: 0.00, #prealloc-req: 0, #transfer-req: 0, #retracted-req: 0, cuda graph: False, gen throughput (token/s): 80.02, #queue-req: 0\n",
+    )
+    .unwrap();
+    let api = SglangApi::start("0.5.23", &decode_v0523(), None);
+    let input = format!("decode={}", log.display());
+    let e = exporter(&["--sglang.url", &api.url("decode"), &input]);
+    let s = e.scrape_until(30, |s| {
+        value(s, &at("sglang:num_running_reqs", DP1)) == Some(17.0)
+    });
+    assert_eq!(
+        value(&s, &at("sglang:num_running_reqs", DP0)),
+        Some(32.0),
+        "{s}"
+    );
+    assert_eq!(value(&s, &at("sglang:num_used_tokens", DP0)), Some(11179.0));
+    // The log's 2026-06-03 lines are long idle by the wall clock: the API's values are current.
+    assert_eq!(value(&s, &at("sglang:gen_throughput", DP1)), Some(1635.11));
+    // What the log alone says.
+    assert_eq!(
+        value(&s, &at("sglang:is_cuda_graph", DP0)),
+        Some(1.0),
+        "{s}"
+    );
+    assert_eq!(value(&s, &at("sglang:is_cuda_graph", DP1)), Some(0.0));
+    assert_eq!(
+        value(&s, &at("sglang_decode_stats_lines_total", DP1)),
+        Some(1.0)
+    );
+    let running = parse_exposition(&s)
+        .into_iter()
+        .filter(|x| x.name == "sglang:num_running_reqs")
+        .count();
+    assert_eq!(running, 2, "one series per rank:\n{s}");
+}
+
+/// v0.5.6: `/get_load` (no `/v1/loads`) with `/server_info`; plain DP (no DP attention), so
+/// each DP rank's TP0 prints.
+#[test]
+fn get_load_of_an_older_release_serves_running_and_queued_requests() {
+    let data = serde_json::json!({
+        "loads": [
+            {"dp_rank": 0, "num_reqs": 12, "num_waiting_reqs": 5, "num_tokens": 9000},
+            {"dp_rank": 1, "num_reqs": 3, "num_waiting_reqs": 0, "num_tokens": 100}
+        ],
+        "server_info": {"model_path": "Qwen/Qwen2.5-7B-Instruct", "served_model_name": "qwen",
+            "disaggregation_mode": "null", "tp_size": 2, "dp_size": 2, "enable_dp_attention": false},
+        "scheduler_info": {"max_total_num_tokens": 500000}
+    });
+    let api = SglangApi::start("0.5.6", &data, None);
+    let e = exporter(&["--sglang.url", &api.url("qwen")]);
+    let l = |dp: u32| {
+        format!(
+            r#"server="qwen",model_name="qwen",engine_type="unified",dp_rank="{dp}",pp_rank="0",tp_rank="0",moe_ep_rank="0""#
+        )
+    };
+    let s = e.scrape_until(30, |s| {
+        value(s, &at("sglang:num_running_reqs", &l(1))).is_some()
+    });
+    assert_eq!(
+        value(&s, &at("sglang:num_running_reqs", &l(0))),
+        Some(7.0),
+        "{s}"
+    );
+    assert_eq!(value(&s, &at("sglang:num_queue_reqs", &l(0))), Some(5.0));
+    assert_eq!(value(&s, &at("sglang:num_running_reqs", &l(1))), Some(3.0));
+    assert_eq!(value(&s, &at("sglang:num_queue_reqs", &l(1))), Some(0.0));
+    assert_eq!(
+        value(&s, &at("sglang:max_total_num_tokens", &l(0))),
+        Some(500000.0)
+    );
+    // num_tokens counts the waiting requests' tokens too: it is never the used count.
+    assert!(!s.contains("sglang:num_used_tokens{"), "{s}");
+    assert_eq!(value(&s, r#"sglang_up{server="qwen"}"#), Some(1.0));
+}
+
+#[test]
+fn a_server_that_goes_away_shows_no_busy_value_and_comes_back() {
+    let mut api = SglangApi::start("0.5.23", &decode_v0523(), None);
+    let e = exporter(&["--sglang.url", &api.url("decode")]);
+    e.scrape_until(30, |s| {
+        value(s, &at("sglang:num_running_reqs", DP0)) == Some(32.0)
+    });
+    api.down();
+    let t0 = Instant::now();
+    let s = e.scrape_until(10, |s| {
+        value(s, r#"sglang_up{server="decode"}"#) == Some(0.0)
+    });
+    // Two intervals (400 ms) and a timeout; a loaded machine gets some slack.
+    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+    for name in [
+        "sglang:num_running_reqs",
+        "sglang:num_queue_reqs",
+        "sglang:num_used_tokens",
+        "sglang:token_usage",
+        "sglang:gen_throughput",
+        "sglang:num_decode_prealloc_queue_reqs",
+    ] {
+        assert_eq!(value(&s, &at(name, DP0)), None, "{name} still shown:\n{s}");
+    }
+    // The capacity is a fact, not an activity: it stands.
+    assert_eq!(
+        value(&s, &at("sglang:max_total_num_tokens", DP0)),
+        Some(786432.0)
+    );
+    assert_eq!(value(&s, &at("sglang_api_live", DP0)), Some(0.0));
+    assert!(
+        value(
+            &s,
+            r#"sglang_log_exporter_api_failures_total{server="decode"}"#
+        )
+        .unwrap()
+            >= 1.0
+    );
+    api.up();
+    let s = e.scrape_until(30, |s| {
+        value(s, r#"sglang_up{server="decode"}"#) == Some(1.0)
+    });
+    let s = if value(&s, &at("sglang:num_running_reqs", DP0)).is_some() {
+        s
+    } else {
+        e.scrape_until(10, |s| {
+            value(s, &at("sglang:num_running_reqs", DP0)).is_some()
+        })
+    };
+    assert_eq!(value(&s, &at("sglang:num_running_reqs", DP0)), Some(32.0));
+}
+
+/// A slow server (no answer within --sglang.timeout), garbage, a 5xx, and a 401 without the key:
+/// each is sglang_up 0 with a message, and the next good answer is up again.
+#[test]
+fn slow_garbage_error_and_unauthorised_answers_are_down_never_a_value() {
+    let api = SglangApi::start("0.5.23", &decode_v0523(), Some("sk-test-1"));
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("key");
+    std::fs::write(&key, "sk-test-1\n").unwrap();
+    // Without the key: 401.
+    let mut bare = exporter(&["--sglang.url", &api.url("decode")]);
+    let logs = bare.log_lines();
+    bare.scrape_until(30, |s| {
+        value(s, r#"sglang_up{server="decode"}"#) == Some(0.0)
+    });
+    let line = crate::common::wait_log(&logs, "does not answer", 10);
+    assert!(
+        line.contains("401") && line.contains("--sglang.api-key-file"),
+        "{line}"
+    );
+    assert!(!bare.scrape().contains("sglang:num_running_reqs{"));
+    drop(bare);
+
+    let e = exporter(&[
+        "--sglang.url",
+        &api.url("decode"),
+        "--sglang.api-key-file",
+        key.to_str().unwrap(),
+    ]);
+    e.scrape_until(30, |s| {
+        value(s, &at("sglang:num_running_reqs", DP0)) == Some(32.0)
+    });
+    let mut d = decode_v0523();
+    for fault in [
+        serde_json::json!({"delay_s": 1.0}),
+        serde_json::json!({"garbage": true}),
+        serde_json::json!({"status": 503}),
+    ] {
+        for (k, v) in fault.as_object().unwrap() {
+            d[k] = v.clone();
+        }
+        api.set(&d);
+        let s = e.scrape_until(15, |s| {
+            value(s, r#"sglang_up{server="decode"}"#) == Some(0.0)
+        });
+        assert_eq!(
+            value(&s, &at("sglang:num_running_reqs", DP0)),
+            None,
+            "{fault}\n{s}"
+        );
+        d = decode_v0523();
+        api.set(&d);
+        e.scrape_until(15, |s| {
+            value(s, &at("sglang:num_running_reqs", DP0)) == Some(32.0)
+        });
+    }
+}
+
+#[test]
+fn bad_api_arguments_are_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::write(&empty, "\n").unwrap();
+    let sample = crate::common::sample("pd-decode-session.log")
+        .display()
+        .to_string();
+    for (args, needle) in [
+        (vec!["--sglang.url", "localhost:30000"], "--sglang.url"),
+        (
+            vec![
+                "--sglang.url",
+                "a=http://h:1",
+                "--sglang.url",
+                "a=http://h:2",
+            ],
+            "two URLs",
+        ),
+        (
+            vec!["--sglang.url", "http://h:1", "--sglang.timeout", "10s"],
+            "--sglang.timeout",
+        ),
+        (
+            vec![
+                "--sglang.url",
+                "http://h:1",
+                "--sglang.api-key-file",
+                empty.to_str().unwrap(),
+            ],
+            "not one key",
+        ),
+        (
+            vec!["--once", "--sglang.url", "http://h:1", sample.as_str()],
+            "--once",
+        ),
+    ] {
+        let out = crate::common::run(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}

@@ -1,0 +1,205 @@
+"""SGLang's own load endpoints, served with the test's numbers behind them.
+
+The stand-in NVML library's idea for SGLang's HTTP API: the endpoint code is SGLang's released
+code, loaded from a wheel's files (setup.sh puts them under ROOT); only what stands behind it —
+the tokenizer manager, which in SGLang reads the schedulers' snapshots — is ours, and it hands the
+real code the values in the test's data file (re-read at every request, so a test changes what the
+server says by rewriting it).
+
+  --release 0.5.23  GET /v1/loads: v1_loads.py's router over load_snapshot.py's LoadSnapshot,
+                    written and read through its own shared-memory writer and reader, as the
+                    scheduler and the tokenizer manager do. GET /server_info: the handler's shape
+                    (build_server_info's resolved args + scheduler info, internal_states, version).
+  --release 0.5.6   GET /get_load: io_struct.py's GetLoadReqOutput, serialised by FastAPI as the
+                    handler returns it; GET /server_info: that release's handler shape (server
+                    args, scheduler info, internal_states, version). No /v1/loads (404).
+  --api-key KEY     v0.5.23's own add_api_key_middleware (utils/auth.py).
+
+The data file: {"loads": [per-rank fields], "server_info": {...}, "scheduler_info": {...},
+"internal_states": [...], "delay_s": 0, "garbage": false, "status": 200}. `delay_s` delays
+every answer (a slow server), `garbage` answers a body that is no JSON, `status` answers that
+status with SGLang's error body.
+
+usage: serve.py --release R --root ROOT --port N --data FILE [--api-key KEY]
+"""
+
+import argparse
+import asyncio
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+import types
+
+
+def module(name, **attrs):
+    m = types.ModuleType(name)
+    m.__dict__.update(attrs)
+    sys.modules[name] = m
+    return m
+
+
+def package(name, path):
+    """A package whose __init__ is not run (SGLang's imports torch), its files found under path."""
+    return module(name, __path__=[path])
+
+
+def load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    m = importlib.util.module_from_spec(spec)
+    sys.modules[name] = m
+    spec.loader.exec_module(m)
+    return m
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--release", required=True, choices=["0.5.23", "0.5.6"])
+    ap.add_argument("--root", required=True)
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--api-key")
+    a = ap.parse_args()
+    src = os.path.join(a.root, f"sglang-{a.release}", "sglang")
+
+    def data():
+        with open(a.data) as f:
+            return json.load(f)
+
+    # The packages of the files we load, without their heavy __init__s.
+    package("sglang", src)
+    package("sglang.srt", os.path.join(src, "srt"))
+    package("sglang.srt.managers", os.path.join(src, "srt", "managers"))
+    package("sglang.srt.entrypoints", os.path.join(src, "srt", "entrypoints"))
+    utils = package("sglang.srt.utils", os.path.join(src, "srt", "utils"))
+    version = load("sglang.version", os.path.join(src, "version.py"))
+
+    from fastapi import FastAPI
+    from fastapi.responses import Response
+
+    app = FastAPI()
+
+    if a.release == "0.5.23":
+        # What load_snapshot.py and v1_loads.py import from the rest of SGLang: the parallel
+        # layout (one node, no DP attention unless the data says so) and the device name.
+        class Parallel:
+            def __init__(self, d):
+                self.tp_size = d.get("tp_size", 1)
+                self.pp_size = d.get("pp_size", 1)
+                self.num_dp_ranks = max(1, len(d.get("loads", [])))
+                self.attn_dp_enabled = d.get("enable_dp_attention", False)
+                self.nnodes = 1
+                self.node_rank = 0
+                self.dp_rank = None
+                self.load_balance_method = "round_robin"
+
+        env_flag = types.SimpleNamespace(get=lambda: False)
+        module("sglang.srt.environ", envs=types.SimpleNamespace(SGLANG_LOAD_SNAPSHOT_USE_ZMQ=env_flag))
+        module(
+            "sglang.srt.runtime_context",
+            get_parallel=lambda: Parallel(data().get("server_info", {})),
+            get_serving=lambda: types.SimpleNamespace(tokenizer_worker_num=1),
+        )
+        module("sglang.srt.utils.network", is_zmq_endpoint_ipv6=None, restrict_zmq_peers=None, zmq_connect=None)
+        utils.get_device_name = lambda: "NVIDIA H200"
+        snap = load("sglang.srt.managers.load_snapshot", os.path.join(src, "srt", "managers", "load_snapshot.py"))
+
+        class TokenizerManager:
+            """Writes the data file's snapshots through SGLang's shared-memory writer (as each
+            scheduler does) and reads them back through its reader (as the tokenizer manager's
+            get_loads does)."""
+
+            shm = os.path.join(tempfile.mkdtemp(), "loads.shm")
+
+            async def get_loads(self, include=None, dp_rank=None):
+                loads = data().get("loads", [])
+                sections = {
+                    "memory": snap.MemoryMetrics,
+                    "speculative": snap.SpeculativeMetrics,
+                    "lora": snap.LoRAMetrics,
+                    "disaggregation": snap.DisaggregationMetrics,
+                    "queues": snap.QueueMetrics,
+                }
+                for i, l in enumerate(loads):
+                    fields = {k: (sections[k](**v) if k in sections else v) for k, v in l.items()}
+                    fields.setdefault("dp_rank", i)
+                    w = snap.ShmLoadSnapshotWriter(self.shm, len(loads), fields["dp_rank"])
+                    w.write(snap.LoadSnapshot(**fields))
+                    w.close()
+                reader = snap.ShmLoadSnapshotReader(self.shm, len(loads))
+                try:
+                    return [reader.read(dp_rank)] if dp_rank is not None else reader.read_all()
+                finally:
+                    reader.close()
+
+        tm = TokenizerManager()
+        module("sglang.srt.entrypoints.http_server", get_global_state=lambda: types.SimpleNamespace(tokenizer_manager=tm))
+        v1 = load("sglang.srt.entrypoints.v1_loads", os.path.join(src, "srt", "entrypoints", "v1_loads.py"))
+        app.include_router(v1.router)
+
+        @app.get("/server_info")
+        async def server_info():
+            d = data()
+            return {
+                **d.get("server_info", {}),
+                "launch_command": "python -m sglang.launch_server",
+                **d.get("scheduler_info", {}),
+                "kv_events": None,
+                "startup_time": 1780000000.0,
+                "internal_states": d.get("internal_states", []),
+                "version": version.__version__,
+                "frontend": "python",
+            }
+
+    else:
+        # io_struct.py's imports, which its load classes do not use.
+        for name, attr in [
+            ("sglang.srt.lora.lora_registry", "LoRARef"),
+            ("sglang.srt.managers.schedule_batch", "BaseFinishReason"),
+            ("sglang.srt.multimodal.mm_utils", "has_valid_data"),
+            ("sglang.srt.sampling.sampling_params", "SamplingParams"),
+        ]:
+            module(name, **{attr: type(attr, (), {})})
+        for name in ["sglang.srt.lora", "sglang.srt.multimodal", "sglang.srt.sampling"]:
+            sys.modules.setdefault(name, types.ModuleType(name))
+        utils.ImageData = type("ImageData", (), {})
+        io = load("sglang.srt.managers.io_struct", os.path.join(src, "srt", "managers", "io_struct.py"))
+
+        @app.get("/get_load")
+        async def get_load():
+            return [io.GetLoadReqOutput(**l) for l in data().get("loads", [])]
+
+        @app.get("/server_info")
+        async def server_info():
+            d = data()
+            return {
+                **d.get("server_info", {}),
+                **d.get("scheduler_info", {}),
+                "internal_states": d.get("internal_states", []),
+                "version": version.__version__,
+            }
+
+    @app.middleware("http")
+    async def faults(request, call_next):
+        """The test's faults: a slow server, garbage, an error status."""
+        d = data()
+        if d.get("delay_s"):
+            await asyncio.sleep(d["delay_s"])
+        if d.get("garbage"):
+            return Response(content=b"<html>\x00not json", media_type="application/json")
+        if d.get("status", 200) != 200:
+            return Response(content=b'{"error": "Internal Server Error"}', status_code=d["status"])
+        return await call_next(request)
+
+    if a.api_key:
+        auth = load("sglang.srt.utils.auth", os.path.join(a.root, "sglang-0.5.23", "sglang", "srt", "utils", "auth.py"))
+        auth.add_api_key_middleware(app, api_key=a.api_key, admin_api_key=None)
+
+    import uvicorn
+
+    uvicorn.run(app, host="127.0.0.1", port=a.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

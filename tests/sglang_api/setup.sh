@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Sets up what tests/it/api.rs needs to run SGLang's own HTTP endpoint code (see serve.py): a
+# Python venv with the packages that code imports (fastapi, uvicorn, msgspec, orjson, from
+# PyPI) and the source files of two SGLang releases, taken from their wheels
+# (`pip download --no-deps`): v0.5.23 (`/v1/loads`: entrypoints/v1_loads.py,
+# managers/load_snapshot.py; utils/auth.py for --api-key) and v0.5.6 (`/get_load`:
+# managers/io_struct.py). Idempotent; `.ci/run` runs it. Usage: setup.sh [DIR] (default
+# target/sglang-api).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+dir=${1:-target/sglang-api}
+mkdir -p "$dir/wheels"
+venv=$dir/venv
+if [[ ! -x $venv/bin/python ]] || ! "$venv/bin/python" -c 'import fastapi, uvicorn, msgspec, orjson' 2>/dev/null; then
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check \
+    'fastapi==0.165.0' 'uvicorn==0.54.0' 'msgspec==0.23.0' 'orjson==3.13.0'
+fi
+for v in 0.5.23 0.5.6; do
+  out=$dir/sglang-$v
+  [[ -f $out/.done ]] && continue
+  ls "$dir"/wheels/sglang-$v-*.whl >/dev/null 2>&1 ||
+    "$venv/bin/pip" download --quiet --disable-pip-version-check --no-deps "sglang==$v" -d "$dir/wheels"
+  rm -rf "$out"
+  "$venv/bin/python" - "$dir"/wheels/sglang-$v-*.whl "$out" <<'PY'
+import sys, zipfile
+wheel, out = sys.argv[1], sys.argv[2]
+want = ("sglang/srt/entrypoints/v1_loads.py", "sglang/srt/managers/load_snapshot.py",
+        "sglang/srt/managers/io_struct.py", "sglang/srt/utils/auth.py", "sglang/version.py")
+with zipfile.ZipFile(wheel) as z:
+    for name in z.namelist():
+        if name in want:
+            z.extract(name, out)
+PY
+  touch "$out/.done"
+done
+echo "SGLang API stand-in ready in $dir"
