@@ -183,8 +183,8 @@ pub struct RunArgs {
 /// The SGLang HTTP API as a source of the main mode (see the README's "SGLang's HTTP API").
 #[derive(Debug, Clone, Args)]
 pub struct ApiArgs {
-    /// Poll this SGLang server's HTTP API for live values (repeatable): `/v1/loads` (v0.5.9+)
-    /// or `/get_load`, and `/server_info`. `NAME=` joins the log input of that server name
+    /// Poll this SGLang server's HTTP API for live values (repeatable): `/v1/loads` (v0.5.8+)
+    /// or `/get_load` (v0.5.3+), and `/server_info`. `NAME=` joins the log input of that server name
     /// (`NAME=PATH`, a --journal-unit's name); without it the server is named HOST:PORT.
     #[arg(long = "sglang.url", value_name = "[NAME=]URL")]
     pub api_urls: Vec<String>,

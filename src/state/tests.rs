@@ -341,3 +341,85 @@ fn a_rank_whose_line_was_held_gets_its_time_once_confirmed() {
     assert_eq!(f.rank("s", tp(0)).last_stats, Some(morning + 1.0));
     assert_eq!(f.state.log_clock(), Some(morning + 2.0));
 }
+
+/// Plain TP: every TP rank prints its KV pool, only TP0 prints stats lines; the API's one DP
+/// rank goes to TP0, and the values follow when a log shows another printer.
+#[test]
+fn the_apis_dp_rank_joins_the_rank_that_prints_stats_lines() {
+    use crate::state::live::{ApiReading, DpLoad};
+    let mut f = Fixture::new(StateConfig::default());
+    for n in [1, 0, 3, 2] {
+        f.apply(
+            "s",
+            &format!("[2026-06-03 10:00:00 TP{n}] KV Cache is allocated. #tokens: 500000, K size: 10.00 GB, V size: 10.00 GB"),
+            Some(T),
+        );
+    }
+    f.apply(
+        "s",
+        "[2026-06-03 10:00:01 TP0] Decode batch, #running-req: 1, #token: 50, token usage: 0.00, cuda graph: True, gen throughput (token/s): 1.00, #queue-req: 0",
+        Some(T + 1.0),
+    );
+    let reading = ApiReading {
+        endpoint: "/v1/loads",
+        info: None,
+        loads: vec![DpLoad {
+            dp_rank: 0,
+            values: vec![("num_running_reqs", 9.0)],
+        }],
+    };
+    f.state.apply_api("s", &reading, T + 2.0);
+    let running = f.id("num_running_reqs");
+    let srv = f.server("s");
+    let live: Vec<_> = srv
+        .ranks
+        .iter()
+        .filter(|(_, r)| r.live.is_some())
+        .map(|(k, r)| (k.tp, r.live.as_ref().unwrap().values[running]))
+        .collect();
+    assert_eq!(live, vec![(tp(0), 9.0)]);
+    assert_eq!(srv.ranks.len(), 4, "no rank of its own for the API");
+    let (srv, rank) = (f.server("s"), f.rank("s", tp(0)));
+    assert_eq!(
+        crate::view::value(&f.state, srv, rank, running, T + 3.0),
+        Some(9.0)
+    );
+    // Down: the activity gauge is withdrawn, never the log's older 1.
+    f.state.api_failed("s");
+    let (srv, rank) = (f.server("s"), f.rank("s", tp(0)));
+    assert_eq!(
+        crate::view::value(&f.state, srv, rank, running, T + 3.0),
+        None
+    );
+    // A server with no log at all: DP ranks as SGLang tags them under DP attention.
+    let info = crate::source::api::shapes::server_info(&serde_json::json!({
+        "tp_size": 8, "dp_size": 4, "ep_size": 8, "enable_dp_attention": true,
+        "disaggregation_mode": "null"}))
+    .unwrap();
+    let reading = ApiReading {
+        endpoint: "/v1/loads",
+        info: Some(info),
+        loads: (0..4)
+            .map(|dp| DpLoad {
+                dp_rank: dp,
+                values: vec![("num_running_reqs", f64::from(dp))],
+            })
+            .collect(),
+    };
+    f.state.apply_api("api-only", &reading, T);
+    let keys: Vec<_> = f
+        .server("api-only")
+        .ranks
+        .keys()
+        .map(|r| (r.dp, r.tp, r.ep))
+        .collect();
+    assert_eq!(
+        keys,
+        vec![
+            (Some(0), tp(0), Some(0)),
+            (Some(1), tp(2), Some(2)),
+            (Some(2), tp(4), Some(4)),
+            (Some(3), tp(6), Some(6)),
+        ]
+    );
+}

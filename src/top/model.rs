@@ -117,6 +117,9 @@ pub struct Rank {
     pub last_stats: Option<f64>,
     /// `sglang_kv_pool_size_bytes`.
     pub pool_bytes: Option<f64>,
+    /// `sglang_api_live` (1: the values are live from the server's HTTP API; 0: that API does
+    /// not answer).
+    pub api_live: Option<f64>,
 }
 
 impl Rank {
@@ -135,9 +138,14 @@ impl Rank {
         }
     }
 
-    /// Whether the rank reads as idle.
+    /// Whether the rank reads as idle (never while its values are live from the API).
     pub fn is_idle(&self) -> bool {
-        self.idle == Some(1.0)
+        self.idle == Some(1.0) && !self.is_live()
+    }
+
+    /// Whether its values are live from the server's HTTP API.
+    pub fn is_live(&self) -> bool {
+        self.api_live == Some(1.0)
     }
 
     /// Whether any PD queue gauge is present.
@@ -166,6 +174,7 @@ impl Rank {
             "sglang_idle" => &mut self.idle,
             "sglang_last_stats_timestamp_seconds" => &mut self.last_stats,
             "sglang_kv_pool_size_bytes" => &mut self.pool_bytes,
+            "sglang_api_live" => &mut self.api_live,
             _ => return None,
         })
     }

@@ -525,10 +525,12 @@ fn cells(s: &Server, r: &Rank, now: f64, retr: &Retr) -> Vec<(Col, String, Strin
         false => (pd.join(" "), pd_short.join(" ")),
     };
     let retractions = retr.of(s, r);
-    let age_text = match (r.last_stats, dim) {
-        (Some(t), true) => format!("{} idle", age(now - t)),
-        (Some(t), false) => age(now - t),
-        (None, _) => "-".into(),
+    let age_text = match (r.api_live, r.last_stats, dim) {
+        _ if r.is_live() => "live (API)".into(),
+        (Some(_), ..) => "API down".into(),
+        (None, Some(t), true) => format!("{} idle", age(now - t)),
+        (None, Some(t), false) => age(now - t),
+        (None, None, _) => "-".into(),
     };
     let retr_style = match retractions {
         Some(n) if n > 0.0 => Style::Warn,
@@ -762,7 +764,7 @@ fn help() -> Vec<Line> {
         ),
         col(
             "AGE",
-            "since the rank's last stats line; idle: none for --idle-after, activity reads 0",
+            "since the rank's last stats line; idle: none for --idle-after, activity reads 0; live (API): values from --sglang.url, API down: it does not answer",
         ),
         col(
             "GPU",

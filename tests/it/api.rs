@@ -189,6 +189,16 @@ fn v1_loads_alone_serves_each_dp_rank_with_the_servers_model_and_mode() {
         None,
         "{s}"
     );
+    // `top` marks the values live.
+    let url = format!("http://127.0.0.1:{}/metrics", e.port);
+    let out = crate::common::run(&["top", "--snapshot", "--width", "160", "--url", &url]);
+    let frame = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<&str> = frame.lines().filter(|l| l.contains("live (API)")).collect();
+    assert_eq!(rows.len(), 2, "{frame}");
+    assert!(
+        rows[0].contains("DP0 TP0") && rows[0].contains("1.4%  11.2k/786.4k   32      3"),
+        "{frame}"
+    );
     // A new answer shows at the next poll.
     let mut d = decode_v0523();
     d["loads"][1]["num_running_reqs"] = 5.into();

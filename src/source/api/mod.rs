@@ -1,7 +1,7 @@
 //! SGLang's own HTTP API as a source beside the logs (`--sglang.url [NAME=]URL`).
 //!
 //! One thread per server polls, every `--sglang.interval` and off the scrape path, its load
-//! endpoint — `/v1/loads` (v0.5.9+) where it answers, else `/get_load` (older releases) — and,
+//! endpoint — `/v1/loads` (v0.5.8+) where it answers, else `/get_load` (v0.4.7–v0.5.20) — and,
 //! once a minute and after every outage, `/server_info` (`/get_server_info` on releases
 //! without it) for the model, the mode and the sizes. Each answer goes to the state
 //! ([`crate::state::State::apply_api`]); a refused connection, a timeout, an error status or a
@@ -133,7 +133,7 @@ impl std::fmt::Display for Failure {
             Failure::Status(s, p) => write!(f, "/{p} answered HTTP {s}"),
             Failure::Body(p, e) => write!(f, "/{p} answered what cannot be read: {e}"),
             Failure::NoEndpoint => f.write_str(
-                "neither /v1/loads nor /get_load exists (an SGLang release before v0.4.x, or not SGLang?)",
+                "neither /v1/loads nor /get_load exists (an SGLang release before v0.4.7, or not SGLang?)",
             ),
         }
     }

@@ -2,18 +2,20 @@
 //!
 //! Read from each release's own code (`pip download --no-deps sglang==VERSION`):
 //!
-//! * `GET /v1/loads` (v0.5.9+, `entrypoints/v1_loads.py`): `{"loads": [...]}`, one object per
+//! * `GET /v1/loads` (v0.5.8+, `entrypoints/v1_loads.py`): `{"loads": [...]}`, one object per
 //!   DP rank — a `LoadSnapshot` (`managers/load_snapshot.py`, v0.5.19+) or a
-//!   `GetLoadsReqOutput` (`managers/io_struct.py`, v0.5.9–v0.5.18), built by the scheduler
+//!   `GetLoadsReqOutput` (`managers/io_struct.py`, v0.5.8–v0.5.18), built by the scheduler
 //!   (`scheduler_components/load_inquirer.py`, before that `scheduler_metrics_mixin.py`).
 //!   Its `num_waiting_reqs` counts the PD queues too (bootstrap; prealloc, transfer and
 //!   retracted), so it is the log's `#queue-req` only with `queues.waiting` or once the PD
 //!   queues are taken off; v0.5.9–v0.5.18 name the bootstrap queue `prefill_prealloc_queue_reqs`.
-//! * `GET /get_load` (v0.4.x–v0.5.22): a list of `GetLoadReqOutput` (`dp_rank`, `num_reqs` =
-//!   running + waiting, `num_waiting_reqs` with the PD queues, `num_tokens` = used + the
-//!   waiting requests' tokens: no used count).
-//! * `GET /server_info` (`/get_server_info`, older): the server arguments, the scheduler
-//!   info (`max_total_num_tokens`) and per-DP `internal_states`.
+//! * `GET /get_load` (v0.4.7–v0.5.20): from v0.5.3 a list of `GetLoadReqOutput` (`dp_rank`,
+//!   `num_reqs` = running + waiting, `num_waiting_reqs` with the PD queues, `num_tokens` = used
+//!   tokens plus the waiting requests': no used count); v0.4.7–v0.5.2 answer `{"load": N}`, DP
+//!   rank 0's tokens in use and waiting, which says the server answers and nothing per rank.
+//! * `GET /server_info` (v0.5.6+; `/get_server_info` from v0.4.x, kept as an alias): the
+//!   server arguments, the scheduler info (`max_total_num_tokens`) and per-DP
+//!   `internal_states`.
 //!
 //! A field that is absent, not a number, negative or not finite gives no value: the log may
 //! still give it. Nothing here is guessed from a field of another meaning.
@@ -167,9 +169,13 @@ fn v1_load(o: &Map<String, Value>, info: Option<&ServerInfo>) -> Result<DpLoad, 
 /// # Errors
 /// A [`ShapeError`] when the body is not a list of objects.
 pub fn get_load(body: &Value, info: Option<&ServerInfo>) -> Result<Vec<DpLoad>, ShapeError> {
+    // v0.4.7–v0.5.2: one token count for the whole server, no request counts.
+    if body.get("load").is_some_and(Value::is_number) {
+        return Ok(Vec::new());
+    }
     let loads = body
         .as_array()
-        .ok_or_else(|| ShapeError("not a list".into()))?;
+        .ok_or_else(|| ShapeError("neither a list nor {\"load\": N}".into()))?;
     loads
         .iter()
         .map(|l| {
@@ -312,6 +318,8 @@ mod tests {
         assert_eq!(get(l, "num_queue_reqs"), None);
         let l = &get_load(&body, None).unwrap()[0];
         assert_eq!(get(l, "num_queue_reqs"), None);
+        // v0.4.7–v0.5.2: an answer, nothing per rank.
+        assert_eq!(get_load(&json!({"load": 12345}), None).unwrap(), vec![]);
     }
 
     #[test]
