@@ -207,7 +207,8 @@ impl State {
 /// where TP0 prints), then `EPk` where `ep_size` > 1 (k = m / (tp_size / ep_size)).
 pub fn rank_for(srv: &super::ServerState, dp_rank: u32, many: bool, ep_size: Option<u32>) -> Ranks {
     let args = srv.args.as_ref();
-    let dp_size = args.and_then(|a| a.dp_size).unwrap_or(1);
+    // A size of 0 (garbage) reads as 1: no division by it.
+    let dp_size = args.and_then(|a| a.dp_size).unwrap_or(1).max(1);
     let has_dp = dp_size > 1 || many || dp_rank > 0;
     let wanted_dp = has_dp.then_some(dp_rank);
     // DP ranks the log tags, and those it does not: a log without DP tags has one DP rank.
@@ -236,11 +237,11 @@ pub fn rank_for(srv: &super::ServerState, dp_rank: u32, many: bool, ep_size: Opt
     if let Some(r) = own {
         return r;
     }
-    let tp_size = args.and_then(|a| a.tp_size).unwrap_or(1);
+    let tp_size = args.and_then(|a| a.tp_size).unwrap_or(1).max(1);
     let attention = args.and_then(|a| a.enable_dp_attention).unwrap_or(false);
     let tp = (tp_size > 1).then(|| {
         if attention && dp_size > 1 {
-            dp_rank * (tp_size / dp_size).max(1)
+            dp_rank.saturating_mul((tp_size / dp_size).max(1))
         } else {
             0
         }

@@ -407,6 +407,16 @@ fn the_apis_dp_rank_joins_the_rank_that_prints_stats_lines() {
             .collect(),
     };
     f.state.apply_api("api-only", &reading, T);
+    // Garbage sizes never divide by 0.
+    let zero = crate::source::api::shapes::server_info(&serde_json::json!({
+        "tp_size": 0, "dp_size": 0, "ep_size": 3, "enable_dp_attention": true}))
+    .unwrap();
+    let odd = ApiReading {
+        info: Some(zero),
+        ..reading.clone()
+    };
+    f.state.apply_api("zero", &odd, T);
+    assert_eq!(f.server("zero").ranks.len(), 4);
     let keys: Vec<_> = f
         .server("api-only")
         .ranks

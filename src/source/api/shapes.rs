@@ -35,13 +35,18 @@ fn num(o: &Map<String, Value>, key: &str) -> Option<f64> {
     o.get(key)?.as_f64().filter(|v| v.is_finite() && *v >= 0.0)
 }
 
-/// `dp_rank`: a number, or `null`/absent for a server without data parallelism (0).
+/// Above any DP size a server runs with (the rank caps are far below it).
+const MAX_DP_RANK: u64 = 1 << 16;
+
+/// `dp_rank`: a number below [`MAX_DP_RANK`], or `null`/absent for a server without data
+/// parallelism (0).
 fn dp_rank(o: &Map<String, Value>) -> Result<u32, ShapeError> {
     match o.get("dp_rank") {
         None | Some(Value::Null) => Ok(0),
         Some(v) => v
             .as_u64()
-            .and_then(|n| u32::try_from(n).ok())
+            .filter(|&n| n < MAX_DP_RANK)
+            .map(|n| n as u32)
             .ok_or_else(|| ShapeError(format!("dp_rank {v} is not a rank number"))),
     }
 }
@@ -327,6 +332,8 @@ mod tests {
         assert!(v1_loads(&json!({"loads": 3}), None).is_err());
         assert!(v1_loads(&json!([1]), None).is_err());
         assert!(v1_loads(&json!({"loads": [{"dp_rank": -1}]}), None).is_err());
+        assert!(v1_loads(&json!({"loads": [{"dp_rank": 4294967295u64}]}), None).is_err());
+        assert!(get_load(&json!([{"dp_rank": 1.5}]), None).is_err());
         assert!(get_load(&json!({"a": 1}), None).is_err());
         assert!(server_info(&json!("x")).is_err());
         let body = json!({"loads": [{"num_running_reqs": -3, "token_usage": "0.5",
