@@ -172,9 +172,18 @@ impl Poller {
     fn run(mut self, state: &Shared, stop: &Stop) {
         let server = self.target.server.clone();
         tracing::info!(server = %server, url = %self.target.base, "polling the SGLang HTTP API");
+        let source = format!("sglang api {server}");
         loop {
             let t0 = Instant::now();
-            let (result, requests) = self.poll();
+            // A bug of ours on one answer must not end the poller: the poll counts as failed.
+            let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.poll()));
+            let (result, requests) = polled.unwrap_or_else(|_| {
+                lock(state).add_self(SelfMetric::SourcePanics, &source, 1.0);
+                (
+                    Err(Failure::Body("", "a bug of the exporter (a panic)".into())),
+                    0,
+                )
+            });
             let took = t0.elapsed().as_secs_f64();
             {
                 let mut s = lock(state);
@@ -183,7 +192,13 @@ impl Poller {
                 match &result {
                     Ok(r) => {
                         let now = now_unix();
-                        s.apply_api(&server, r, now);
+                        let applied =
+                            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                                s.apply_api(&server, r, now)
+                            }));
+                        if applied.is_err() {
+                            s.add_self(SelfMetric::SourcePanics, &source, 1.0);
+                        }
                         s.set_self(SelfMetric::ApiUp, &server, 1.0);
                         s.set_self(SelfMetric::ApiLastSuccess, &server, now);
                     }
