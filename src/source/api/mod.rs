@@ -120,6 +120,8 @@ enum Failure {
     Body(&'static str, String),
     /// Neither load endpoint exists.
     NoEndpoint,
+    /// A bug of ours (a panic) while reading the answer.
+    Bug,
 }
 
 impl std::fmt::Display for Failure {
@@ -132,6 +134,7 @@ impl std::fmt::Display for Failure {
             ),
             Failure::Status(s, p) => write!(f, "/{p} answered HTTP {s}"),
             Failure::Body(p, e) => write!(f, "/{p} answered what cannot be read: {e}"),
+            Failure::Bug => f.write_str("a bug of the exporter (a panic) while reading the answer"),
             Failure::NoEndpoint => f.write_str(
                 "neither /v1/loads nor /get_load exists (an SGLang release before v0.4.7, or not SGLang?)",
             ),
@@ -179,10 +182,7 @@ impl Poller {
             let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.poll()));
             let (result, requests) = polled.unwrap_or_else(|_| {
                 lock(state).add_self(SelfMetric::SourcePanics, &source, 1.0);
-                (
-                    Err(Failure::Body("", "a bug of the exporter (a panic)".into())),
-                    0,
-                )
+                (Err(Failure::Bug), 0)
             });
             let took = t0.elapsed().as_secs_f64();
             {
