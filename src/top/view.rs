@@ -283,17 +283,14 @@ fn totals(m: &Model, retr: &Retr) -> Line {
             cap += c;
         }
     }
-    // A rank row that shows a share without a known capacity (SGLang's token usage) cannot be
-    // added to a total: the header then shows the fullest rank, as the rows do.
-    let unsized_share = m
-        .ranks()
-        .any(|r| r.kv_fraction().is_some() && (r.used_tokens.is_none() || r.capacity().is_none()));
     l.push("  KV ", Style::Dim);
     match used {
-        Some(u) if cap > 0.0 && !unsized_share => {
+        Some(u) if cap > 0.0 => {
             l.push(percent(u / cap), level(u / cap));
             l.push(format!(" {}/{}", num(u), num(cap)), Style::Normal);
         }
+        // No rank knows both its used tokens and its capacity, yet rows may show SGLang's token
+        // usage: no total can be made, so the header shows the fullest rank, as the rows do.
         _ => match m.ranks().filter_map(Rank::kv_fraction).reduce(f64::max) {
             Some(f) => {
                 l.push("max ", Style::Dim);
