@@ -57,11 +57,33 @@ fn healthy_at_once_ready_after_the_inputs_are_read() {
         get_until(&e, "/-/ready", 200),
         (200, "text/plain; charset=utf-8".into(), "Ready.\n".into())
     );
+    // Ready means read: the line is in the state.
+    let m = e.scrape();
+    assert_eq!(
+        crate::common::value(
+            &m,
+            &format!(
+                "sglang_log_exporter_lines_read_total{{source=\"{}\"}}",
+                fifo.display()
+            )
+        ),
+        Some(1.0),
+        "{m}"
+    );
     w.join().unwrap();
     // A missing file has nothing to catch up with: ready at once.
     let missing = dir.path().join("missing.log");
     let e2 = Exporter::start(&["--gpu.disable", missing.to_str().unwrap()]);
     assert_eq!(get_until(&e2, "/-/ready", 200).2, "Ready.\n");
+}
+
+#[test]
+fn ready_once_the_journal_unit_is_caught_up() {
+    let j = crate::journald::Journal::new();
+    let e = crate::journald::start(&j);
+    assert_eq!(get_until(&e, "/-/ready", 200).2, "Ready.\n");
+    // Every entry that existed at start is read by then (138 lines of the unit).
+    assert_eq!(crate::journald::lines_read(&e.scrape()), Some(138.0));
 }
 
 /// Receives the next datagram within 20 s.
