@@ -98,9 +98,7 @@ impl HttpConfig {
             .filter(|a| !a.is_empty())
             .map(|a| listen::parse_listen(a).map_err(ConfigError))
             .collect::<Result<Vec<_>, _>>()?;
-        if !a.telemetry_path.starts_with('/') {
-            return Err(ConfigError("--web.telemetry-path must start with /".into()));
-        }
+        http::check_telemetry_path(&a.telemetry_path).map_err(ConfigError)?;
         let web = match &a.web_config_file {
             Some(p) => Some(webconfig::Reloader::new(p).map_err(ConfigError)?),
             None => None,

@@ -15,14 +15,44 @@ use super::metrics::TEXT_CONTENT_TYPE;
 /// Prometheus answers them: probes carry none.
 pub const UNAUTHENTICATED: [&str; 2] = ["/-/healthy", "/-/ready"];
 
+/// Paths of our own endpoints, which `--web.telemetry-path` cannot take.
+pub const RESERVED: [&str; 3] = ["/api/v1/status", "/-/healthy", "/-/ready"];
+
+/// Checks a `--web.telemetry-path`: it starts with `/`, is none of [`RESERVED`], and holds only
+/// letters, digits and `/-._~` (the router reads `{…}`, `:` and `*` as patterns).
+///
+/// # Errors
+/// A message naming the problem.
+pub fn check_telemetry_path(p: &str) -> Result<(), String> {
+    if !p.starts_with('/') {
+        return Err("--web.telemetry-path must start with /".into());
+    }
+    if RESERVED.contains(&p) {
+        return Err(format!(
+            "--web.telemetry-path {p} is one of the exporter's own endpoints"
+        ));
+    }
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/-._~".contains(c);
+    if !p.chars().all(plain) {
+        return Err(format!(
+            "--web.telemetry-path {p:?} may hold only letters, digits and /-._~"
+        ));
+    }
+    Ok(())
+}
+
 /// The routes: `/` (the live page), `/api/v1/status` (its JSON, see [`super::live::Status`]),
 /// `/-/healthy` (200 while serving), `/-/ready` (200 once every source caught up at start, else
 /// 503 naming those still reading) and `telemetry_path` (the exposition, gzip-compressed when
-/// the scraper accepts it, as Prometheus does).
+/// the scraper accepts it, as Prometheus does; at `/` it replaces the page). `telemetry_path`
+/// has passed [`check_telemetry_path`].
 pub fn router(telemetry_path: &str, exposition: Arc<Exposition>, live: Arc<Live>) -> Router {
     let status = live.clone();
-    let mut r = Router::new()
-        .route("/", get(|| async { Html(PAGE) }))
+    let mut r = Router::new();
+    if telemetry_path != "/" {
+        r = r.route("/", get(|| async { Html(PAGE) }));
+    }
+    r = r
         .route(
             "/api/v1/status",
             get(move || {
@@ -57,24 +87,22 @@ pub fn router(telemetry_path: &str, exposition: Arc<Exposition>, live: Arc<Live>
                 }
             }),
         );
-    if telemetry_path != "/" {
-        r = r.route(
-            telemetry_path,
-            get(move |headers: HeaderMap| {
-                let x = exposition.clone();
-                async move {
-                    // An encoding at hand is answered at once; encoding (which may take a while
-                    // for a big state) goes off the async workers.
-                    if let Some(r) = cached_response(&x, &headers) {
-                        return r;
-                    }
-                    tokio::task::spawn_blocking(move || metrics_response(&x, &headers))
-                        .await
-                        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+    r = r.route(
+        telemetry_path,
+        get(move |headers: HeaderMap| {
+            let x = exposition.clone();
+            async move {
+                // An encoding at hand is answered at once; encoding (which may take a while
+                // for a big state) goes off the async workers.
+                if let Some(r) = cached_response(&x, &headers) {
+                    return r;
                 }
-            }),
-        );
-    }
+                tokio::task::spawn_blocking(move || metrics_response(&x, &headers))
+                    .await
+                    .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+            }
+        }),
+    );
     r.fallback(|| async { (StatusCode::NOT_FOUND, "not found\n") })
 }
 
@@ -158,6 +186,24 @@ fn qvalue(v: &str) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn telemetry_paths_that_the_router_could_misread_are_refused() {
+        for ok in ["/metrics", "/", "/sglang/metrics", "/a.b-c_d~e"] {
+            assert_eq!(check_telemetry_path(ok), Ok(()), "{ok}");
+        }
+        assert_eq!(
+            check_telemetry_path("/-/ready"),
+            Err("--web.telemetry-path /-/ready is one of the exporter's own endpoints".into())
+        );
+        assert_eq!(
+            check_telemetry_path("metrics"),
+            Err("--web.telemetry-path must start with /".into())
+        );
+        for bad in ["/{x}", "/m/:id", "/*all", "/a b", "/m?x"] {
+            assert!(check_telemetry_path(bad).is_err(), "{bad}");
+        }
+    }
 
     /// Repro 21: `gzip;q=0.000` and `gzip;q=0, *` are refusals, `x-gzip` is gzip.
     #[test]

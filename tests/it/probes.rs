@@ -137,3 +137,38 @@ fn systemd_notify_status_ready_watchdog_stopping() {
     assert_eq!(m, "STOPPING=1\n");
     assert!(e.child.wait().unwrap().success());
 }
+
+/// `--web.telemetry-path /` serves the exposition at `/` (instead of the page, as before the
+/// page); our own endpoints and paths the router would read as patterns are refused at start.
+#[test]
+fn telemetry_path_at_the_root_and_refused_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("a.log");
+    std::fs::write(&log, LINE).unwrap();
+    let e = Exporter::start(&[
+        "--gpu.disable",
+        "--web.telemetry-path",
+        "/",
+        log.to_str().unwrap(),
+    ]);
+    let (code, ct, _) = e.get("/");
+    assert_eq!(
+        (code, ct.as_str()),
+        (200, "text/plain; version=0.0.4; charset=utf-8")
+    );
+    assert_eq!(get_until(&e, "/-/ready", 200).2, "Ready.\n");
+    for (path, msg) in [
+        (
+            "/-/ready",
+            "error: --web.telemetry-path /-/ready is one of the exporter's own endpoints\n",
+        ),
+        (
+            "/{x}",
+            "error: --web.telemetry-path \"/{x}\" may hold only letters, digits and /-._~\n",
+        ),
+    ] {
+        let out = crate::common::run(&["--web.telemetry-path", path, log.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "{path}");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), msg);
+    }
+}
