@@ -9,7 +9,7 @@ use jiff::tz::TimeZone;
 
 use crate::cli::{split_input, RunArgs};
 use crate::export::cache::Exposition;
-use crate::export::{http, metrics, push, signals, webconfig};
+use crate::export::{http, listen, live, metrics, notify, push, signals, webconfig};
 use crate::parse::patterns::{PatternError, Patterns};
 use crate::parse::prefix::TimeResolver;
 use crate::parse::Parser;
@@ -82,8 +82,8 @@ pub struct Config {
 /// The metrics endpoint's settings, validated.
 #[derive(Clone)]
 pub struct HttpConfig {
-    /// `--web.listen-address` resolved; `None` when empty (no server).
-    pub listen: Option<String>,
+    /// `--web.listen-address` (repeatable) resolved; empty for no server (`""`).
+    pub listen: Vec<listen::Listen>,
     /// `--web.telemetry-path`.
     pub telemetry_path: String,
     /// `--web.config.file`, loaded.
@@ -95,14 +95,13 @@ pub struct HttpConfig {
 
 impl HttpConfig {
     fn from_args(a: &RunArgs) -> Result<HttpConfig, ConfigError> {
-        let listen = if a.listen_address.is_empty() {
-            None
-        } else {
-            Some(http::parse_listen(&a.listen_address).map_err(ConfigError)?)
-        };
-        if !a.telemetry_path.starts_with('/') {
-            return Err(ConfigError("--web.telemetry-path must start with /".into()));
-        }
+        let listen = a
+            .listen_address
+            .iter()
+            .filter(|a| !a.is_empty())
+            .map(|a| listen::parse_listen(a).map_err(ConfigError))
+            .collect::<Result<Vec<_>, _>>()?;
+        http::check_telemetry_path(&a.telemetry_path).map_err(ConfigError)?;
         let web = match &a.web_config_file {
             Some(p) => Some(webconfig::Reloader::new(p).map_err(ConfigError)?),
             None => None,
@@ -471,16 +470,24 @@ pub fn run_live(cfg: Config) -> Result<(), ConfigError> {
         .as_ref()
         .map(|dir| spawn_saver(persist::path(dir), state.clone(), stop.clone()))
         .transpose()?;
-    spawn_sources(&cfg, &state, &stop)?;
+    // Before the log sources, so readiness waits for each API's first poll too.
     if let Some(a) = &cfg.api {
         api::spawn(a.clone(), state.clone(), stop.clone())
             .map_err(|e| ConfigError(format!("cannot start the SGLang API poller: {e}")))?;
     }
+    spawn_sources(&cfg, &state, &stop)?;
     if let Some(g) = &cfg.gpu {
         crate::gpu::spawn(g.clone(), state.clone(), stop.clone())
             .map_err(|e| ConfigError(format!("cannot start the GPU sampler: {e}")))?;
     }
     let exposition = Arc::new(Exposition::new(state.clone()));
+    let live = Arc::new(live::Live::new(state.clone(), &cfg.http.telemetry_path));
+    if !cfg.http.listen.is_empty() {
+        live::spawn_sampler(live.clone(), stop.clone())
+            .map_err(|e| ConfigError(format!("cannot start the page sampler: {e}")))?;
+    }
+    notify::spawn(state.clone(), status_text(&cfg), stop.clone())
+        .map_err(|e| ConfigError(format!("cannot start the systemd notifier: {e}")))?;
     let pusher = match &cfg.push {
         Some(p) => {
             let x = exposition.clone();
@@ -493,7 +500,8 @@ pub fn run_live(cfg: Config) -> Result<(), ConfigError> {
         }
         None => None,
     };
-    let served = serve(&cfg, exposition);
+    let served = serve(&cfg, exposition, live);
+    notify::stopping();
     stop.set();
     if let Some(p) = pusher {
         p.stop();
@@ -506,8 +514,25 @@ pub fn run_live(cfg: Config) -> Result<(), ConfigError> {
     served
 }
 
-/// Serves `/metrics` (or just waits, without a listen address) until a shutdown signal.
-fn serve(cfg: &Config, exposition: Arc<Exposition>) -> Result<(), ConfigError> {
+/// `STATUS=` for systemd: what `cfg` follows and where it serves.
+fn status_text(cfg: &Config) -> String {
+    let files = cfg
+        .inputs
+        .iter()
+        .filter(|i| matches!(i, Input::File { .. }))
+        .count();
+    let globs = cfg.discover.as_ref().map_or(0, |d| d.globs.len());
+    let listen: Vec<String> = cfg.http.listen.iter().map(|l| l.to_string()).collect();
+    notify::status_text(files, cfg.journal.units.len(), globs, &listen)
+}
+
+/// Serves the routes of [`http::router`] on every listen address (or just waits, without one)
+/// until a shutdown signal.
+fn serve(
+    cfg: &Config,
+    exposition: Arc<Exposition>,
+    live: Arc<live::Live>,
+) -> Result<(), ConfigError> {
     // Two async workers: connections are few and cheap; encoding runs on the blocking pool.
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -517,16 +542,21 @@ fn serve(cfg: &Config, exposition: Arc<Exposition>) -> Result<(), ConfigError> {
     let web = cfg.http.web.clone();
     rt.block_on(async move {
         let shutdown = signals::shutdown(web.clone());
-        let Some(addr) = &cfg.http.listen else {
+        if cfg.http.listen.is_empty() {
             shutdown.await;
             return Ok(());
-        };
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|e| ConfigError(format!("cannot listen on {addr}: {e}")))?;
-        tracing::info!(address = %addr, path = %cfg.http.telemetry_path, "serving metrics");
-        let app = http::router(&cfg.http.telemetry_path, exposition);
-        webconfig::serve(listener, app, web, cfg.http.max_connections, shutdown)
+        }
+        let mut listeners = Vec::new();
+        for &addr in &cfg.http.listen {
+            let l = listen::bind(addr)
+                .and_then(tokio::net::TcpListener::from_std)
+                .map_err(|e| ConfigError(format!("cannot listen on {addr}: {e}")))?;
+            let bound = l.local_addr().map_or(addr.to_string(), |a| a.to_string());
+            tracing::info!(address = %bound, path = %cfg.http.telemetry_path, "serving metrics");
+            listeners.push(l);
+        }
+        let app = http::router(&cfg.http.telemetry_path, exposition, live);
+        webconfig::serve(listeners, app, web, cfg.http.max_connections, shutdown)
             .await
             .map_err(|e| ConfigError(format!("HTTP server failed: {e}")))
     })
@@ -542,6 +572,19 @@ pub fn spawn_sources(
     state: &Shared,
     stop: &Arc<Stop>,
 ) -> Result<(), ConfigError> {
+    // Readiness waits for the files, the units and the first scan; stdin may never end.
+    let readiness = crate::state::lock(state).readiness().clone();
+    for input in &cfg.inputs {
+        if let Input::File { path, .. } = input {
+            readiness.expect(&path.display().to_string());
+        }
+    }
+    for unit in &cfg.journal.units {
+        readiness.expect(&journald::source_of(unit));
+    }
+    if cfg.discover.is_some() {
+        readiness.expect(discover::FIRST_SCAN);
+    }
     for input in cfg.inputs.clone() {
         let (cfg, state, stop) = (cfg.clone(), state.clone(), stop.clone());
         match input {

@@ -93,13 +93,18 @@ pub struct RunArgs {
     /// the file stem; `stdin` for `-`).
     pub inputs: Vec<String>,
 
-    /// Read every input to its end, print the exposition to stdout and exit.
+    /// Read every input to its end, print the exposition to stdout, then a summary of each
+    /// rank's KV cache to stderr (at --log.level info or more verbose), and exit: 0 when done; 1
+    /// when the output cannot be written or the push (--push.url) failed; 2 for a missing or
+    /// unreadable input, a bad pattern file or a bad argument.
     #[arg(long)]
     pub once: bool,
 
-    /// Address to serve metrics on (`:PORT` for every interface); empty to disable the server.
-    #[arg(long = "web.listen-address", default_value = DEFAULT_LISTEN)]
-    pub listen_address: String,
+    /// Address to serve on (repeatable): `:PORT` for every interface, IPv6 and IPv4 (IPv4
+    /// alone where the host has no IPv6), `HOST:PORT` for one address (`[::1]:PORT` for IPv6);
+    /// empty to disable the server.
+    #[arg(long = "web.listen-address", value_name = "ADDRESS", default_value = DEFAULT_LISTEN)]
+    pub listen_address: Vec<String>,
 
     /// Path of the metrics endpoint.
     #[arg(long = "web.telemetry-path", default_value = "/metrics")]
@@ -141,6 +146,12 @@ pub struct RunArgs {
     /// Log level of the exporter's own messages (error, warn, info, debug, trace).
     #[arg(long = "log.level", default_value = "info", value_parser = ["error", "warn", "info", "debug", "trace"])]
     pub log_level: String,
+
+    /// Format of the exporter's own messages on stderr: `text` (time, level, message,
+    /// `key=value` fields), `logfmt` (`ts=… level=info message=… key=value`) or `json` (one
+    /// object a line: `timestamp`, `level`, `message` and the fields).
+    #[arg(long = "log.format", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
 
     /// GPUs of a server, `SERVER=LIST` (repeatable): NVML indexes or `GPU-…` UUIDs in SGLang's
     /// launch order, e.g. `decode=4,5,6,7` (the rank at launch slot i gets the i-th GPU).
@@ -201,6 +212,17 @@ pub struct ApiArgs {
     /// as `Authorization: Bearer KEY`.
     #[arg(long = "sglang.api-key-file", value_name = "PATH")]
     pub api_key_file: Option<PathBuf>,
+}
+
+/// `--log.format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// tracing-subscriber's plain text: `2026-06-03T10:00:00.123456Z  INFO message key=value`.
+    Text,
+    /// logfmt (tracing-logfmt): `ts=… level=info message=… key=value`.
+    Logfmt,
+    /// One JSON object a line (tracing-subscriber's JSON, fields flattened).
+    Json,
 }
 
 /// Discovery options of the main mode: files found by glob, e.g. a Kubernetes node's pod logs.

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Parser as _;
-use sglang_log_exporter::cli::{Cli, Command};
+use sglang_log_exporter::cli::{Cli, Command, LogFormat};
 use sglang_log_exporter::{app, check};
 
 /// Two malloc arenas, whatever the threads: glibc gives each thread that allocates an arena of
@@ -29,16 +29,12 @@ fn main() -> ExitCode {
         Some(Command::Top(t)) => t.log_level.clone(),
         _ => cli.run.log_level.clone(),
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .or_else(|_| tracing_subscriber::EnvFilter::try_new(&level))
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        // Colour codes only on a terminal: journald and log files get plain text.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_target(false)
-        .init();
+    // `--log.format` is the main mode's; the subcommands log as text.
+    let format = match &cli.command {
+        None => cli.run.log_format,
+        Some(_) => LogFormat::Text,
+    };
+    init_logging(&level, format);
     match cli.command {
         Some(Command::Check(a)) => check::run(&a),
         Some(Command::Backfill(a)) => sglang_log_exporter::backfill::run(&a),
@@ -49,9 +45,6 @@ fn main() -> ExitCode {
                 Ok(c) => c,
                 Err(e) => return fail(&e.to_string()),
             };
-            if cli.run.once {
-                return app::run_once(&cfg);
-            }
             if cfg.inputs.is_empty()
                 && cfg.journal.units.is_empty()
                 && cfg.discover.is_none()
@@ -61,11 +54,50 @@ fn main() -> ExitCode {
                     "no inputs: give log files, - for stdin, --journal-unit, --input.glob or --sglang.url (see --help)",
                 );
             }
+            if cli.run.once {
+                return app::run_once(&cfg);
+            }
             match app::run_live(cfg) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => fail(&e.to_string()),
             }
         }
+    }
+}
+
+/// The exporter's own messages on stderr at `level` (`RUST_LOG` wins), in `format`.
+fn init_logging(level: &str, format: LogFormat) {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    match format {
+        LogFormat::Text => tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            // Colour codes only on a terminal: journald and log files get plain text.
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .with_target(false)
+            .init(),
+        LogFormat::Json => tracing_subscriber::fmt()
+            .json()
+            .flatten_event(true)
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .with_target(false)
+            .init(),
+        LogFormat::Logfmt => tracing_subscriber::registry()
+            .with(filter)
+            .with(
+                tracing_logfmt::builder()
+                    .with_target(false)
+                    .with_span_name(false)
+                    .with_span_path(false)
+                    .layer()
+                    .with_writer(std::io::stderr),
+            )
+            .init(),
     }
 }
 

@@ -223,6 +223,16 @@ pub fn share_capacity(used: Option<f64>, capacity: Option<f64>) -> Option<f64> {
     capacity.filter(|&c| c > 0.0 && used.is_none_or(|u| u <= c))
 }
 
+/// What a rank without any stats line reads as: under plain TP (no DP rank) only TP0 prints
+/// them, so another TP rank never will; else it has not printed one yet.
+pub fn no_stats_text(dp: Option<u32>, tp: Option<u32>) -> &'static str {
+    if dp.is_none() && tp.is_some_and(|t| t != 0) {
+        "no stats lines (only TP0 prints under plain TP)"
+    } else {
+        "no stats line yet"
+    }
+}
+
 /// SGLang's token usage (a 0-1 ratio) where it can be a share: `None` above 1 (a contradiction
 /// of the line itself, never shown as a share over 100 %).
 pub fn share_usage(usage: Option<f64>) -> Option<f64> {

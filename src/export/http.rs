@@ -1,4 +1,4 @@
-//! The `/metrics` endpoint and a small landing page, served with axum.
+//! The routes, served with axum: the live page, its JSON, the health probes and the exposition.
 
 use std::sync::Arc;
 
@@ -8,37 +8,101 @@ use axum::routing::get;
 use axum::Router;
 
 use super::cache::Exposition;
+use super::live::{Live, PAGE};
 use super::metrics::TEXT_CONTENT_TYPE;
 
-/// The routes: `/` (landing page) and `telemetry_path` (the exposition, gzip-compressed when the
-/// scraper accepts it, as Prometheus does).
-pub fn router(telemetry_path: &str, exposition: Arc<Exposition>) -> Router {
-    let landing = format!(
-        "<!doctype html><html><head><title>SGLang log exporter</title></head><body>\
-         <h1>SGLang log exporter</h1><p>Version {}.</p>\
-         <p><a href=\"{path}\">Metrics</a></p></body></html>",
-        env!("CARGO_PKG_VERSION"),
-        path = html_escape(telemetry_path),
-    );
-    let mut r = Router::new().route("/", get(move || async move { Html(landing) }));
+/// Paths answered without credentials even when `--web.config.file` sets basic auth, as
+/// Prometheus answers them: probes carry none.
+pub const UNAUTHENTICATED: [&str; 2] = ["/-/healthy", "/-/ready"];
+
+/// Paths of our own endpoints, which `--web.telemetry-path` cannot take.
+pub const RESERVED: [&str; 3] = ["/api/v1/status", "/-/healthy", "/-/ready"];
+
+/// Checks a `--web.telemetry-path`: it starts with `/`, is none of [`RESERVED`], and holds only
+/// letters, digits and `/-._~` (the router reads `{…}`, `:` and `*` as patterns).
+///
+/// # Errors
+/// A message naming the problem.
+pub fn check_telemetry_path(p: &str) -> Result<(), String> {
+    if !p.starts_with('/') {
+        return Err("--web.telemetry-path must start with /".into());
+    }
+    if RESERVED.contains(&p) {
+        return Err(format!(
+            "--web.telemetry-path {p} is one of the exporter's own endpoints"
+        ));
+    }
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/-._~".contains(c);
+    if !p.chars().all(plain) {
+        return Err(format!(
+            "--web.telemetry-path {p:?} may hold only letters, digits and /-._~"
+        ));
+    }
+    Ok(())
+}
+
+/// The routes: `/` (the live page), `/api/v1/status` (its JSON, see [`super::live::Status`]),
+/// `/-/healthy` (200 while serving), `/-/ready` (200 once every source caught up at start, else
+/// 503 naming those still reading) and `telemetry_path` (the exposition, gzip-compressed when
+/// the scraper accepts it, as Prometheus does; at `/` it replaces the page). `telemetry_path`
+/// has passed [`check_telemetry_path`].
+pub fn router(telemetry_path: &str, exposition: Arc<Exposition>, live: Arc<Live>) -> Router {
+    let status = live.clone();
+    let mut r = Router::new();
     if telemetry_path != "/" {
-        r = r.route(
-            telemetry_path,
-            get(move |headers: HeaderMap| {
-                let x = exposition.clone();
+        r = r.route("/", get(|| async { Html(PAGE) }));
+    }
+    r = r
+        .route(
+            "/api/v1/status",
+            get(move || {
+                let live = status.clone();
                 async move {
-                    // An encoding at hand is answered at once; encoding (which may take a while
-                    // for a big state) goes off the async workers.
-                    if let Some(r) = cached_response(&x, &headers) {
-                        return r;
+                    // The families of a big state take a while: off the async workers.
+                    match tokio::task::spawn_blocking(move || live.status()).await {
+                        Ok(s) => (
+                            [(header::CONTENT_TYPE, "application/json")],
+                            serde_json::to_vec(&s).unwrap_or_default(),
+                        )
+                            .into_response(),
+                        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
                     }
-                    tokio::task::spawn_blocking(move || metrics_response(&x, &headers))
-                        .await
-                        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+                }
+            }),
+        )
+        .route("/-/healthy", get(|| async { "Healthy.\n" }))
+        .route(
+            "/-/ready",
+            get(move || {
+                let pending = live.readiness().pending();
+                async move {
+                    if pending.is_empty() {
+                        (StatusCode::OK, "Ready.\n".to_string())
+                    } else {
+                        (
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            format!("Not ready: still reading {}.\n", pending.join(", ")),
+                        )
+                    }
                 }
             }),
         );
-    }
+    r = r.route(
+        telemetry_path,
+        get(move |headers: HeaderMap| {
+            let x = exposition.clone();
+            async move {
+                // An encoding at hand is answered at once; encoding (which may take a while
+                // for a big state) goes off the async workers.
+                if let Some(r) = cached_response(&x, &headers) {
+                    return r;
+                }
+                tokio::task::spawn_blocking(move || metrics_response(&x, &headers))
+                    .await
+                    .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+            }
+        }),
+    );
     r.fallback(|| async { (StatusCode::NOT_FOUND, "not found\n") })
 }
 
@@ -119,36 +183,27 @@ fn qvalue(v: &str) -> Option<f64> {
     ok.then(|| v.parse().ok()).flatten()
 }
 
-fn html_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
-/// Parses a listen address in the exporter convention: `:8771` means every interface,
-/// `127.0.0.1:8771` one address, `[::1]:8771` IPv6.
-///
-/// # Errors
-/// A message naming the bad address.
-pub fn parse_listen(addr: &str) -> Result<String, String> {
-    let full = if let Some(port) = addr.strip_prefix(':') {
-        format!("0.0.0.0:{port}")
-    } else {
-        addr.to_string()
-    };
-    use std::net::ToSocketAddrs;
-    match full.to_socket_addrs().map(|mut a| a.next()) {
-        Ok(Some(a)) => Ok(a.to_string()),
-        _ => Err(format!(
-            "--web.listen-address {addr:?} is not HOST:PORT or :PORT (HOST an address or a name that resolves)"
-        )),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn telemetry_paths_that_the_router_could_misread_are_refused() {
+        for ok in ["/metrics", "/", "/sglang/metrics", "/a.b-c_d~e"] {
+            assert_eq!(check_telemetry_path(ok), Ok(()), "{ok}");
+        }
+        assert_eq!(
+            check_telemetry_path("/-/ready"),
+            Err("--web.telemetry-path /-/ready is one of the exporter's own endpoints".into())
+        );
+        assert_eq!(
+            check_telemetry_path("metrics"),
+            Err("--web.telemetry-path must start with /".into())
+        );
+        for bad in ["/{x}", "/m/:id", "/*all", "/a b", "/m?x"] {
+            assert!(check_telemetry_path(bad).is_err(), "{bad}");
+        }
+    }
 
     /// Repro 21: `gzip;q=0.000` and `gzip;q=0, *` are refusals, `x-gzip` is gzip.
     #[test]

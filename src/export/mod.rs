@@ -3,9 +3,13 @@
 pub mod cache;
 pub mod conns;
 pub mod http;
+pub mod listen;
+pub mod live;
 pub mod metrics;
+pub mod notify;
 pub mod openmetrics;
 pub mod push;
+pub mod ring;
 pub mod signals;
 pub mod summary;
 pub mod webconfig;

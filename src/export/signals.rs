@@ -5,34 +5,44 @@
 
 use super::webconfig::Reloader;
 
-/// Completes on SIGTERM or SIGINT; handles SIGHUP meanwhile.
-pub async fn shutdown(web: Option<Reloader>) {
+/// Completes on SIGTERM or SIGINT; handles SIGHUP meanwhile. The handlers are installed when
+/// this is called (inside the runtime), not when the future is first polled: a SIGTERM that
+/// comes while the listeners are being bound is not the default action (death).
+pub fn shutdown(web: Option<Reloader>) -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
-    {
+    let signals = {
         use tokio::signal::unix::{signal, SignalKind};
-        let (Ok(mut term), Ok(mut hup)) = (
+        (
             signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
             signal(SignalKind::hangup()),
-        ) else {
-            let _ = tokio::signal::ctrl_c().await;
-            return;
-        };
-        loop {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => break,
-                _ = term.recv() => break,
-                _ = hup.recv() => {
-                    if let Some(w) = &web {
-                        let _ = w.current();
+        )
+    };
+    async move {
+        #[cfg(unix)]
+        {
+            let (Ok(mut term), Ok(mut int), Ok(mut hup)) = signals else {
+                let _ = tokio::signal::ctrl_c().await;
+                tracing::info!("shutting down");
+                return;
+            };
+            loop {
+                tokio::select! {
+                    _ = int.recv() => break,
+                    _ = term.recv() => break,
+                    _ = hup.recv() => {
+                        if let Some(w) = &web {
+                            let _ = w.current();
+                        }
+                        tracing::info!("SIGHUP: web config checked for changes; followed files need no reopening (rotation is detected)");
                     }
-                    tracing::info!("SIGHUP: web config checked for changes; followed files need no reopening (rotation is detected)");
                 }
             }
         }
+        #[cfg(not(unix))]
+        {
+            let _ = (tokio::signal::ctrl_c().await, web);
+        }
+        tracing::info!("shutting down");
     }
-    #[cfg(not(unix))]
-    {
-        let _ = (tokio::signal::ctrl_c().await, web);
-    }
-    tracing::info!("shutting down");
 }

@@ -66,7 +66,7 @@ pub fn render(state: &State, now: f64, tz: &TimeZone) -> String {
                 out,
                 "    {}  {}",
                 rank_name(ranks),
-                rank_line(rank, &ids, capacity, now, idle_after, &end, tz)
+                rank_line(rank, ranks, &ids, capacity, now, idle_after, &end, tz)
             );
         }
     }
@@ -111,8 +111,10 @@ impl Time {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn rank_line(
     rank: &RankState,
+    ranks: &Ranks,
     ids: &Ids,
     capacity: Option<f64>,
     now: f64,
@@ -125,10 +127,11 @@ fn rank_line(
         // Stats lines without a time (SGLang before v0.2.14): their last values stand.
         None if rank.has_stats() => "last stats line (no time in the log):".to_string(),
         None => {
+            let text = crate::view::no_stats_text(ranks.dp, ranks.tp);
             return match capacity {
-                Some(c) => format!("no stats line yet (KV pool {c:.0} tokens)"),
-                None => "no stats line yet".to_string(),
-            }
+                Some(c) => format!("{text}; KV pool {c:.0} tokens"),
+                None => text.to_string(),
+            };
         }
         Some(last) => {
             let at = Time::new(last, tz);
@@ -247,7 +250,7 @@ KV cache at the end of the input (2026-06-03 10:00:40):
   decode (decode, m/x)
     TP0  idle since 10:00:00, last busy: KV cache 45.7% (45678/100000 tokens), 12 running, 3 queued
     TP1  busy at 10:00:31: KV cache 1.2% (1234/100000 tokens), 2 running, 0 queued
-    TP2  no stats line yet (KV pool 100000 tokens)
+    TP2  no stats lines (only TP0 prints under plain TP); KV pool 100000 tokens
 "
         );
     }

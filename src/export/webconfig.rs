@@ -364,7 +364,7 @@ fn parse_basic(v: &str) -> Option<(String, String)> {
 
 async fn basic_auth(State(r): State<Reloader>, req: Request, next: Next) -> Response {
     let cfg = r.current();
-    if cfg.users.is_empty() {
+    if cfg.users.is_empty() || super::http::UNAUTHENTICATED.contains(&req.uri().path()) {
         return next.run(req).await;
     }
     let value = req
@@ -388,7 +388,7 @@ async fn basic_auth(State(r): State<Reloader>, req: Request, next: Next) -> Resp
 
 /// Serves `app` on `listener`, with the web configuration when there is one: TLS when configured
 /// (settings taken per connection, so rotated certificates apply to new connections) and basic
-/// auth on every route. Without one, plain HTTP. Every connection has a deadline for its request
+/// auth on every route but the probes ([`super::http::UNAUTHENTICATED`]). Without one, plain HTTP. Every connection has a deadline for its request
 /// head and for each write of its response, and admission closes the connection still the
 /// longest when full (see [`super::conns`]), so idle, slow or stuck clients cannot pile up.
 /// Stops accepting when `shutdown` completes.
@@ -396,7 +396,7 @@ async fn basic_auth(State(r): State<Reloader>, req: Request, next: Next) -> Resp
 /// # Errors
 /// An I/O error of the listener.
 pub async fn serve(
-    listener: TcpListener,
+    listeners: Vec<TcpListener>,
     app: Router,
     web: Option<Reloader>,
     max_connections: usize,
@@ -411,28 +411,30 @@ pub async fn serve(
             .layer(axum::middleware::from_fn_with_state(w.clone(), basic_auth)),
         None => app,
     };
-    // At most this many connections at once (see `conns`).
+    // At most this many connections at once over every listener (see `conns`).
     let conns = super::conns::Conns::new(max_connections);
-    let mut accept_warned = false;
+    // Each listener accepts on its own task; one queue of accepted connections, so admission
+    // sees them all.
+    let (tx, mut accepted) = tokio::sync::mpsc::channel(16);
+    let acceptors: Vec<_> = listeners
+        .into_iter()
+        .map(|l| tokio::spawn(accept_loop(l, tx.clone())))
+        .collect();
+    drop(tx);
     tokio::pin!(shutdown);
     loop {
         let (tcp, peer) = tokio::select! {
-            a = listener.accept() => match a {
-                Ok(a) => a,
-                Err(e) => {
-                    // Out of file descriptors and the like: wait a little, keep serving; one
-                    // warning per episode.
-                    if !accept_warned {
-                        tracing::warn!("accept failed: {e}; retrying (logged once until an accept succeeds)");
-                        accept_warned = true;
-                    }
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
+            a = accepted.recv() => match a {
+                Some(a) => a,
+                None => return Ok(()),
             },
-            _ = &mut shutdown => return Ok(()),
+            _ = &mut shutdown => {
+                for a in &acceptors {
+                    a.abort();
+                }
+                return Ok(());
+            }
         };
-        accept_warned = false;
         let Some(ticket) = conns.admit() else {
             // Full of connections that are serving: close the newcomer rather than queue it.
             tracing::debug!(%peer, "too many connections (--web.max-connections), all moving bytes; closed the newcomer");
@@ -454,6 +456,34 @@ pub async fn serve(
             }
             drop(ticket);
         });
+    }
+}
+
+/// Accepts connections on `listener` into `tx` until the receiver is gone. Out of file
+/// descriptors and the like: wait a little, keep accepting; one warning per episode.
+async fn accept_loop(
+    listener: TcpListener,
+    tx: tokio::sync::mpsc::Sender<(tokio::net::TcpStream, std::net::SocketAddr)>,
+) {
+    let mut warned = false;
+    loop {
+        match listener.accept().await {
+            Ok(a) => {
+                warned = false;
+                if tx.send(a).await.is_err() {
+                    return;
+                }
+            }
+            Err(e) => {
+                if !warned {
+                    tracing::warn!(
+                        "accept failed: {e}; retrying (logged once until an accept succeeds)"
+                    );
+                    warned = true;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
     }
 }
 

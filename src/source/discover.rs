@@ -479,7 +479,12 @@ pub struct Discovery {
     warned_cap: bool,
     warned_errors: bool,
     published: Option<usize>,
+    /// The first scan is being applied: its files hold readiness until read to their end.
+    first_scan: bool,
 }
+
+/// The name readiness knows the first `--input.glob` scan by (see [`crate::state::ready`]).
+pub const FIRST_SCAN: &str = "--input.glob (first scan)";
 
 impl Discovery {
     /// A discovery for `cfg` applying to `state`; `reserved` are server names taken by other
@@ -499,6 +504,7 @@ impl Discovery {
             warned_cap: false,
             warned_errors: false,
             published: None,
+            first_scan: true,
         }
     }
 
@@ -520,6 +526,10 @@ impl Discovery {
                 self.report_errors(&errors);
                 self.apply(&found, now);
                 next_scan = now + self.cfg.scan_interval;
+                if std::mem::take(&mut self.first_scan) {
+                    let r = lock(&self.state).readiness().clone();
+                    r.caught_up(FIRST_SCAN);
+                }
             }
             self.tick(Instant::now());
             if stop.is_set() {
@@ -620,6 +630,9 @@ impl Discovery {
             let mut s = lock(&self.state);
             register(&mut s, &server, f.pod.as_ref());
             s.retire_source(&follow.source, None);
+            if self.first_scan {
+                s.readiness().expect(&follow.source);
+            }
         }
         let stop = Arc::new(Stop::new());
         match (self.spawn)(&follow, stop.clone()) {
@@ -639,6 +652,7 @@ impl Discovery {
             }
             Err(e) => {
                 tracing::warn!(path = %f.path.display(), "cannot start a follower: {e}");
+                lock(&self.state).readiness().caught_up(&follow.source);
                 self.naming.release(&server, now);
                 false
             }

@@ -39,6 +39,9 @@ pub trait Sink {
     fn history(&mut self, done: bool, mtime: Option<f64>);
     /// The file ended, or was rotated or truncated: what is held across lines is dropped.
     fn input_ended(&mut self) {}
+    /// The first look is done: the file was read to its end, or there was none to read (see
+    /// [`crate::state::ready`]). Said once per tailer.
+    fn caught_up(&mut self) {}
 }
 
 /// What happened to the path since the file was opened.
@@ -231,6 +234,15 @@ pub struct Tailer {
     last_error: Option<String>,
     /// Still reading what the file held when first opened.
     in_history: bool,
+    /// [`Sink::caught_up`] was said.
+    said_caught_up: bool,
+}
+
+/// Says [`Sink::caught_up`] unless `said`.
+fn caught_up_once(said: &mut bool, sink: &mut dyn Sink) {
+    if !std::mem::replace(said, true) {
+        sink.caught_up();
+    }
 }
 
 /// What one look at the file found.
@@ -255,6 +267,7 @@ impl Tailer {
             gone_since: None,
             last_error: None,
             in_history: true,
+            said_caught_up: false,
         }
     }
 
@@ -303,11 +316,12 @@ impl Tailer {
     /// One look: open the file if needed, read what is new, decide what happened to the path.
     pub fn step(&mut self, sink: &mut dyn Sink) -> Step {
         if self.open.is_none() && !self.reopen(sink) {
-            return if self.cfg.once {
-                Step::Done
-            } else {
-                Step::Wait
-            };
+            if self.cfg.once {
+                return Step::Done;
+            }
+            // No file yet (or an unreadable one): nothing to catch up with at start.
+            caught_up_once(&mut self.said_caught_up, sink);
+            return Step::Wait;
         }
         let Some(o) = self.open.as_mut() else {
             return Step::Wait;
@@ -333,6 +347,7 @@ impl Tailer {
             self.in_history = false;
             sink.history(true, None);
         }
+        caught_up_once(&mut self.said_caught_up, sink);
         let now = std::fs::metadata(&self.path).map(|m| identity(&m));
         let change = if o.regular {
             classify(o.id, o.offset, now)

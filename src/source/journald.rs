@@ -519,6 +519,8 @@ fn run_child(
         };
         while end.is_none() {
             if follow && !readable(out.as_raw_fd(), WATCH) {
+                // Quiet for WATCH: the entries that existed at start are read.
+                ingest.caught_up();
                 end = watch.check();
                 continue;
             }
@@ -653,6 +655,9 @@ pub fn follow_unit(
             },
             Err(e) => (e.to_string(), true),
         };
+        // The child ended: what it could read is read (a unit that cannot be read must not
+        // hold readiness forever).
+        ingest.caught_up();
         if failed {
             // A failure of journalctl (not a clean exit, a stall or a rotated file) is a read
             // error of the source.

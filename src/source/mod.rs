@@ -476,6 +476,13 @@ impl Ingest {
         &self.ap.state
     }
 
+    /// This source has caught up with what existed at start (see [`crate::state::ready`]).
+    pub fn caught_up(&mut self) {
+        self.flush();
+        let r = crate::state::lock(&self.ap.state).readiness().clone();
+        r.caught_up(&self.ap.source);
+    }
+
     /// The input ended, or was rotated or truncated: container records whose last piece never
     /// came are dropped and counted as incomplete, never joined with the next file's pieces.
     pub fn input_ended(&mut self) {
@@ -712,6 +719,10 @@ impl file::Sink for Ingest {
 
     fn flush(&mut self) {
         Ingest::flush(self);
+    }
+
+    fn caught_up(&mut self) {
+        Ingest::caught_up(self);
     }
 
     fn history(&mut self, done: bool, mtime: Option<f64>) {

@@ -12,6 +12,7 @@ pub mod http;
 pub mod live;
 pub mod persist;
 mod printed;
+pub mod ready;
 pub mod requests;
 pub mod selfmetric;
 
@@ -421,6 +422,8 @@ pub struct State {
     retired_sources: BTreeMap<String, f64>,
     /// Shared so applying a line can hold it while the state is borrowed mutably.
     derived: Arc<Derived>,
+    /// Sources still catching up at start (see [`ready`]); shared with the probes.
+    readiness: Arc<ready::Readiness>,
 }
 
 /// Metric ids the state derives values for (absent in a custom pattern file: nothing derived).
@@ -513,6 +516,7 @@ impl State {
             source_pods: BTreeMap::new(),
             retired_sources: BTreeMap::new(),
             derived: Arc::new(derived),
+            readiness: Arc::default(),
         }
     }
 
@@ -524,6 +528,11 @@ impl State {
     /// The patterns the state's metric ids refer to.
     pub fn patterns(&self) -> &Arc<Patterns> {
         &self.pat
+    }
+
+    /// The start-up readiness of the sources (see [`ready`]).
+    pub fn readiness(&self) -> &Arc<ready::Readiness> {
+        &self.readiness
     }
 
     /// The configuration.

@@ -289,7 +289,15 @@ fn totals(m: &Model, retr: &Retr) -> Line {
             l.push(percent(u / cap), level(u / cap));
             l.push(format!(" {}/{}", num(u), num(cap)), Style::Normal);
         }
-        _ => l.push("-", Style::Normal),
+        // No rank knows both its used tokens and its capacity, yet rows may show SGLang's token
+        // usage: no total can be made, so the header shows the fullest rank, as the rows do.
+        _ => match m.ranks().filter_map(Rank::kv_fraction).reduce(f64::max) {
+            Some(f) => {
+                l.push("max ", Style::Dim);
+                l.push(percent(f), level(f));
+            }
+            None => l.push("-", Style::Normal),
+        },
     }
     let r: Option<f64> = m
         .servers
@@ -819,6 +827,26 @@ mod tests {
         o.snapshot = true;
         let text = build(&fams, 0.0, 50, 12, &o, None).to_plain();
         assert!(text.contains("DP0 TP0") && text.contains("DP19 TP19") && !text.contains("quit"));
+    }
+
+    /// Token usage without used tokens or capacity: the rows show it, and so does the header
+    /// (the fullest rank), never `KV -` above rows with percentages.
+    #[test]
+    fn header_and_rows_agree_without_capacity() {
+        let mut usage = Family::new("sglang:token_usage", "h", Kind::Gauge);
+        for (tp, u) in [("0", 0.25), ("1", 0.5)] {
+            usage.push(vec![("server", "d".into()), ("tp_rank", tp.into())], u);
+        }
+        let o = Opts {
+            snapshot: true,
+            ..Opts::default()
+        };
+        let text = build(&[usage], 0.0, 100, 30, &o, None).to_plain();
+        assert!(text.contains("  KV max 50.0%  "), "{text}");
+        assert!(text.contains(" 25.0%") && text.contains(" 50.0%"), "{text}");
+        // With used tokens and capacity on every rank with a share: the exact total, as before.
+        let text = build(&families(3), 0.0, 100, 30, &o, None).to_plain();
+        assert!(text.contains("  KV 10.0% 30/300  "), "{text}");
     }
 
     #[test]

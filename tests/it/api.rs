@@ -199,6 +199,16 @@ fn v1_loads_alone_serves_each_dp_rank_with_the_servers_model_and_mode() {
         rows[0].contains("DP0 TP0") && rows[0].contains("1.4%  11.2k/786.4k   32      3"),
         "{frame}"
     );
+    // The live page's JSON says so too.
+    let (code, _, body) = e.get("/api/v1/status");
+    assert_eq!(code, 200);
+    let status: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let ranks = &status["servers"][0]["ranks"];
+    assert_eq!(ranks[0]["state"], "live", "{body}");
+    assert_eq!(ranks[0]["running"], 32.0, "{body}");
+    assert_eq!(ranks[1]["rank"], "DP1 TP2", "{body}");
+    // Ready once the first poll is done.
+    assert_eq!(e.get("/-/ready").0, 200);
     // A new answer shows at the next poll.
     let mut d = decode_v0523();
     d["loads"][1]["num_running_reqs"] = 5.into();

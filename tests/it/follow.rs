@@ -255,9 +255,13 @@ fn http_endpoint_content_type_landing_page_and_404() {
         body.contains("# TYPE sglang:num_running_reqs gauge"),
         "{body}"
     );
-    let (code, _, body) = e.get("/");
-    assert_eq!(code, 200);
-    assert!(body.contains("href=\"/metrics\""), "{body}");
+    // `/` is the live page (tests/it/livepage.rs renders it): its links are relative.
+    let (code, ct, body) = e.get("/");
+    assert_eq!((code, ct.as_str()), (200, "text/html; charset=utf-8"));
+    assert!(
+        body.contains("<a id=\"metrics-link\" href=\"metrics\">Metrics</a>"),
+        "{body}"
+    );
     assert_eq!(e.get("/nope").0, 404);
 }
 

@@ -384,7 +384,10 @@ fn a_failing_gpu_does_not_stop_the_others() {
         &s,
         &(four_gpus() + "fail 0 memory 15\nfail 1 handle 15\nfail 3 procs 999\n"),
     );
-    let (out, err) = once(&lib, &s, &[]);
+    // `--once` needs an input (without one it is the "no inputs" error): an empty log.
+    let log = dir.path().join("empty.log");
+    std::fs::write(&log, "").unwrap();
+    let (out, err) = once(&lib, &s, &[log.to_str().unwrap()]);
     assert_eq!(value(&out, "sglang_log_exporter_nvml_up"), Some(1.0));
     assert_eq!(
         samples(&out, "sglang_gpu_memory_used_bytes"),
@@ -525,6 +528,7 @@ fn readme_joins_work_in_promtool() {
         &log,
         "[2026-06-03 10:00:00 TP0] KV Cache is allocated. #tokens: 100000, KV size: 4.00 GB\n\
          [2026-06-03 10:00:00 TP1] KV Cache is allocated. #tokens: 100000, KV size: 4.00 GB\n\
+         [2026-06-03 10:00:01 TP0] max_total_num_tokens=100000, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=64, context_len=131072\n\
          [2026-06-03 10:00:05 TP0] Decode batch, #running-req: 3, #token: 25000, token usage: 0.25, gen throughput (token/s): 40.00, #queue-req: 0\n\
          [2026-06-03 10:00:05 TP1] Decode batch, #running-req: 3, #token: 50000, token usage: 0.50, gen throughput (token/s): 40.00, #queue-req: 0\n",
     )
@@ -555,7 +559,10 @@ fn readme_joins_work_in_promtool() {
                 .join(" ")
         })
         .collect();
-    assert_eq!(blocks.len(), 3, "the README's PromQL examples");
+    assert_eq!(blocks.len(), 4, "the README's PromQL examples");
+    let plain = |tp: u32| {
+        format!("server=\"dec\",model_name=\"\",engine_type=\"unified\",pp_rank=\"0\",tp_rank=\"{tp}\",moe_ep_rank=\"0\"")
+    };
     let kv_labels = |tp: u32| {
         format!("server=\"dec\",model_name=\"\",engine_type=\"unified\",pp_rank=\"0\",tp_rank=\"{tp}\",moe_ep_rank=\"0\",gpu=\"{g}\",uuid=\"GPU-{g}{g}{g}{g}\"", g = tp + 2)
     };
@@ -563,7 +570,9 @@ fn readme_joins_work_in_promtool() {
         format!("server=\"dec\",engine_type=\"unified\",pp_rank=\"0\",tp_rank=\"{tp}\",moe_ep_rank=\"0\",gpu=\"{g}\",uuid=\"GPU-{g}{g}{g}{g}\",method=\"explicit\"", g = tp + 2)
     };
     // four_gpus: GPU i uses (i+1) GiB of 40 GiB.
-    let expect: [Vec<(String, f64)>; 3] = [
+    let expect: [Vec<(String, f64)>; 4] = [
+        // A rank's exact KV share (the Metrics section).
+        vec![(plain(0), 0.25), (plain(1), 0.5)],
         vec![(kv_labels(0), 0.25), (kv_labels(1), 0.5)],
         vec![(rank_labels(0), 3.0 / 40.0), (rank_labels(1), 4.0 / 40.0)],
         vec![

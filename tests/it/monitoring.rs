@@ -23,7 +23,7 @@ fn alert_rules_pass_promtool_check_and_unit_tests_that_cover_every_alert() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("SUCCESS: 7 rules found"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("SUCCESS: 8 rules found"));
     let out = Command::new("promtool")
         .args(["test", "rules", "alerts_test.yml"])
         .current_dir(&dir)
@@ -42,7 +42,7 @@ fn alert_rules_pass_promtool_check_and_unit_tests_that_cover_every_alert() {
         .lines()
         .filter_map(|l| l.trim().strip_prefix("- alert: "))
         .collect();
-    assert_eq!(alerts.len(), 7);
+    assert_eq!(alerts.len(), 8);
     for a in alerts {
         let firing = tests.split("alertname: ").skip(1).any(|t| {
             t.starts_with(a) && t.lines().nth(1).is_some_and(|l| l.trim() == "exp_alerts:")
@@ -50,6 +50,44 @@ fn alert_rules_pass_promtool_check_and_unit_tests_that_cover_every_alert() {
         assert!(firing, "no test expects {a} to fire");
     }
     assert!(tests.matches("instance: \"").count() >= 8);
+}
+
+/// Every alert links its runbook: a section of monitoring/README.md (the anchor is the
+/// heading's GitHub slug, the alert name in lower case); the texts read `TP0` where a server
+/// has no DP ranks (promtool checked the rendering above; here no template prints a bare `DP`).
+#[test]
+fn every_alert_has_a_runbook_section() {
+    let dir = root().join("monitoring");
+    let rules = std::fs::read_to_string(dir.join("alerts.yml")).unwrap();
+    let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
+    let slugs: BTreeSet<String> = readme
+        .lines()
+        .filter_map(|l| l.strip_prefix("### "))
+        .map(|h| h.trim().to_lowercase())
+        .collect();
+    let prefix = "runbook_url: \"file:///usr/share/sglang-log-exporter/monitoring/README.md#";
+    let mut seen = Vec::new();
+    for block in rules.split("- alert: ").skip(1) {
+        let name = block.lines().next().unwrap().trim();
+        let url = block
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("{name} has no runbook_url"));
+        let anchor = url.trim_end_matches('"');
+        assert_eq!(anchor, name.to_lowercase(), "{name}");
+        assert!(
+            slugs.contains(anchor),
+            "no section `### {name}` in monitoring/README.md"
+        );
+        seen.push(name);
+    }
+    assert_eq!(seen.len(), 8);
+    assert!(
+        !rules.contains(" DP{{ $labels.dp_rank }}"),
+        "a bare DP prefix"
+    );
+    let tests = std::fs::read_to_string(dir.join("alerts_test.yml")).unwrap();
+    assert!(tests.contains("summary: \"KV cache of chat TP0 on a:8771 is 97% full\""));
 }
 
 /// Every `expr` of the dashboard, with the template variables for all hosts and servers.

@@ -622,3 +622,35 @@ fn once_ends_with_a_kv_summary_on_stderr_that_log_level_warn_silences() {
     assert_eq!(String::from_utf8_lossy(&quiet.stderr), "");
     assert_eq!(quiet.stdout, expo.as_bytes());
 }
+
+/// A newcomer's first tries: `--once` without inputs is the same error as without `--once`, and
+/// `--help` names the summary and the exit codes the README gives.
+#[test]
+fn once_without_inputs_and_its_help() {
+    let want = "error: no inputs: give log files, - for stdin, --journal-unit or --input.glob (see --help)\n";
+    for args in [
+        &["--once"][..],
+        &["--web.listen-address", "127.0.0.1:1"][..],
+    ] {
+        let out = run(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), want, "{args:?}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+    let help = String::from_utf8(run(&["--help"]).stdout).unwrap();
+    let once: String = help
+        .split("--once")
+        .nth(1)
+        .and_then(|s| s.split("\n      --").next())
+        .unwrap()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert_eq!(
+        once,
+        "Read every input to its end, print the exposition to stdout, then a summary of each rank's \
+         KV cache to stderr (at --log.level info or more verbose), and exit: 0 when done; 1 when the \
+         output cannot be written or the push (--push.url) failed; 2 for a missing or unreadable \
+         input, a bad pattern file or a bad argument"
+    );
+}

@@ -168,6 +168,22 @@ fn https_with_basic_auth() {
     let (code, _, body) = get_read(&agent, &url, Some(("prom", "s3cret")));
     assert_eq!(code, 200);
     assert_eq!(value(&body, SERIES), Some(want));
+    // The live page and its JSON over TLS with the credentials; the probes without.
+    let at = |p: &str| format!("https://127.0.0.1:{}{p}", e.port);
+    let (code, _, page) = get(&agent, &at("/"), Some(("prom", "s3cret")));
+    assert_eq!(code, 200);
+    assert!(
+        page.contains("fetch(\"api/v1/status\""),
+        "relative URL: {page}"
+    );
+    let (code, _, json) = get(&agent, &at("/api/v1/status"), Some(("prom", "s3cret")));
+    assert_eq!(code, 200);
+    assert!(json.contains("\"name\":\"pd-decode-session\""), "{json}");
+    assert_eq!(
+        get(&agent, &at("/-/healthy"), None),
+        (200, String::new(), "Healthy.\n".into())
+    );
+    assert_eq!(get(&agent, &at("/"), None).0, 401);
     for auth in [
         None,
         Some(("prom", "wrong")),
@@ -337,6 +353,24 @@ fn basic_auth_without_tls() {
     let (code, _, body) = get_read(&plain, &url, Some(("alice", "pw")));
     assert_eq!(code, 200);
     assert_eq!(value(&body, SERIES), Some(786432.0));
+    // The probes answer without credentials (Kubernetes sends none); the ready one once the
+    // log is read. Everything else, the page and its JSON included, asks for them.
+    let at = |p: &str| format!("http://127.0.0.1:{}{p}", e.port);
+    assert_eq!(
+        get(&plain, &at("/-/healthy"), None),
+        (200, String::new(), "Healthy.\n".into())
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while get(&plain, &at("/-/ready"), None).0 != 200 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        get(&plain, &at("/-/ready"), None),
+        (200, String::new(), "Ready.\n".into())
+    );
+    for p in ["/", "/api/v1/status", "/-/other", "/-/healthy/x"] {
+        assert_eq!(get(&plain, &at(p), None).0, 401, "{p}");
+    }
 }
 
 #[test]

@@ -84,6 +84,11 @@ impl ApiTarget {
 /// When a thread cannot be started.
 pub fn spawn(cfg: ApiConfig, state: Shared, stop: Arc<Stop>) -> std::io::Result<()> {
     let cfg = Arc::new(cfg);
+    // Ready (`/-/ready`) once each server's first poll is done, answered or not.
+    let readiness = lock(&state).readiness().clone();
+    for t in &cfg.targets {
+        readiness.expect(&source_of(&t.server));
+    }
     for t in cfg.targets.clone() {
         let (cfg, state, stop) = (cfg.clone(), state.clone(), stop.clone());
         std::thread::Builder::new()
@@ -91,6 +96,11 @@ pub fn spawn(cfg: ApiConfig, state: Shared, stop: Arc<Stop>) -> std::io::Result<
             .spawn(move || Poller::new(&cfg, t).run(&state, &stop))?;
     }
     Ok(())
+}
+
+/// The name of a server's poller among the sources (self metrics, readiness).
+pub fn source_of(server: &str) -> String {
+    format!("sglang api {server}")
 }
 
 /// Which load endpoint a server answers on.
@@ -175,7 +185,8 @@ impl Poller {
     fn run(mut self, state: &Shared, stop: &Stop) {
         let server = self.target.server.clone();
         tracing::info!(server = %server, url = %self.target.base, "polling the SGLang HTTP API");
-        let source = format!("sglang api {server}");
+        let source = source_of(&server);
+        let readiness = lock(state).readiness().clone();
         loop {
             let t0 = Instant::now();
             // A bug of ours on one answer must not end the poller: the poll counts as failed.
@@ -209,6 +220,7 @@ impl Poller {
                     }
                 }
             }
+            readiness.caught_up(&source);
             match result {
                 Ok(r) if self.down => {
                     self.down = false;

@@ -1,0 +1,266 @@
+//! The live page at `/` ([`PAGE`], one self-contained HTML file) and the JSON it refreshes
+//! from, `/api/v1/status` ([`Status`]; its shape is documented in the README).
+//!
+//! The numbers come from the same families a scrape shows ([`crate::export::metrics::families`]),
+//! picked out as `top` picks them ([`crate::top::model::Model`]), so the page, `top` and
+//! `/metrics` cannot disagree. The chart's history is sampled in the process every
+//! [`SAMPLE_EVERY`] into a bounded ring ([`super::ring`]).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::ring::{KvRing, POINTS};
+use crate::source::now_unix;
+use crate::state::ready::Readiness;
+use crate::state::Shared;
+use crate::stop::Stop;
+use crate::top::frame::percent;
+use crate::top::model::{Model, Rank, RANK_LABELS};
+
+/// The page: HTML, CSS and a small script, no external asset; every URL in it is relative, so
+/// it works behind TLS, basic auth and a path prefix.
+pub const PAGE: &str = include_str!("page.html");
+
+/// Time between two samples of the chart.
+pub const SAMPLE_EVERY: Duration = Duration::from_secs(5);
+
+/// What the page and its JSON read: the state, the readiness and the sampled history.
+pub struct Live {
+    state: Shared,
+    readiness: Arc<Readiness>,
+    ring: Mutex<KvRing>,
+    telemetry_path: String,
+}
+
+/// `/api/v1/status`.
+#[derive(Debug, Serialize)]
+pub struct Status {
+    /// The exporter's version (`--version`).
+    pub version: &'static str,
+    /// "Now", Unix seconds.
+    pub now: f64,
+    /// Whether start-up catch-up is done (as `/-/ready`).
+    pub ready: bool,
+    /// Sources still catching up.
+    pub pending: Vec<String>,
+    /// `--web.telemetry-path`.
+    pub telemetry_path: String,
+    /// Seconds between two history samples.
+    pub sample_interval_seconds: f64,
+    /// Seconds of history kept (samples × interval).
+    pub history_seconds: f64,
+    /// Servers by name, their ranks in rank order.
+    pub servers: Vec<ServerStatus>,
+    /// GPUs (empty without NVML data).
+    pub gpus: Vec<GpuStatus>,
+    /// Sources whose `sglang_log_exporter_source_up` reads 0.
+    pub down_sources: Vec<String>,
+}
+
+/// One server.
+#[derive(Debug, Serialize)]
+pub struct ServerStatus {
+    /// `server` (with ` [engine]` where several engines share a log).
+    pub name: String,
+    /// `model_name` (empty where the log did not name it).
+    pub model_name: String,
+    /// `engine_type`: `unified`, `prefill` or `decode`.
+    pub engine_type: String,
+    /// Its ranks.
+    pub ranks: Vec<RankStatus>,
+}
+
+/// One rank. Numbers are `null` where the exposition has none.
+#[derive(Debug, Serialize)]
+pub struct RankStatus {
+    /// As SGLang prints it (`DP0 TP0`; `-` for a single scheduler).
+    pub rank: String,
+    /// The rank labels of its series (`dp_rank`, `tp_rank`, …) that the log names.
+    pub labels: BTreeMap<&'static str, String>,
+    /// KV-cache share 0-1: used / capacity tokens, else SGLang's token usage.
+    pub kv_share: Option<f64>,
+    /// `kv_share` as `top` prints it: `45.7%`.
+    pub kv_percent: Option<String>,
+    /// `sglang:num_used_tokens`.
+    pub used_tokens: Option<f64>,
+    /// KV capacity in tokens (`sglang:max_total_num_tokens`, else the pool's).
+    pub capacity_tokens: Option<f64>,
+    /// `sglang:num_running_reqs`.
+    pub running: Option<f64>,
+    /// `sglang:num_queue_reqs`.
+    pub queued: Option<f64>,
+    /// `sglang:gen_throughput`, tokens per second.
+    pub gen_throughput: Option<f64>,
+    /// Prefill input throughput, tokens per second.
+    pub input_throughput: Option<f64>,
+    /// `sglang_retractions_total`.
+    pub retractions: Option<f64>,
+    /// `busy`, `idle` (no stats line for `--idle-after`: activity reads 0), `no-stats`, `live`
+    /// (values live from the server's HTTP API, `--sglang.url`) or `api-down` (that API does
+    /// not answer: activity withdrawn).
+    pub state: &'static str,
+    /// Why a rank has no stats (see [`crate::view::no_stats_text`]); `null` otherwise.
+    pub note: Option<&'static str>,
+    /// Unix seconds of the last stats line.
+    pub last_stats: Option<f64>,
+    /// `[unix seconds, share or null]` samples, oldest first (at most 180).
+    pub history: Vec<(f64, Option<f64>)>,
+}
+
+/// One GPU.
+#[derive(Debug, Serialize)]
+pub struct GpuStatus {
+    /// NVML index.
+    pub index: String,
+    /// Product name.
+    pub name: String,
+    /// Allocated memory, bytes.
+    pub used_bytes: Option<f64>,
+    /// Installed memory, bytes.
+    pub total_bytes: Option<f64>,
+    /// The KV pools of the ranks on it, bytes.
+    pub kv_pool_bytes: Option<f64>,
+    /// The ranks on it: `decode DP0 TP0`.
+    pub ranks: Vec<String>,
+}
+
+impl Live {
+    /// The live view of `state`; `telemetry_path` is linked from the page.
+    pub fn new(state: Shared, telemetry_path: &str) -> Live {
+        let readiness = crate::state::lock(&state).readiness().clone();
+        Live {
+            state,
+            readiness,
+            ring: Mutex::new(KvRing::default()),
+            telemetry_path: telemetry_path.to_string(),
+        }
+    }
+
+    /// The start-up readiness (for `/-/ready`).
+    pub fn readiness(&self) -> &Arc<Readiness> {
+        &self.readiness
+    }
+
+    fn model(&self, now: f64) -> Model {
+        let s = crate::state::lock(&self.state);
+        let fams = super::metrics::families(&s, now);
+        drop(s);
+        Model::from_families(&fams)
+    }
+
+    /// Samples every rank's KV share into the chart's ring.
+    pub fn sample(&self) {
+        let now = now_unix();
+        let m = self.model(now);
+        self.ring
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .observe(&m, now);
+    }
+
+    /// The status at the wall clock's now.
+    pub fn status(&self) -> Status {
+        let now = now_unix();
+        let m = self.model(now);
+        let ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
+        let servers = m
+            .servers
+            .iter()
+            .map(|s| ServerStatus {
+                name: s.name.clone(),
+                model_name: s.model_name.clone(),
+                engine_type: s.engine_type.clone(),
+                ranks: s
+                    .ranks
+                    .iter()
+                    .map(|r| rank_status(r, ring.of(&s.name, &r.id)))
+                    .collect(),
+            })
+            .collect();
+        drop(ring);
+        Status {
+            version: crate::cli::VERSION,
+            now,
+            ready: self.readiness.is_ready(),
+            pending: self.readiness.pending(),
+            telemetry_path: self.telemetry_path.clone(),
+            sample_interval_seconds: SAMPLE_EVERY.as_secs_f64(),
+            history_seconds: SAMPLE_EVERY.as_secs_f64() * POINTS as f64,
+            servers,
+            gpus: m
+                .gpus
+                .into_iter()
+                .map(|g| GpuStatus {
+                    index: g.index,
+                    name: g.name,
+                    used_bytes: g.used,
+                    total_bytes: g.total,
+                    kv_pool_bytes: g.kv_pool_bytes,
+                    ranks: g.ranks,
+                })
+                .collect(),
+            down_sources: m.down_sources,
+        }
+    }
+}
+
+fn rank_status(r: &Rank, history: Vec<(f64, Option<f64>)>) -> RankStatus {
+    let labels: BTreeMap<&'static str, String> = RANK_LABELS
+        .iter()
+        .zip(&r.id.0)
+        .filter(|(_, v)| !v.is_empty())
+        .map(|((k, _), v)| (*k, v.clone()))
+        .collect();
+    let (state, note) = match (r.api_live, r.last_stats, r.is_idle()) {
+        _ if r.is_live() => ("live", None),
+        (Some(_), ..) => ("api-down", None),
+        (None, None, _) => {
+            let dp = r.id.0[0].parse().ok();
+            let tp = r.id.0[4].parse().ok();
+            ("no-stats", Some(crate::view::no_stats_text(dp, tp)))
+        }
+        (None, Some(_), true) => ("idle", None),
+        (None, Some(_), false) => ("busy", None),
+    };
+    let share = r.kv_fraction();
+    RankStatus {
+        rank: r.shown.clone(),
+        labels,
+        kv_share: share,
+        kv_percent: share.map(percent),
+        used_tokens: r.used_tokens,
+        capacity_tokens: r.capacity(),
+        running: r.running,
+        queued: r.queued,
+        gen_throughput: r.gen_throughput,
+        input_throughput: r.input_throughput,
+        retractions: r.retractions,
+        state,
+        note,
+        last_stats: r.last_stats,
+        history,
+    }
+}
+
+/// Starts the thread that samples the chart every [`SAMPLE_EVERY`] until `stop`.
+///
+/// # Errors
+/// When the thread cannot be started.
+pub fn spawn_sampler(live: Arc<Live>, stop: Arc<Stop>) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("page sampler".into())
+        .spawn(move || {
+            // The first sample once the start of the inputs is read (or after one interval).
+            live.readiness.wait(SAMPLE_EVERY);
+            loop {
+                live.sample();
+                if !stop.wait(SAMPLE_EVERY) {
+                    return;
+                }
+            }
+        })
+        .map(drop)
+}
