@@ -50,6 +50,7 @@ pub mod export;
 pub mod family;
 pub mod generate;
 pub mod gpu;
+pub mod logging;
 pub mod parse;
 pub mod record;
 pub mod source;

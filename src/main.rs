@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::Parser as _;
 use sglang_log_exporter::cli::{Cli, Command, LogFormat};
-use sglang_log_exporter::{app, check};
+use sglang_log_exporter::{app, check, logging};
 
 /// Two malloc arenas, whatever the threads: glibc gives each thread that allocates an arena of
 /// its own (up to eight a core), and an arena keeps what it once held. The exposition is
@@ -67,8 +67,6 @@ fn main() -> ExitCode {
 
 /// The exporter's own messages on stderr at `level` (`RUST_LOG` wins), in `format`.
 fn init_logging(level: &str, format: LogFormat) {
-    use tracing_subscriber::layer::SubscriberExt as _;
-    use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
@@ -80,23 +78,13 @@ fn init_logging(level: &str, format: LogFormat) {
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .with_target(false)
             .init(),
-        LogFormat::Json => tracing_subscriber::fmt()
-            .json()
-            .flatten_event(true)
+        LogFormat::Json | LogFormat::Logfmt => tracing_subscriber::fmt()
+            .event_format(match format {
+                LogFormat::Json => logging::Lines::Json,
+                _ => logging::Lines::Logfmt,
+            })
             .with_env_filter(filter)
             .with_writer(std::io::stderr)
-            .with_target(false)
-            .init(),
-        LogFormat::Logfmt => tracing_subscriber::registry()
-            .with(filter)
-            .with(
-                tracing_logfmt::builder()
-                    .with_target(false)
-                    .with_span_name(false)
-                    .with_span_path(false)
-                    .layer()
-                    .with_writer(std::io::stderr),
-            )
             .init(),
     }
 }

@@ -17,23 +17,34 @@ fn log_of(format: &str) -> Vec<String> {
 }
 
 #[test]
-fn json_lines_are_objects_with_level_message_time_and_fields() {
+fn json_lines_are_objects_with_ts_level_msg_and_fields() {
     let lines = log_of("json");
     let serving = lines
         .iter()
         .map(|l| {
             serde_json::from_str::<serde_json::Value>(l).unwrap_or_else(|e| panic!("{l:?}: {e}"))
         })
-        .find(|v| v["message"] == "serving metrics")
+        .find(|v| v["msg"] == "serving metrics")
         .unwrap_or_else(|| panic!("{lines:?}"));
     let o = serving.as_object().unwrap();
     let mut keys: Vec<&str> = o.keys().map(String::as_str).collect();
     keys.sort();
-    assert_eq!(keys, ["address", "level", "message", "path", "timestamp"]);
-    assert_eq!(o["level"], "INFO");
+    assert_eq!(keys, ["address", "level", "msg", "path", "ts"]);
+    assert_eq!(o["level"], "info");
     assert_eq!(o["path"], "/metrics");
     assert!(o["address"].as_str().unwrap().starts_with("127.0.0.1:"));
-    let ts = o["timestamp"].as_str().unwrap();
+    let ts = o["ts"].as_str().unwrap();
+    // In the order exporters print them: ts, level, msg, then the fields.
+    let line = lines
+        .iter()
+        .find(|l| l.contains("serving metrics"))
+        .unwrap();
+    assert!(
+        line.starts_with(&format!(
+            r#"{{"ts":"{ts}","level":"info","msg":"serving metrics","#
+        )),
+        "{line}"
+    );
     assert!(ts.parse::<jiff::Timestamp>().is_ok(), "{ts}");
 }
 
@@ -50,7 +61,7 @@ fn logfmt_lines_are_key_value_pairs() {
         .unwrap();
     assert!(ts.parse::<jiff::Timestamp>().is_ok(), "{l}");
     let rest = l.split_once(' ').unwrap().1;
-    let want = "level=info message=\"serving metrics\" address=127.0.0.1:";
+    let want = "level=info msg=\"serving metrics\" address=127.0.0.1:";
     assert!(rest.starts_with(want), "{l}");
     assert!(rest.ends_with(" path=/metrics"), "{l}");
 }
