@@ -701,12 +701,21 @@ fn api_config(a: &RunArgs) -> Result<Option<ApiConfig>, ConfigError> {
     }
     let api_key = match &x.api_key_file {
         Some(p) => {
-            let k = std::fs::read_to_string(p)
-                .map_err(|e| ConfigError(format!("--sglang.api-key-file {}: {e}", p.display())))?;
+            let too_big = std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() > 8192);
+            let k = if too_big {
+                String::new()
+            } else {
+                std::fs::read_to_string(p).map_err(|e| {
+                    ConfigError(format!("--sglang.api-key-file {}: {e}", p.display()))
+                })?
+            };
             let k = k.trim_end_matches(['\n', '\r']).to_string();
-            if k.is_empty() || k.contains(['\n', '\r']) {
+            // A header value: visible ASCII, bounded (the key itself is never printed).
+            let header_safe = k.bytes().all(|b| b.is_ascii_graphic());
+            if k.is_empty() || k.len() > 4096 || !header_safe {
                 return Err(ConfigError(format!(
-                    "--sglang.api-key-file {}: not one key on one line",
+                    "--sglang.api-key-file {}: not one key on one line (1 to 4096 visible \
+                     ASCII characters)",
                     p.display()
                 )));
             }

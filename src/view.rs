@@ -115,8 +115,8 @@ pub fn rank_catalog(pat: &Patterns) -> Vec<(String, String, Kind)> {
 /// capacity line) where there is one, else the rank's; 0 for an activity gauge of an idle rank;
 /// 0 for a counter of a rank that prints stats but never added to it (so the first retraction is
 /// an increase from 0 that `increase()` and alerts can see); `None` where never set or withdrawn.
-/// A value from the server's HTTP API ([`crate::state::live`]) wins while the API answers; while
-/// it does not, the activity gauges of the ranks it fed are `None`.
+/// On a rank the server's HTTP API feeds, its values win while it answers (see the comment
+/// inside for the whole rule).
 pub fn value(
     state: &State,
     srv: &ServerState,
@@ -134,30 +134,55 @@ pub fn value(
             .find_map(|&src| value(state, srv, rank, src as usize, now))
             .map(|v| v * scale);
     }
-    // Values from the server's HTTP API: current while it answers (no idle policy needed);
-    // while it does not, the activity gauges of the ranks it fed are not shown at all (the
-    // log's last line is older still), and its other values stand where the log has none.
+    // Values from the server's HTTP API ([`crate::state::live`]) on a rank it feeds: while it
+    // answers, the activity gauges are its own (no idle policy needed), and one it does not
+    // give is not shown (the log's older line would contradict it in the same scrape). While
+    // it does not answer, the log's activity gauges show where a stats line came after the
+    // API's last answer (under the idle policy), else none: never the last busy value. Other
+    // values (capacity) are the log's, else the API's last.
     let live = match (&srv.api, &rank.live) {
         (Some(api), Some(l)) => {
             let v = l.values[id];
-            if api.up && !v.is_nan() {
-                return Some(v);
-            }
-            if !api.up && def.activity {
-                return None;
+            if api.up {
+                if !v.is_nan() {
+                    return Some(v);
+                }
+                if def.activity {
+                    return None;
+                }
+            } else if def.activity {
+                let log_newer = rank
+                    .last_stats
+                    .zip(api.last_success)
+                    .is_some_and(|(t, s)| t > s);
+                if !log_newer {
+                    return None;
+                }
+                // The log's own value, or none: never the API's last.
+                return log_value(state, srv, rank, id, now);
             }
             v
         }
         _ => f64::NAN,
     };
+    log_value(state, srv, rank, id, now).or_else(|| (!live.is_nan()).then_some(live))
+}
+
+/// What the log says of metric `id` (see [`value`]): the server-scope value, else the rank's,
+/// under the idle policy; 0 for a counter of a rank with stats lines that never added to it.
+fn log_value(
+    state: &State,
+    srv: &ServerState,
+    rank: &RankState,
+    id: usize,
+    now: f64,
+) -> Option<f64> {
+    let def = &state.patterns().metrics[id];
     let v = if srv.values[id].is_nan() {
         rank.values[id]
     } else {
         srv.values[id]
     };
-    if v.is_nan() && !live.is_nan() {
-        return Some(live);
-    }
     if v.is_nan() {
         return (def.kind == MetricKind::Counter && rank.has_stats()).then_some(0.0);
     }

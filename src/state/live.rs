@@ -39,6 +39,8 @@ pub struct DpLoad {
     pub dp_rank: u32,
     /// (metric id, value); a metric the answer does not give exactly is left out.
     pub values: Vec<(&'static str, f64)>,
+    /// Values the answer gave out of their range (left out of `values`).
+    pub bad: u32,
 }
 
 /// The state of a server's API probe.
@@ -52,6 +54,32 @@ pub struct ApiStatus {
     pub last_success: Option<f64>,
     /// `ep_size` from `/server_info`, for the rank a DP rank's values go to.
     ep_size: Option<u32>,
+    /// Whether the server's arguments came from `/server_info` (then a new answer replaces
+    /// them: the server restarted with another layout) rather than a `server_args` line.
+    args_from_api: bool,
+    /// Whether the contradiction with the log was warned about.
+    warned: bool,
+}
+
+/// How `/server_info` contradicts the log's `server_args`: another model or DP size.
+fn contradiction(log: &ServerArgs, api: &ServerArgs) -> Option<String> {
+    let differ = |a: &Option<_>, b: &Option<_>| a.is_some() && b.is_some() && a != b;
+    if differ(&log.model_name, &api.model_name) {
+        return Some(format!(
+            "model {:?} in the log, {:?} in the API",
+            log.model_name.as_deref().unwrap_or(""),
+            api.model_name.as_deref().unwrap_or("")
+        ));
+    }
+    let (ld, ad) = (log.dp_size.unwrap_or(1), api.dp_size.unwrap_or(1));
+    if log.dp_size.is_some() && api.dp_size.is_some() && ld != ad {
+        return Some(format!(
+            "dp_size {} in the log, {} in the API",
+            log.dp_size.unwrap_or(1),
+            api.dp_size.unwrap_or(1)
+        ));
+    }
+    None
 }
 
 /// A rank's values from the API: by [`crate::parse::patterns::MetricId`], NaN where the API
@@ -96,15 +124,11 @@ impl State {
             .collect();
         let capacity = self.pat.metric_by_id("max_total_num_tokens");
         let (max_ranks, max_total) = (self.cfg.max_ranks, self.cfg.max_ranks_total);
-        let mut refused = None;
+        // Each DP rank refused by a cap is a series dropped.
+        let mut refused = Vec::new();
         let mut added = 0;
         let srv = self.servers.get_mut(&key).expect("added above");
         srv.unclaimed_since = None;
-        if let Some(info) = &r.info {
-            if srv.args.is_none() {
-                srv.args = Some(info.args.clone());
-            }
-        }
         let ep_size = r.info.as_ref().and_then(|i| i.ep_size);
         let status = srv.api.get_or_insert_with(|| {
             Box::new(ApiStatus {
@@ -112,6 +136,8 @@ impl State {
                 endpoint: r.endpoint,
                 last_success: None,
                 ep_size,
+                args_from_api: false,
+                warned: false,
             })
         });
         status.up = true;
@@ -121,6 +147,35 @@ impl State {
             status.ep_size = ep_size;
         }
         let ep_size = status.ep_size;
+        if let Some(info) = &r.info {
+            match &srv.args {
+                None => {
+                    srv.args = Some(info.args.clone());
+                    status.args_from_api = true;
+                }
+                // A new answer of the API replaces what an earlier one said (a restart).
+                Some(_) if status.args_from_api => srv.args = Some(info.args.clone()),
+                Some(log) => {
+                    if let Some(why) = contradiction(log, &info.args) {
+                        // Two servers under one name: neither's numbers go to the other's series.
+                        let first = !status.warned;
+                        status.warned = true;
+                        for rank in srv.ranks.values_mut() {
+                            rank.live = None;
+                        }
+                        if first {
+                            tracing::warn!(
+                                server,
+                                "the SGLang API contradicts the log of the same name ({why}): \
+                                 its loads are not applied (sglang_log_exporter_api_contradictions_total)"
+                            );
+                        }
+                        self.add_self(super::SelfMetric::ApiContradictions, server, 1.0);
+                        return;
+                    }
+                }
+            }
+        }
         let many = r.loads.len() > 1;
         for (load, values) in r.loads.iter().zip(&ids) {
             let want = rank_for(srv, load.dp_rank, many, ep_size);
@@ -137,11 +192,11 @@ impl State {
             }
             let new_rank = !srv.ranks.contains_key(&want);
             if new_rank && srv.ranks.len() >= max_ranks {
-                refused = Some(caps::Cap::Ranks);
+                refused.push(caps::Cap::Ranks);
                 continue;
             }
             if new_rank && self.ranks_total + added >= max_total {
-                refused = Some(caps::Cap::RanksTotal);
+                refused.push(caps::Cap::RanksTotal);
                 continue;
             }
             added += usize::from(new_rank);
@@ -181,7 +236,7 @@ impl State {
             r.live.is_some() || r.has_stats() || r.values.iter().any(|v| !v.is_nan())
         });
         self.ranks_total = self.ranks_total + added - (before - srv.ranks.len());
-        if let Some(cap) = refused {
+        for cap in refused {
             self.refuse(cap, server);
         }
     }
@@ -197,6 +252,46 @@ impl State {
             }
         }
     }
+}
+
+/// A `server_args` line of the log: the server's arguments are the log's from now on (an API
+/// answer no longer replaces them).
+pub(super) fn args_from_log(srv: &mut super::ServerState) {
+    if let Some(a) = srv.api.as_mut() {
+        a.args_from_api = false;
+    }
+}
+
+/// A stats line of rank `at` in a server the API feeds: where a rank without stats lines holds
+/// the API's values for the same DP rank (made by the API before the log named its printer),
+/// they move to `at` at once, so one DP rank is never two series until the next poll; that
+/// rank is removed if nothing else of it is left. The number of ranks removed.
+pub(super) fn adopt(srv: &mut super::ServerState, at: &Ranks) -> usize {
+    let dp = at.dp.unwrap_or(0);
+    let holds = |r: &super::RankState| r.live.as_ref().is_some_and(|l| l.dp_rank == dp);
+    if srv.ranks.get(at).is_some_and(holds) {
+        return 0;
+    }
+    let Some(from) = srv
+        .ranks
+        .iter()
+        .find(|(k, r)| *k != at && k.dp == at.dp && holds(r) && !r.has_stats())
+        .map(|(k, _)| *k)
+    else {
+        return 0;
+    };
+    let live = srv.ranks.get_mut(&from).and_then(|r| r.live.take());
+    if let Some(r) = srv.ranks.get_mut(at) {
+        r.live = live;
+    }
+    let empty = srv
+        .ranks
+        .get(&from)
+        .is_some_and(|r| r.values.iter().all(|v| v.is_nan()));
+    if empty {
+        srv.ranks.remove(&from);
+    }
+    usize::from(empty)
 }
 
 /// The rank whose series a DP rank's API values join, the way SGLang numbers the ranks that
@@ -228,9 +323,9 @@ pub fn rank_for(srv: &super::ServerState, dp_rank: u32, many: bool, ep_size: Opt
         .or_else(|| {
             srv.ranks
                 .iter()
-                .filter(|(r, s)| {
-                    matching(r) && s.live.as_ref().is_none_or(|l| l.dp_rank == dp_rank)
-                })
+                // A rank of the log (startup facts), never one the API made itself: those
+                // follow what the API says now (a restart with another layout).
+                .filter(|(r, s)| matching(r) && s.values.iter().any(|v| !v.is_nan()))
                 .min_by_key(|(r, _)| (r.pp, r.tp, r.ep))
         })
         .map(|(r, _)| *r);

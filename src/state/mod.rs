@@ -929,6 +929,7 @@ impl State {
                     // Node 0's arguments stand for the server (its placement is the first).
                     if !other_node || a.node_rank == Some(0) {
                         srv.args = Some((**a).clone());
+                        live::args_from_log(srv);
                     }
                 }
                 None
@@ -964,6 +965,9 @@ impl State {
                 } else {
                     contradictions = apply_rank_line(pat, d, srv, class, rec, ts, fact_metrics);
                     *ranks_total += usize::from(new_rank);
+                    if matches!(class, Class::Prefill | Class::Decode) && srv.api.is_some() {
+                        *ranks_total -= live::adopt(srv, &rec.ranks);
+                    }
                     None
                 }
             }

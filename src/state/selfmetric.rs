@@ -38,11 +38,15 @@ pub enum SelfMetric {
     ApiLastSuccess,
     /// `sglang_log_exporter_api_poll_duration_seconds{server}`.
     ApiDuration,
+    /// `sglang_log_exporter_api_bad_values_total{server}`.
+    ApiBadValues,
+    /// `sglang_log_exporter_api_contradictions_total{server}`.
+    ApiContradictions,
 }
 
 impl SelfMetric {
     /// Every self metric, in exposition order.
-    pub const ALL: [SelfMetric; 16] = [
+    pub const ALL: [SelfMetric; 18] = [
         SelfMetric::SourceUp,
         SelfMetric::SourcePanics,
         SelfMetric::JournalctlRestarts,
@@ -59,6 +63,8 @@ impl SelfMetric {
         SelfMetric::ApiFailures,
         SelfMetric::ApiLastSuccess,
         SelfMetric::ApiDuration,
+        SelfMetric::ApiBadValues,
+        SelfMetric::ApiContradictions,
     ];
 
     /// Name, HELP, type and label name (empty: no label).
@@ -159,6 +165,18 @@ impl SelfMetric {
                 "sglang_log_exporter_api_poll_duration_seconds",
                 "Seconds the last poll of the server's SGLang API took (all its requests).",
                 Kind::Gauge,
+                "server",
+            ),
+            S::ApiBadValues => (
+                "sglang_log_exporter_api_bad_values_total",
+                "Values in the server's API answers out of their range (negative, a fractional count, a share above 1, more tokens in use than the pool holds), left out.",
+                Kind::Counter,
+                "server",
+            ),
+            S::ApiContradictions => (
+                "sglang_log_exporter_api_contradictions_total",
+                "API answers whose /server_info contradicts the server_args line of the log of the same name (another model or dp_size: another server?); their loads are not applied.",
+                Kind::Counter,
                 "server",
             ),
         }

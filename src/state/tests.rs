@@ -366,6 +366,7 @@ fn the_apis_dp_rank_joins_the_rank_that_prints_stats_lines() {
         loads: vec![DpLoad {
             dp_rank: 0,
             values: vec![("num_running_reqs", 9.0)],
+            bad: 0,
         }],
     };
     f.state.apply_api("s", &reading, T + 2.0);
@@ -403,6 +404,7 @@ fn the_apis_dp_rank_joins_the_rank_that_prints_stats_lines() {
             .map(|dp| DpLoad {
                 dp_rank: dp,
                 values: vec![("num_running_reqs", f64::from(dp))],
+                bad: 0,
             })
             .collect(),
     };
@@ -432,4 +434,51 @@ fn the_apis_dp_rank_joins_the_rank_that_prints_stats_lines() {
             (Some(3), tp(6), Some(6)),
         ]
     );
+}
+
+/// An API-only rank (DP1 named TP4 as SGLang's prefix would be) meets the log's printer for
+/// DP1 (TP5): the values move to it at the stats line, never two series for one DP rank.
+#[test]
+fn the_logs_printer_takes_the_apis_values_at_its_first_stats_line() {
+    use crate::state::live::{ApiReading, DpLoad};
+    let mut f = Fixture::new(StateConfig::default());
+    let info = crate::source::api::shapes::server_info(&serde_json::json!({
+        "tp_size": 8, "dp_size": 2, "enable_dp_attention": true, "disaggregation_mode": "null"}))
+    .unwrap();
+    let reading = ApiReading {
+        endpoint: "/v1/loads",
+        info: Some(info),
+        loads: (0..2)
+            .map(|dp| DpLoad {
+                dp_rank: dp,
+                values: vec![("num_running_reqs", 11.0 + f64::from(dp))],
+                bad: 0,
+            })
+            .collect(),
+    };
+    f.state.apply_api("s", &reading, T);
+    let keys =
+        |f: &Fixture| -> Vec<_> { f.server("s").ranks.keys().map(|r| (r.dp, r.tp)).collect() };
+    assert_eq!(keys(&f), vec![(Some(0), tp(0)), (Some(1), tp(4))]);
+    f.apply(
+        "s",
+        "[2026-06-03 10:00:01 DP1 TP5] Decode batch, #running-req: 50, #token: 50, token usage: 0.00, cuda graph: True, gen throughput (token/s): 1.00, #queue-req: 0",
+        Some(T + 1.0),
+    );
+    assert_eq!(keys(&f), vec![(Some(0), tp(0)), (Some(1), tp(5))]);
+    let running = f.id("num_running_reqs");
+    let srv = f.server("s");
+    let rank = &srv.ranks[&Ranks {
+        dp: Some(1),
+        tp: tp(5),
+        ..Ranks::default()
+    }];
+    assert_eq!(
+        crate::view::value(&f.state, srv, rank, running, T + 1.0),
+        Some(12.0)
+    );
+    assert_eq!(f.state.ranks_total, 2);
+    // The next poll keeps them there.
+    f.state.apply_api("s", &reading, T + 2.0);
+    assert_eq!(keys(&f), vec![(Some(0), tp(0)), (Some(1), tp(5))]);
 }

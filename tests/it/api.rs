@@ -245,6 +245,14 @@ fn the_api_joins_the_log_of_the_same_server_name() {
     assert_eq!(value(&s, &at("sglang:num_used_tokens", DP0)), Some(11179.0));
     // The log's 2026-06-03 lines are long idle by the wall clock: the API's values are current.
     assert_eq!(value(&s, &at("sglang:gen_throughput", DP1)), Some(1635.11));
+    // An activity gauge the API does not give is not shown beside its values (the log's line
+    // is older and would contradict them): pre-allocated usage, the full pool's usage.
+    assert_eq!(
+        value(&s, &at("sglang_decode_preallocated_token_usage_ratio", DP0)),
+        None,
+        "{s}"
+    );
+    assert_eq!(value(&s, &at("sglang:full_token_usage", DP0)), None, "{s}");
     // What the log alone says.
     assert_eq!(
         value(&s, &at("sglang:is_cuda_graph", DP0)),
@@ -341,18 +349,114 @@ fn a_server_that_goes_away_shows_no_busy_value_and_comes_back() {
         .unwrap()
             >= 1.0
     );
+    // It comes back as another model with tp 8 (DP attention, dp 2): what it says now names
+    // the series, and DP1 is the rank SGLang's prefix names (TP4).
+    let mut d = decode_v0523();
+    d["server_info"]["served_model_name"] = "deepseek-ai/DeepSeek-V3.2".into();
+    d["server_info"]["tp_size"] = 8.into();
+    api.set(&d);
     api.up();
+    let dp1 = r#"server="decode",model_name="deepseek-ai/DeepSeek-V3.2",engine_type="decode",dp_rank="1",pp_rank="0",tp_rank="4",moe_ep_rank="0""#;
     let s = e.scrape_until(30, |s| {
-        value(s, r#"sglang_up{server="decode"}"#) == Some(1.0)
+        value(s, &at("sglang:num_running_reqs", dp1)).is_some()
     });
-    let s = if value(&s, &at("sglang:num_running_reqs", DP0)).is_some() {
-        s
-    } else {
-        e.scrape_until(10, |s| {
-            value(s, &at("sglang:num_running_reqs", DP0)).is_some()
-        })
-    };
-    assert_eq!(value(&s, &at("sglang:num_running_reqs", DP0)), Some(32.0));
+    assert_eq!(value(&s, &at("sglang:num_running_reqs", dp1)), Some(17.0));
+    assert_eq!(value(&s, r#"sglang_up{server="decode"}"#), Some(1.0));
+    // The old model's series are gone.
+    assert_eq!(value(&s, &at("sglang:num_running_reqs", DP1)), None, "{s}");
+    assert!(
+        !s.contains(r#"model_name="deepseek-ai/DeepSeek-V3","#),
+        "{s}"
+    );
+}
+
+/// While the API does not answer, a stats line newer than its last answer shows (the log is
+/// first-hand then), under the idle policy.
+#[test]
+fn the_logs_newer_lines_show_while_the_api_is_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("decode.log");
+    std::fs::write(&log, "").unwrap();
+    let api = SglangApi::start("0.5.23", &decode_v0523(), None);
+    let input = format!("decode={}", log.display());
+    // Prefix times read in UTC (the test harness sets --timezone UTC).
+    let e = exporter(&["--sglang.url", &api.url("decode"), &input]);
+    e.scrape_until(30, |s| {
+        value(s, &at("sglang:num_running_reqs", DP0)) == Some(32.0)
+    });
+    let mut d = decode_v0523();
+    d["status"] = 503.into();
+    api.set(&d);
+    e.scrape_until(10, |s| {
+        value(s, &at("sglang:num_running_reqs", DP0)).is_none()
+    });
+    std::thread::sleep(Duration::from_millis(1100));
+    let now = jiff::Timestamp::now()
+        .strftime("%Y-%m-%d %H:%M:%S")
+        .to_string();
+    crate::common::append(
+        &log,
+        format!("[{now} DP0 TP0] Decode batch, #running-req: 40, #token: 2290, token usage: 0.00, pre-allocated usage: 0.00, #prealloc-req: 0, #transfer-req: 0, #retracted-req: 0, cuda graph: True, gen throughput (token/s): 40.01, #queue-req: 0\n").as_bytes(),
+    );
+    let s = e.scrape_until(10, |s| {
+        value(s, &at("sglang:num_running_reqs", DP0)) == Some(40.0)
+    });
+    assert_eq!(value(&s, r#"sglang_up{server="decode"}"#), Some(0.0));
+    assert_eq!(value(&s, &at("sglang:num_used_tokens", DP0)), Some(2290.0));
+    // DP1 printed nothing since: still withdrawn.
+    assert_eq!(value(&s, &at("sglang:num_running_reqs", DP1)), None, "{s}");
+}
+
+/// A log and an API under one name that are not one server (another model): the API's loads
+/// are not applied, a counter says so, the log's values stand.
+#[test]
+fn an_api_that_contradicts_the_log_of_its_name_is_not_applied() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("decode.log");
+    std::fs::write(
+        &log,
+        "[2026-06-03 10:00:00] server_args=ServerArgs(model_path='/models/Qwen3', served_model_name='qwen3', tp_size=4, dp_size=2, enable_dp_attention=True, disaggregation_mode='decode')\n",
+    )
+    .unwrap();
+    let api = SglangApi::start("0.5.23", &decode_v0523(), None);
+    let input = format!("decode={}", log.display());
+    let mut e = exporter(&["--sglang.url", &api.url("decode"), &input]);
+    let logs = e.log_lines();
+    let s = e.scrape_until(30, |s| {
+        value(
+            s,
+            r#"sglang_log_exporter_api_contradictions_total{server="decode"}"#,
+        )
+        .is_some()
+    });
+    assert_eq!(value(&s, r#"sglang_up{server="decode"}"#), Some(1.0));
+    assert!(!s.contains("sglang:num_running_reqs{"), "{s}");
+    assert!(s.contains(r#"model_name="qwen3""#), "{s}");
+    let line = crate::common::wait_log(&logs, "contradicts", 10);
+    assert!(
+        line.contains(r#"model \"qwen3\" in the log"#)
+            || line.contains(r#"model "qwen3" in the log"#),
+        "{line}"
+    );
+}
+
+/// `/server_info` failing costs the info only: the loads are read without it.
+#[test]
+fn a_failing_server_info_does_not_stop_the_loads() {
+    let mut d = decode_v0523();
+    d["statuses"] = serde_json::json!({"/server_info": 500, "/get_server_info": 500});
+    let api = SglangApi::start("0.5.23", &d, None);
+    let e = exporter(&["--sglang.url", &api.url("decode")]);
+    let l = r#"server="decode",model_name="",engine_type="decode",dp_rank="0",pp_rank="0",tp_rank="0",moe_ep_rank="0""#;
+    let s = e.scrape_until(30, |s| {
+        value(s, &at("sglang:num_running_reqs", l)).is_some()
+    });
+    assert_eq!(
+        value(&s, &at("sglang:num_running_reqs", l)),
+        Some(32.0),
+        "{s}"
+    );
+    assert_eq!(value(&s, r#"sglang_up{server="decode"}"#), Some(1.0));
 }
 
 /// A slow server (no answer within --sglang.timeout), garbage, a 5xx, and a 401 without the key:
@@ -391,6 +495,11 @@ fn slow_garbage_error_and_unauthorised_answers_are_down_never_a_value() {
         serde_json::json!({"delay_s": 1.0}),
         serde_json::json!({"garbage": true}),
         serde_json::json!({"status": 503}),
+        // A redirect whose body reads as loads is no answer.
+        serde_json::json!({"redirect": "http://example.com/v1/loads"}),
+        // Each request within the timeout (150 ms), the poll not: one deadline for the poll.
+        serde_json::json!({"delays": {"/v1/loads": 0.1, "/get_load": 0.1},
+            "statuses": {"/v1/loads": 404}}),
     ] {
         for (k, v) in fault.as_object().unwrap() {
             d[k] = v.clone();
@@ -420,6 +529,12 @@ fn bad_api_arguments_are_refused_at_start() {
     let sample = crate::common::sample("pd-decode-session.log")
         .display()
         .to_string();
+    let key = |name: &str, bytes: &[u8]| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, bytes).unwrap();
+        p.display().to_string()
+    };
+    let (nul, bom) = (key("nul", b"k\x00ey\n"), key("bom", b"\xef\xbb\xbfkey\n"));
     for (args, needle) in [
         (vec!["--sglang.url", "localhost:30000"], "--sglang.url"),
         (
@@ -447,6 +562,32 @@ fn bad_api_arguments_are_refused_at_start() {
         (
             vec!["--once", "--sglang.url", "http://h:1", sample.as_str()],
             "--once",
+        ),
+        (
+            vec!["--sglang.url", "http://u:pw@h:1"],
+            "credentials in the URL",
+        ),
+        (
+            vec!["--sglang.url", "http://h:1/v1/loads"],
+            "names an endpoint",
+        ),
+        (
+            vec![
+                "--sglang.url",
+                "http://h:1",
+                "--sglang.api-key-file",
+                nul.as_str(),
+            ],
+            "visible ASCII",
+        ),
+        (
+            vec![
+                "--sglang.url",
+                "http://h:1",
+                "--sglang.api-key-file",
+                bom.as_str(),
+            ],
+            "visible ASCII",
         ),
     ] {
         let out = crate::common::run(&args);

@@ -16,9 +16,10 @@ server says by rewriting it).
   --api-key KEY     v0.5.23's own add_api_key_middleware (utils/auth.py).
 
 The data file: {"loads": [per-rank fields], "server_info": {...}, "scheduler_info": {...},
-"internal_states": [...], "delay_s": 0, "garbage": false, "status": 200}. `delay_s` delays
-every answer (a slow server), `garbage` answers a body that is no JSON, `status` answers that
-status with SGLang's error body.
+"internal_states": [...], "delay_s": 0, "garbage": false, "status": 200, "redirect": URL,
+"delays": {PATH: s}, "statuses": {PATH: code}}. `delay_s` delays every answer (a slow server),
+`garbage` answers a body that is no JSON, `status` answers that status with SGLang's error body,
+`redirect` a 302 whose body looks like loads; `delays` and `statuses` do so for one path.
 
 usage: serve.py --release R --root ROOT --port N --data FILE [--api-key KEY]
 """
@@ -182,14 +183,22 @@ def main():
 
     @app.middleware("http")
     async def faults(request, call_next):
-        """The test's faults: a slow server, garbage, an error status."""
+        """The test's faults: a slow server, garbage, an error status, a redirect; `delays` and
+        `statuses` ({path: value}) for one endpoint only."""
         d = data()
-        if d.get("delay_s"):
-            await asyncio.sleep(d["delay_s"])
+        path = request.url.path
+        delay = d.get("delays", {}).get(path, d.get("delay_s", 0))
+        if delay:
+            await asyncio.sleep(delay)
         if d.get("garbage"):
             return Response(content=b"<html>\x00not json", media_type="application/json")
-        if d.get("status", 200) != 200:
-            return Response(content=b'{"error": "Internal Server Error"}', status_code=d["status"])
+        if d.get("redirect"):
+            # A body that reads as loads: a redirect must never be taken for the answer.
+            body = json.dumps({"loads": [{"dp_rank": 0, "num_running_reqs": 99}]}).encode()
+            return Response(content=body, status_code=302, headers={"Location": d["redirect"]})
+        status = d.get("statuses", {}).get(path, d.get("status", 200))
+        if status != 200:
+            return Response(content=b'{"error": "Internal Server Error"}', status_code=status)
         return await call_next(request)
 
     if a.api_key:

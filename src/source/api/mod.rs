@@ -62,6 +62,24 @@ impl ApiTarget {
         if !matches!(base.scheme(), "http" | "https") || base.host_str().is_none() {
             return Err(bad("not an http:// or https:// URL with a host"));
         }
+        // SGLang takes a bearer key, never basic auth; credentials in a URL would be logged.
+        if !base.username().is_empty() || base.password().is_some() {
+            return Err(
+                "--sglang.url: credentials in the URL are not sent (SGLang's --api-key \
+                 is a bearer key: give it with --sglang.api-key-file)"
+                    .to_string(),
+            );
+        }
+        let path = base.path().trim_end_matches('/');
+        if ["/v1/loads", "/get_load", "/server_info", "/get_server_info"]
+            .iter()
+            .any(|e| path.ends_with(e))
+        {
+            return Err(bad("the URL names an endpoint; give the server's base URL"));
+        }
+        if base.query().is_some() || base.fragment().is_some() {
+            return Err(bad("a query or fragment has no place in the base URL"));
+        }
         if !base.path().ends_with('/') {
             let p = format!("{}/", base.path());
             base.set_path(&p);
@@ -85,7 +103,10 @@ impl ApiTarget {
 pub fn spawn(cfg: ApiConfig, state: Shared, stop: Arc<Stop>) -> std::io::Result<()> {
     let cfg = Arc::new(cfg);
     // Ready (`/-/ready`) once each server's first poll is done, answered or not.
-    let readiness = lock(&state).readiness().clone();
+    let (readiness, max_ranks) = {
+        let s = lock(&state);
+        (s.readiness().clone(), s.config().max_ranks)
+    };
     for t in &cfg.targets {
         readiness.expect(&source_of(&t.server));
     }
@@ -93,7 +114,7 @@ pub fn spawn(cfg: ApiConfig, state: Shared, stop: Arc<Stop>) -> std::io::Result<
         let (cfg, state, stop) = (cfg.clone(), state.clone(), stop.clone());
         std::thread::Builder::new()
             .name(format!("sglang api {}", t.server))
-            .spawn(move || Poller::new(&cfg, t).run(&state, &stop))?;
+            .spawn(move || Poller::new(&cfg, t, max_ranks).run(&state, &stop))?;
     }
     Ok(())
 }
@@ -124,8 +145,8 @@ impl Endpoint {
 enum Failure {
     /// No answer: refused, reset, timed out, name not resolved.
     NoAnswer(String),
-    /// An answer with an error status.
-    Status(u16, &'static str),
+    /// An answer with another status than 200 or 404 (the redirect's target, if any).
+    Status(u16, &'static str, Option<String>),
     /// An answer that is not what the endpoint answers.
     Body(&'static str, String),
     /// Neither load endpoint exists.
@@ -138,11 +159,14 @@ impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Failure::NoAnswer(e) => write!(f, "no answer ({e})"),
-            Failure::Status(s @ (401 | 403), p) => write!(
+            Failure::Status(s @ (401 | 403), p, _) => write!(
                 f,
                 "/{p} answered HTTP {s} (the server wants an API key: give it with --sglang.api-key-file)"
             ),
-            Failure::Status(s, p) => write!(f, "/{p} answered HTTP {s}"),
+            Failure::Status(s, p, Some(to)) => {
+                write!(f, "/{p} answered HTTP {s} (a redirect to {to}, not followed: give the URL it names)")
+            }
+            Failure::Status(s, p, None) => write!(f, "/{p} answered HTTP {s}"),
             Failure::Body(p, e) => write!(f, "/{p} answered what cannot be read: {e}"),
             Failure::Bug => f.write_str("a bug of the exporter (a panic) while reading the answer"),
             Failure::NoEndpoint => f.write_str(
@@ -158,15 +182,20 @@ struct Poller {
     agent: ureq::Agent,
     api_key: Option<String>,
     interval: Duration,
+    timeout: Duration,
+    /// Most DP ranks one answer may list (the per-server rank cap).
+    max_ranks: usize,
     endpoint: Option<Endpoint>,
     info: Option<ServerInfo>,
     info_at: Option<Instant>,
     /// Whether the last poll failed (so a failure is logged once per outage).
     down: bool,
+    /// Whether the server info's failure was logged (once, until it is read again).
+    info_warned: bool,
 }
 
 impl Poller {
-    fn new(cfg: &ApiConfig, target: ApiTarget) -> Poller {
+    fn new(cfg: &ApiConfig, target: ApiTarget, max_ranks: usize) -> Poller {
         Poller {
             target,
             agent: ureq::AgentBuilder::new()
@@ -175,10 +204,13 @@ impl Poller {
                 .build(),
             api_key: cfg.api_key.clone(),
             interval: cfg.interval,
+            timeout: cfg.timeout,
+            max_ranks,
             endpoint: None,
             info: None,
             info_at: None,
             down: false,
+            info_warned: false,
         }
     }
 
@@ -209,6 +241,10 @@ impl Poller {
                             }));
                         if applied.is_err() {
                             s.add_self(SelfMetric::SourcePanics, &source, 1.0);
+                        }
+                        let bad: u32 = r.loads.iter().map(|l| l.bad).sum();
+                        if bad > 0 {
+                            s.add_self(SelfMetric::ApiBadValues, &server, f64::from(bad));
                         }
                         s.set_self(SelfMetric::ApiUp, &server, 1.0);
                         s.set_self(SelfMetric::ApiLastSuccess, &server, now);
@@ -250,30 +286,41 @@ impl Poller {
         }
     }
 
-    /// One poll: the server info when due, then the load endpoint. Also the number of
-    /// requests made.
+    /// One poll: the server info when due, then the load endpoint, all within one
+    /// `--sglang.timeout` (so a failing server reads down within two intervals, however its
+    /// requests fail). Also the number of requests made.
     fn poll(&mut self) -> (Result<ApiReading, Failure>, u32) {
         let mut requests = 0;
-        let r = self.poll_counted(&mut requests);
+        let deadline = Instant::now() + self.timeout;
+        let r = self.poll_counted(&mut requests, deadline);
         (r, requests)
     }
 
-    fn poll_counted(&mut self, requests: &mut u32) -> Result<ApiReading, Failure> {
+    fn poll_counted(
+        &mut self,
+        requests: &mut u32,
+        deadline: Instant,
+    ) -> Result<ApiReading, Failure> {
         if self.info_at.is_none_or(|t| t.elapsed() >= INFO_EVERY) {
-            let mut got = None;
-            for path in ["server_info", "get_server_info"] {
-                *requests += 1;
-                match self.get(path)? {
-                    Some(v) => {
-                        got = Some(shapes::server_info(&v).map_err(|e| Failure::Body(path, e.0))?);
-                        break;
-                    }
-                    None => continue,
+            // The info only labels and sizes the loads: its failure costs the info, not them
+            // (a server down fails the load request as well).
+            match self.server_info(requests, deadline) {
+                Ok(Some(i)) => {
+                    self.info = Some(i);
+                    self.info_warned = false;
                 }
-            }
-            // Neither exists: the load endpoint alone still says something.
-            if got.is_some() {
-                self.info = got;
+                Ok(None) => {}
+                // No answer at all: the server is down, the loads would not answer either.
+                Err(e @ Failure::NoAnswer(_)) => return Err(e),
+                Err(e) => {
+                    if !self.info_warned {
+                        tracing::warn!(
+                            server = %self.target.server,
+                            "the SGLang API's server info cannot be read: {e}; the loads are read without it"
+                        );
+                    }
+                    self.info_warned = true;
+                }
             }
             self.info_at = Some(Instant::now());
         }
@@ -283,7 +330,7 @@ impl Poller {
         };
         for ep in order {
             *requests += 1;
-            let Some(body) = self.get(ep.path())? else {
+            let Some(body) = self.get(ep.path(), deadline)? else {
                 continue;
             };
             let info = self.info.as_ref();
@@ -292,6 +339,17 @@ impl Poller {
                 Endpoint::GetLoad => shapes::get_load(&body, info),
             }
             .map_err(|e| Failure::Body(ep.path(), e.0))?;
+            // Refused whole before the state is locked: more DP ranks than a server may have.
+            if loads.len() > self.max_ranks {
+                return Err(Failure::Body(
+                    ep.path(),
+                    format!(
+                        "{} DP ranks, more than a server may have ({})",
+                        loads.len(),
+                        self.max_ranks
+                    ),
+                ));
+            }
             self.endpoint = Some(ep);
             return Ok(ApiReading {
                 endpoint: match ep {
@@ -305,35 +363,86 @@ impl Poller {
         Err(Failure::NoEndpoint)
     }
 
-    /// GETs `path` under the base URL: the JSON body, `None` for a 404 (no such endpoint in
-    /// this release).
-    fn get(&self, path: &'static str) -> Result<Option<serde_json::Value>, Failure> {
+    /// `/server_info`, else `/get_server_info`; `None` where neither exists.
+    fn server_info(
+        &self,
+        requests: &mut u32,
+        deadline: Instant,
+    ) -> Result<Option<ServerInfo>, Failure> {
+        for path in ["server_info", "get_server_info"] {
+            *requests += 1;
+            if let Some(v) = self.get(path, deadline)? {
+                return shapes::server_info(&v)
+                    .map(Some)
+                    .map_err(|e| Failure::Body(path, e.0));
+            }
+        }
+        Ok(None)
+    }
+
+    /// GETs `path` under the base URL before `deadline`: the JSON body of a 200, `None` for a
+    /// 404 (no such endpoint in this release); any other status (a redirect, 204, 401, 5xx) is
+    /// a failure, as is a body above [`MAX_BODY`].
+    fn get(
+        &self,
+        path: &'static str,
+        deadline: Instant,
+    ) -> Result<Option<serde_json::Value>, Failure> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(Failure::NoAnswer(format!(
+                "no answer within --sglang.timeout ({:?})",
+                self.timeout
+            )));
+        }
         let url = self
             .target
             .base
             .join(path)
             .map_err(|e| Failure::NoAnswer(e.to_string()))?;
-        let mut req = self.agent.request_url("GET", &url);
+        let mut req = self.agent.request_url("GET", &url).timeout(left);
         if let Some(k) = &self.api_key {
             req = req.set("Authorization", &format!("Bearer {k}"));
         }
         match req.call() {
-            Ok(resp) => {
-                // A load answer is a few KB per DP rank; 16 MiB bounds a hostile one.
+            Ok(resp) if resp.status() == 200 => {
                 let mut body = Vec::new();
                 use std::io::Read;
                 resp.into_reader()
-                    .take(16 << 20)
+                    .take(MAX_BODY + 1)
                     .read_to_end(&mut body)
                     .map_err(|e| Failure::NoAnswer(e.to_string()))?;
+                if body.len() as u64 > MAX_BODY {
+                    return Err(Failure::Body(
+                        path,
+                        format!("an answer larger than {} MiB", MAX_BODY >> 20),
+                    ));
+                }
                 serde_json::from_slice(&body)
                     .map(Some)
                     .map_err(|e| Failure::Body(path, e.to_string()))
             }
+            Ok(resp) => Err(Failure::Status(
+                resp.status(),
+                path,
+                resp.header("location")
+                    .map(|l| l.chars().take(200).collect()),
+            )),
             Err(ureq::Error::Status(404, _)) => Ok(None),
-            Err(ureq::Error::Status(s, _)) => Err(Failure::Status(s, path)),
-            Err(ureq::Error::Transport(t)) => Err(Failure::NoAnswer(t.to_string())),
+            Err(ureq::Error::Status(s, _)) => Err(Failure::Status(s, path, None)),
+            Err(ureq::Error::Transport(t)) => Err(Failure::NoAnswer(transport(&t))),
         }
+    }
+}
+
+/// A load answer is about 1 KB a DP rank; 4 MiB holds thousands and bounds a hostile one.
+const MAX_BODY: u64 = 4 << 20;
+
+/// A transport error's words without the request's headers (which hold the API key).
+fn transport(t: &ureq::Transport) -> String {
+    match t.message() {
+        Some(m) if !m.contains("Bearer") => format!("{}: {m}", t.kind()),
+        _ => t.kind().to_string(),
     }
 }
 
@@ -361,6 +470,10 @@ mod tests {
             "localhost:30000",
             "=http://h:1",
             "http://",
+            "http://admin:s3cret@h:1",
+            "http://h:1/v1/loads",
+            "http://h:1/get_load/",
+            "http://h:1/?x=1",
         ] {
             assert!(ApiTarget::parse(bad).is_err(), "{bad}");
         }

@@ -30,9 +30,49 @@ use crate::state::live::{DpLoad, ServerInfo};
 #[error("{0}")]
 pub struct ShapeError(pub String);
 
-/// A count or ratio at `key`: a finite number at or above 0.
-fn num(o: &Map<String, Value>, key: &str) -> Option<f64> {
-    o.get(key)?.as_f64().filter(|v| v.is_finite() && *v >= 0.0)
+/// The kind of a value, which bounds what it may be.
+#[derive(Clone, Copy)]
+enum Kind {
+    /// Requests, tokens: a whole number from 0 to 2^53.
+    Count,
+    /// A 0-1 share.
+    Ratio,
+    /// Tokens per second: finite, from 0 to 10^12.
+    Rate,
+}
+
+/// Reads values of one answer and counts those present but out of their kind's range (not a
+/// number, negative, fractional counts, shares above 1): each such value is left out.
+#[derive(Default)]
+struct Reader {
+    bad: u32,
+}
+
+impl Reader {
+    fn get(&mut self, o: &Map<String, Value>, key: &str, kind: Kind) -> Option<f64> {
+        let v = o.get(key)?;
+        if v.is_null() {
+            return None;
+        }
+        let ok = v.as_f64().filter(|x| {
+            x.is_finite()
+                && *x >= 0.0
+                && match kind {
+                    Kind::Count => x.fract() == 0.0 && *x <= 9_007_199_254_740_992.0,
+                    Kind::Ratio => *x <= 1.0,
+                    Kind::Rate => *x <= 1e12,
+                }
+        });
+        if ok.is_none() {
+            self.bad += 1;
+        }
+        ok
+    }
+}
+
+/// A count at `key` (see [`Kind::Count`]), for code that has no [`Reader`] at hand.
+fn count(o: &Map<String, Value>, key: &str) -> Option<f64> {
+    Reader::default().get(o, key, Kind::Count)
 }
 
 /// Above any DP size a server runs with (the rank caps are far below it).
@@ -67,41 +107,64 @@ pub fn v1_loads(body: &Value, info: Option<&ServerInfo>) -> Result<Vec<DpLoad>, 
         .get("loads")
         .and_then(Value::as_array)
         .ok_or_else(|| ShapeError("no \"loads\" list".into()))?;
-    loads
-        .iter()
-        .map(|l| {
-            let o = l
-                .as_object()
-                .ok_or_else(|| ShapeError("a load is not an object".into()))?;
-            v1_load(o, info)
-        })
-        .collect()
+    distinct(
+        loads
+            .iter()
+            .map(|l| {
+                let o = l
+                    .as_object()
+                    .ok_or_else(|| ShapeError("a load is not an object".into()))?;
+                v1_load(o, info)
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+    )
+}
+
+/// Refuses an answer that lists a DP rank twice: which of the two is the rank's is unknown.
+fn distinct(loads: Vec<DpLoad>) -> Result<Vec<DpLoad>, ShapeError> {
+    let mut seen = std::collections::BTreeSet::new();
+    for l in &loads {
+        if !seen.insert(l.dp_rank) {
+            return Err(ShapeError(format!("dp_rank {} is listed twice", l.dp_rank)));
+        }
+    }
+    Ok(loads)
 }
 
 fn v1_load(o: &Map<String, Value>, info: Option<&ServerInfo>) -> Result<DpLoad, ShapeError> {
+    let mut r = Reader::default();
     let mut values = Vec::new();
     let mut put = |id: &'static str, v: Option<f64>| {
         if let Some(v) = v {
             values.push((id, v));
         }
     };
-    for (id, key) in [
-        ("num_running_reqs", "num_running_reqs"),
-        ("num_used_tokens", "num_used_tokens"),
-        ("token_usage", "token_usage"),
-        ("gen_throughput", "gen_throughput"),
-        ("cache_hit_rate", "cache_hit_rate"),
-    ] {
-        put(id, num(o, key));
-    }
     // 0 is the snapshot's default before the scheduler set it: no capacity.
+    let capacity = r
+        .get(o, "max_total_num_tokens", Kind::Count)
+        .filter(|&v| v > 0.0);
+    put("max_total_num_tokens", capacity);
     put(
-        "max_total_num_tokens",
-        num(o, "max_total_num_tokens").filter(|&v| v > 0.0),
+        "num_running_reqs",
+        r.get(o, "num_running_reqs", Kind::Count),
     );
+    // More tokens in use than the pool holds is a contradiction, never a share above 100 %.
+    let used = r.get(o, "num_used_tokens", Kind::Count);
+    let used = match (used, capacity) {
+        (Some(u), Some(c)) if u > c => {
+            r.bad += 1;
+            None
+        }
+        _ => used,
+    };
+    put("num_used_tokens", used);
+    put("token_usage", r.get(o, "token_usage", Kind::Ratio));
+    put("gen_throughput", r.get(o, "gen_throughput", Kind::Rate));
+    put("cache_hit_rate", r.get(o, "cache_hit_rate", Kind::Ratio));
     put(
         "max_running_requests",
-        num(o, "max_running_requests").filter(|&v| v > 0.0),
+        r.get(o, "max_running_requests", Kind::Count)
+            .filter(|&v| v > 0.0),
     );
     let disagg = o.get("disaggregation").and_then(Value::as_object);
     let mode = disagg.and_then(|d| d.get("mode")).and_then(Value::as_str);
@@ -139,7 +202,7 @@ fn v1_load(o: &Map<String, Value>, info: Option<&ServerInfo>) -> Result<DpLoad, 
             _ => &[],
         };
         for &(id, keys) in side {
-            let v = keys.iter().find_map(|k| num(d, k));
+            let v = keys.iter().find_map(|k| r.get(d, k, Kind::Count));
             put(id, v);
             // The inflight queue is not among the waiting ones.
             if id != "num_prefill_inflight_queue_reqs" {
@@ -147,11 +210,11 @@ fn v1_load(o: &Map<String, Value>, info: Option<&ServerInfo>) -> Result<DpLoad, 
             }
         }
     }
-    let waiting = num(o, "num_waiting_reqs");
+    let waiting = r.get(o, "num_waiting_reqs", Kind::Count);
     let queue = o
         .get("queues")
         .and_then(Value::as_object)
-        .and_then(|q| num(q, "waiting"))
+        .and_then(|q| r.get(q, "waiting", Kind::Count))
         .or_else(|| match (mode, unified(info)) {
             (Some("null"), _) | (None, Some(true)) => waiting,
             (Some("prefill" | "decode"), _) => waiting
@@ -164,6 +227,7 @@ fn v1_load(o: &Map<String, Value>, info: Option<&ServerInfo>) -> Result<DpLoad, 
     Ok(DpLoad {
         dp_rank: dp_rank(o)?,
         values,
+        bad: r.bad,
     })
 }
 
@@ -181,14 +245,16 @@ pub fn get_load(body: &Value, info: Option<&ServerInfo>) -> Result<Vec<DpLoad>, 
     let loads = body
         .as_array()
         .ok_or_else(|| ShapeError("neither a list nor {\"load\": N}".into()))?;
-    loads
+    let loads = loads
         .iter()
         .map(|l| {
             let o = l
                 .as_object()
                 .ok_or_else(|| ShapeError("a load is not an object".into()))?;
+            let mut r = Reader::default();
             let mut values = Vec::new();
-            let (reqs, waiting) = (num(o, "num_reqs"), num(o, "num_waiting_reqs"));
+            let reqs = r.get(o, "num_reqs", Kind::Count);
+            let waiting = r.get(o, "num_waiting_reqs", Kind::Count);
             if let Some(running) = reqs.zip(waiting).map(|(r, w)| r - w).filter(|&r| r >= 0.0) {
                 values.push(("num_running_reqs", running));
             }
@@ -198,9 +264,11 @@ pub fn get_load(body: &Value, info: Option<&ServerInfo>) -> Result<Vec<DpLoad>, 
             Ok(DpLoad {
                 dp_rank: dp_rank(o)?,
                 values,
+                bad: r.bad,
             })
         })
-        .collect()
+        .collect::<Result<Vec<_>, _>>()?;
+    distinct(loads)
 }
 
 /// Reads a `/server_info` answer: `served_model_name` (else `model_path`), the mode, the
@@ -213,11 +281,10 @@ pub fn server_info(body: &Value) -> Result<ServerInfo, ShapeError> {
         .as_object()
         .ok_or_else(|| ShapeError("not an object".into()))?;
     let text = |k: &str| o.get(k).and_then(Value::as_str).map(str::to_string);
-    let size = |k: &str| {
-        o.get(k)
-            .and_then(Value::as_u64)
-            .and_then(|n| u32::try_from(n).ok())
-    };
+    // Sizes and placement outside 0..65536 are garbage (no server has them): no value.
+    let number = |k: &str| o.get(k).and_then(Value::as_u64).filter(|&n| n < 65536);
+    let place = |k: &str| number(k).map(|n| n as u32);
+    let size = |k: &str| place(k).filter(|&n| n > 0);
     let args = ServerArgs {
         model_name: text("served_model_name").or_else(|| text("model_path")),
         disaggregation_mode: text("disaggregation_mode"),
@@ -225,8 +292,8 @@ pub fn server_info(body: &Value) -> Result<ServerInfo, ShapeError> {
         dp_size: size("dp_size"),
         pp_size: size("pp_size"),
         nnodes: size("nnodes"),
-        node_rank: size("node_rank"),
-        base_gpu_id: size("base_gpu_id"),
+        node_rank: place("node_rank"),
+        base_gpu_id: place("base_gpu_id"),
         gpu_id_step: size("gpu_id_step"),
         enable_dp_attention: o.get("enable_dp_attention").and_then(Value::as_bool),
         // Python's None reads "None", as in a server_args line.
@@ -239,7 +306,7 @@ pub fn server_info(body: &Value) -> Result<ServerInfo, ShapeError> {
     Ok(ServerInfo {
         args,
         ep_size: size("ep_size").filter(|&e| e > 1),
-        max_total_num_tokens: num(o, "max_total_num_tokens").filter(|&v| v > 0.0),
+        max_total_num_tokens: count(o, "max_total_num_tokens").filter(|&v| v > 0.0),
     })
 }
 
@@ -338,7 +405,36 @@ mod tests {
         assert!(server_info(&json!("x")).is_err());
         let body = json!({"loads": [{"num_running_reqs": -3, "token_usage": "0.5",
             "num_used_tokens": null}]});
-        assert_eq!(v1_loads(&body, None).unwrap()[0].values, vec![]);
+        let l = &v1_loads(&body, None).unwrap()[0];
+        assert_eq!((&l.values, l.bad), (&vec![], 2));
+        // Out of their kind's range: a fractional count, shares above 1, a rate of 1e308, more
+        // tokens in use than the pool holds.
+        let body = json!({"loads": [{"num_running_reqs": 1.5, "token_usage": 7.5,
+            "cache_hit_rate": 3, "gen_throughput": 1e308, "num_used_tokens": 9e15,
+            "max_total_num_tokens": 1000}]});
+        let l = &v1_loads(&body, None).unwrap()[0];
+        assert_eq!(
+            (&l.values, l.bad),
+            (&vec![("max_total_num_tokens", 1000.0)], 5)
+        );
+        // A DP rank twice: which one is the rank's is unknown.
+        let body = json!({"loads": [{"dp_rank": 0, "num_running_reqs": 32},
+            {"dp_rank": 0, "num_running_reqs": 5}]});
+        assert!(v1_loads(&body, None).unwrap_err().0.contains("twice"));
+        assert!(get_load(&json!([{"dp_rank": 1}, {"dp_rank": 1}]), None).is_err());
+        let i = server_info(&json!({"tp_size": 0, "dp_size": 1e18, "pp_size": -1,
+            "ep_size": "8", "nnodes": 4000000000u64}))
+        .unwrap();
+        assert_eq!(
+            (
+                i.args.tp_size,
+                i.args.dp_size,
+                i.args.pp_size,
+                i.args.nnodes,
+                i.ep_size
+            ),
+            (None, None, None, None, None)
+        );
         // More waiting than the queues hold after the PD ones: no queue rather than a wrong one.
         let body = json!({"loads": [{"num_waiting_reqs": 1, "disaggregation": {"mode": "decode",
             "decode_prealloc_queue_reqs": 4}}]});
