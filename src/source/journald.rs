@@ -24,7 +24,7 @@ use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::linebuf::{Event, LineBuf};
+use super::journal_export::{Item, Reader};
 use super::Ingest;
 use crate::state::{lock, SelfMetric, Shared};
 use crate::stop::Stop;
@@ -154,9 +154,12 @@ pub enum Start {
     AfterCursor(String),
 }
 
-/// The arguments (without the binary) of the reading child for `unit`.
+/// The arguments (without the binary) of the reading child for `unit`: the export format
+/// (read by [`super::journal_export`]), each entry with its `__CURSOR`.
 pub fn argv(cfg: &JournalConfig, unit: &str, start: &Start, follow: bool) -> Vec<OsString> {
-    let mut a: Vec<OsString> = common_args(cfg);
+    let mut a: Vec<OsString> = common_args(cfg, "export", READ_FIELDS);
+    // Every entry carries its `__CURSOR`; this is for the exit status: with it, journalctl 252
+    // exits 1 when it showed no entry (how `--once` tells an unknown unit).
     a.push("--show-cursor".into());
     if follow {
         // Without `--no-tail`, journalctl 252 shows only the last 10 entries when following,
@@ -173,16 +176,24 @@ pub fn argv(cfg: &JournalConfig, unit: &str, start: &Start, follow: bool) -> Vec
     a
 }
 
-/// Arguments of every journalctl run: JSON with full fields, no pager or hints, the journals.
-fn common_args(cfg: &JournalConfig) -> Vec<OsString> {
+/// The fields the reading child prints (journalctl adds `__CURSOR` and the timestamps): a
+/// fraction of the bytes of a full entry (`_CMDLINE`, …).
+const READ_FIELDS: &str = "MESSAGE,_SYSTEMD_UNIT,_SYSTEMD_INVOCATION_ID";
+
+/// The fields a probe prints: no `MESSAGE`, so its one line stays short however long the
+/// entry's message is (a probe line cut at the line limit would fail the start).
+const PROBE_FIELDS: &str = "_SYSTEMD_UNIT,_SYSTEMD_INVOCATION_ID";
+
+/// Arguments of every journalctl run: `output` (`json` for the probes, whose one line is read
+/// by serde; `export` for the reading child: binary-safe and a third of the time of JSON to
+/// write) with the `fields`, no pager or hints, the journals.
+fn common_args(cfg: &JournalConfig, output: &str, fields: &str) -> Vec<OsString> {
     let mut a: Vec<OsString> = vec![
-        "--output=json".into(),
+        format!("--output={output}").into(),
         "--all".into(),
         "--no-pager".into(),
         "--quiet".into(),
-        // Only what the framer and the probes read (journalctl adds `__CURSOR` and the
-        // timestamps): a fraction of the bytes of a full entry (`_CMDLINE`, …).
-        "--output-fields=MESSAGE,_SYSTEMD_UNIT,_SYSTEMD_INVOCATION_ID".into(),
+        format!("--output-fields={fields}").into(),
     ];
     for f in &cfg.files {
         let mut s = OsString::from("--file=");
@@ -199,7 +210,7 @@ fn common_args(cfg: &JournalConfig) -> Vec<OsString> {
 
 /// Arguments of the probe for the latest entry written by the unit's own processes.
 pub fn latest_argv(cfg: &JournalConfig, unit: &str) -> Vec<OsString> {
-    let mut a = common_args(cfg);
+    let mut a = common_args(cfg, "json", PROBE_FIELDS);
     a.push("--lines=1".into());
     a.push(format!("_SYSTEMD_UNIT={unit}").into());
     a
@@ -207,7 +218,7 @@ pub fn latest_argv(cfg: &JournalConfig, unit: &str) -> Vec<OsString> {
 
 /// Arguments of the probe for the entries of one invocation, oldest first.
 pub fn invocation_argv(cfg: &JournalConfig, unit: &str, invocation: &str) -> Vec<OsString> {
-    let mut a = common_args(cfg);
+    let mut a = common_args(cfg, "json", PROBE_FIELDS);
     a.push(format!("_SYSTEMD_UNIT={unit}").into());
     a.push(format!("_SYSTEMD_INVOCATION_ID={invocation}").into());
     a
@@ -490,10 +501,10 @@ fn readable(fd: std::os::fd::RawFd, timeout: Duration) -> bool {
     n != 0
 }
 
-/// Runs one child for `unit` from `start` and feeds its whole lines to `ingest`, remembering
-/// the cursor of the last one in `cursor`. A partial last line is dropped: its entry is read
-/// again after the cursor. While following, a quiet child is checked every few seconds
-/// ([`Watch`]).
+/// Runs one child for `unit` from `start` and feeds the `MESSAGE` of each whole entry to
+/// `ingest`, remembering the cursor of the last one in `cursor`. An entry the child's output
+/// ends inside (it died, or was killed) is not read: it is read again after the cursor. While
+/// following, a quiet child is checked every few seconds ([`Watch`]).
 fn run_child(
     cfg: &JournalConfig,
     unit: &str,
@@ -510,7 +521,7 @@ fn run_child(
     let mut watch = Watch::new(cfg, child.id());
     let mut end = None;
     if let Some(mut out) = child.take_stdout() {
-        let mut lb = LineBuf::new(cfg.max_line);
+        let mut reader = Reader::new(cfg.max_line);
         let mut counted = *entries;
         // The entry a restart goes on after, if the child prints it first.
         let mut read_before = match start {
@@ -522,21 +533,25 @@ fn run_child(
                 end = watch.check();
                 continue;
             }
-            let r = lb.fill(&mut out, |e| match e {
-                Event::Line(l, _) => {
-                    if l.starts_with(b"-- cursor: ") {
+            let r = reader.fill(&mut out, |item| {
+                let (Item::Entry(e) | Item::Oversized(e) | Item::Broken(e)) = &item;
+                if let Some(c) = e.cursor() {
+                    if read_before.take() == Some(c) {
                         return;
                     }
-                    if let Some(c) = cursor_of(l) {
-                        if read_before.take() == Some(c) {
-                            return;
-                        }
-                        *cursor = Some(c.to_string());
-                        *entries += 1;
-                    }
-                    ingest.line(l);
+                    *cursor = Some(c.to_string());
+                    *entries += 1;
                 }
-                other => ingest.event(other),
+                match item {
+                    Item::Entry(e) => ingest.message(
+                        e.message.as_deref(),
+                        // A unit name that is not text names no unit (as in JSON).
+                        e.unit.as_deref().and_then(|u| std::str::from_utf8(u).ok()),
+                        e.realtime_s(),
+                    ),
+                    Item::Oversized(_) => ingest.entry_skipped(true),
+                    Item::Broken(_) => ingest.entry_skipped(false),
+                }
             });
             match r {
                 Ok(0) => break,
@@ -560,6 +575,12 @@ fn run_child(
                 }
             }
             ingest.flush();
+        }
+        if reader.in_entry() {
+            tracing::debug!(
+                unit,
+                "journalctl's output ended inside an entry; it is read again after the cursor"
+            );
         }
     }
     if end.is_some() {
@@ -751,7 +772,7 @@ mod tests {
     fn argv_follow_from_cursor_and_after_cursor() {
         let c = cfg();
         let base = [
-            "--output=json",
+            "--output=export",
             "--all",
             "--no-pager",
             "--quiet",

@@ -14,6 +14,7 @@ mod hostile;
 mod hostile21;
 mod inputs;
 mod journald;
+mod journald_export;
 mod monitoring;
 mod multinode;
 mod once;

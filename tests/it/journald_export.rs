@@ -1,0 +1,164 @@
+//! `--journal-unit` reads `journalctl -o export`: the format's edge cases through the real
+//! journalctl (binary values, values across reads, values past `--max-line-bytes`) and a child
+//! that dies in the middle of an entry.
+
+use std::os::unix::fs::PermissionsExt;
+
+use crate::common::{once, value};
+use crate::journald::{
+    decode_line, entry, lines_read, rank, start_with, Journal, INVOCATION, REQUESTS, SOURCE,
+};
+
+fn get(m: &str, series: &str) -> Option<f64> {
+    value(m, series)
+}
+
+/// Entries appended after the sample: a MESSAGE with a newline, one with invalid UTF-8, one of
+/// 100 KB (colour codes before a stats line: binary, longer than one 64 KiB read) and an entry
+/// whose message is 70,000 bytes of text.
+fn edge_journal() -> Journal {
+    let j = Journal::new();
+    let t = |i: u64| 1_780_481_300_000_000 + i * 1_000_000;
+    // Only the text before the newline is SGLang's line; the rest is unmatched in it.
+    let newline = format!(
+        "{}\nTraceback (most recent call last):",
+        decode_line("10:08:20", 0, 21)
+    );
+    let mut more = entry(
+        "sglang-decode.service",
+        INVOCATION,
+        t(0),
+        newline.as_bytes(),
+    );
+    let mut bad = decode_line("10:08:21", 1, 22).into_bytes();
+    bad.extend_from_slice(b" \xff\xfe");
+    more.extend(entry("sglang-decode.service", INVOCATION, t(1), &bad));
+    let mut big = "\x1b[0m".repeat(25_000).into_bytes();
+    big.extend_from_slice(decode_line("10:08:22", 2, 23).as_bytes());
+    more.extend(entry("sglang-decode.service", INVOCATION, t(2), &big));
+    let text = format!("{} {}", decode_line("10:08:23", 3, 24), "x".repeat(70_000));
+    more.extend(entry(
+        "sglang-decode.service",
+        INVOCATION,
+        t(3),
+        text.as_bytes(),
+    ));
+    j.append(&more);
+    j
+}
+
+fn running(m: &str, dp: u32) -> Option<f64> {
+    get(m, &format!("sglang:num_running_reqs{}", rank(dp)))
+}
+
+/// Asserts the running requests of each `(dp, running)`.
+fn assert_running(m: &str, want: &[(u32, f64)]) {
+    for &(dp, running_reqs) in want {
+        assert_eq!(running(m, dp), Some(running_reqs), "DP{dp}\n{m}");
+    }
+}
+
+fn counter(m: &str, name: &str) -> Option<f64> {
+    get(m, &format!("sglang_log_exporter_{name}{SOURCE}"))
+}
+
+#[test]
+fn journald_export_values_binary_and_across_reads() {
+    let j = edge_journal();
+    let path = j.path.display().to_string();
+    let m = once(&["--journal-unit", "sglang-decode", "--journal-file", &path]);
+    // Each entry is one line: the sample's 138, then the 4 appended.
+    assert_eq!(lines_read(&m), Some(142.0), "{m}");
+    assert_running(&m, &[(0, 21.0), (1, 22.0), (2, 23.0), (3, 24.0)]);
+    assert_eq!(
+        get(
+            &m,
+            &format!("sglang_last_stats_timestamp_seconds{}", rank(2))
+        ),
+        Some(1_780_481_302.0)
+    );
+    assert_eq!(counter(&m, "lines_invalid_utf8_total"), Some(1.0));
+    assert_eq!(counter(&m, "lines_control_codes_total"), Some(1.0));
+    assert_eq!(counter(&m, "lines_oversized_total"), Some(0.0));
+    assert_eq!(counter(&m, "lines_incomplete_total"), Some(0.0));
+}
+
+/// With `--max-line-bytes 65536`, the 100 KB binary message and the 70,000-byte text one are
+/// skipped whole and counted; the entries around them are read.
+#[test]
+fn journald_export_entries_past_the_line_limit_are_counted() {
+    let j = edge_journal();
+    let path = j.path.display().to_string();
+    let m = once(&[
+        "--journal-unit",
+        "sglang-decode",
+        "--journal-file",
+        &path,
+        "--max-line-bytes",
+        "65536",
+        "--idle-after",
+        "1000000h",
+    ]);
+    assert_eq!(counter(&m, "lines_oversized_total"), Some(2.0), "{m}");
+    assert_eq!(lines_read(&m), Some(142.0));
+    // DP2 and DP3 keep the sample's last values.
+    assert_running(&m, &[(0, 21.0), (1, 22.0), (2, 57.0), (3, 54.0)]);
+}
+
+/// A stand-in for journalctl: the probes and every later run are the real journalctl; the first
+/// reading child writes the first `cut` bytes of its output and dies (exit 1), as a journalctl
+/// killed in the middle of an entry. Its output is kept in `DIR/cut.out`.
+fn dying_journalctl(dir: &std::path::Path, cut: usize) -> std::path::PathBuf {
+    let script = dir.join("journalctl");
+    let body = format!(
+        r#"#!/bin/sh
+case " $* " in
+  *" --output=export "*)
+    if [ ! -e {dir}/died ]; then
+      touch {dir}/died
+      args=""
+      for a in "$@"; do [ "$a" = "--follow" ] || args="$args $a"; done
+      /usr/bin/journalctl $args | head -c {cut} | tee {dir}/cut.out
+      exit 1
+    fi;;
+esac
+exec /usr/bin/journalctl "$@"
+"#,
+        dir = dir.display()
+    );
+    std::fs::write(&script, body).expect("write");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    script
+}
+
+/// The child dies in the middle of an entry: that entry is not read in part; the restarted
+/// child goes on from the last whole entry's cursor, so every entry is read exactly once.
+#[test]
+fn journald_export_a_child_dying_mid_entry_loses_and_doubles_nothing() {
+    let j = Journal::new();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let fake = dying_journalctl(dir.path(), 20_000);
+    let e = start_with(&j, &["--journalctl", fake.to_str().expect("utf-8")]);
+    let restarts = r#"sglang_log_exporter_journalctl_restarts_total{unit="sglang-decode.service"}"#;
+    let m = e.scrape_until(30, |m| {
+        lines_read(m) == Some(138.0) && get(m, restarts) == Some(1.0)
+    });
+    let cut = std::fs::read(dir.path().join("cut.out")).expect("the first child ran");
+    assert_eq!(cut.len(), 20_000);
+    assert!(
+        !cut.ends_with(b"\n\n"),
+        "precondition: the cut is inside an entry"
+    );
+    assert_eq!(get(&m, restarts), Some(1.0), "{m}");
+    assert_eq!(lines_read(&m), Some(138.0), "{m}");
+    assert_running(&m, &[(0, 55.0), (1, 56.0), (2, 57.0), (3, 54.0)]);
+    assert_eq!(get(&m, REQUESTS), Some(15.0));
+    assert_eq!(
+        get(
+            &m,
+            r#"sglang_log_exporter_journal_entries_total{unit="sglang-decode.service"}"#
+        ),
+        Some(138.0)
+    );
+    assert_eq!(counter(&m, "lines_incomplete_total"), Some(0.0));
+}
