@@ -1,9 +1,14 @@
-//! The journald source: the exporter runs `journalctl --output=json` for each `--journal-unit`
-//! itself and supervises it.
+//! The journald source: the exporter runs `journalctl --output=export` for each `--journal-unit`
+//! itself and supervises it. The export format is binary-safe (a message with a newline or
+//! invalid UTF-8 is length-prefixed) and journalctl writes it in about a third of the time of
+//! `--output=json`; [`super::journal_export`] reads it. The short probes at start (the latest
+//! entry, the invocation's first) print JSON lines without `MESSAGE`.
 //!
 //! * Start-up restores the current state: the child starts at the first entry of the unit's
 //!   current invocation (`_SYSTEMD_INVOCATION_ID` of its latest entry), so startup lines hours
 //!   old (capacity, model name) and the last stats line of every rank are read, then it follows.
+//!   With `--state.dir`, a restart whose saved cursor is in the current invocation goes on after
+//!   it instead (the startup facts come from the state file; see [`start_point`]).
 //! * A child that exits or dies is restarted after a back-off (1 s doubling to 30 s) with
 //!   `--cursor` = the `__CURSOR` of the last whole line read, whose entry is then dropped, so
 //!   no entry is lost or counted twice. Not `--after-cursor`: journalctl skips one entry after
@@ -371,24 +376,80 @@ pub enum JournalError {
     NoEntries,
 }
 
-/// Finds where the current invocation of `unit` starts: the cursor of the first entry with the
-/// `_SYSTEMD_INVOCATION_ID` of the unit's latest entry; [`Start::All`] when the unit has no
-/// entries or its latest entry names no invocation.
+/// Where a reading child starts, and how far the journal went when that was decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartPoint {
+    /// Where the child starts.
+    pub start: Start,
+    /// The cursor of the unit's latest entry when the start was found: once the child hands it
+    /// out, every entry that existed at start-up is read (see [`run_child`]). `None` when the
+    /// journal had no entry of the unit.
+    pub latest: Option<String>,
+}
+
+/// Finds where to read `unit` from: after `saved` (the cursor a state file kept) when that
+/// entry belongs to the unit's current invocation (`_SYSTEMD_INVOCATION_ID` of its latest
+/// entry), else at the first entry of the current invocation, so startup lines hours old
+/// (capacity, model name) and the last stats line of every rank are read. Without an
+/// invocation (no entries, or none named), after `saved` or [`Start::All`]. A saved cursor that
+/// journalctl refuses is warned about and not used.
 ///
 /// # Errors
 /// A [`JournalError`] when journalctl cannot be run or fails.
-pub fn current_invocation(cfg: &JournalConfig, unit: &str) -> Result<Start, JournalError> {
+pub fn start_point(
+    cfg: &JournalConfig,
+    unit: &str,
+    saved: Option<&str>,
+) -> Result<StartPoint, JournalError> {
+    let after_saved = || saved.map_or(Start::All, |c| Start::AfterCursor(c.to_string()));
     let Some(latest) = first_line(cfg, &latest_argv(cfg, unit))? else {
-        return Ok(Start::All);
+        return Ok(StartPoint {
+            start: after_saved(),
+            latest: None,
+        });
+    };
+    let latest_cursor = cursor_of(&latest).map(str::to_string);
+    let point = |start| StartPoint {
+        start,
+        latest: latest_cursor.clone(),
     };
     let Some(inv) = invocation_of(&latest) else {
-        return Ok(Start::All);
+        return Ok(point(after_saved()));
     };
+    if let Some(c) = saved {
+        match first_line(cfg, &resume_argv(cfg, unit, c)) {
+            Ok(Some(at)) if invocation_of(&at).as_deref() == Some(inv.as_str()) => {
+                tracing::info!(
+                    unit,
+                    cursor = c,
+                    "resuming after the last entry read before the restart (the state file's cursor); \
+                     entries before it are not read again"
+                );
+                return Ok(point(Start::AfterCursor(c.to_string())));
+            }
+            Ok(_) => tracing::info!(
+                unit,
+                "the state file's cursor is not in the unit's current invocation; reading that invocation from its start"
+            ),
+            Err(e) => tracing::warn!(
+                unit,
+                "the state file's cursor was not used ({e}); reading the current invocation from its start"
+            ),
+        }
+    }
     let first = first_line(cfg, &invocation_argv(cfg, unit, &inv))?;
-    Ok(match first.as_deref().and_then(cursor_of) {
+    Ok(point(match first.as_deref().and_then(cursor_of) {
         Some(c) => Start::Cursor(c.to_string()),
         None => Start::All,
-    })
+    }))
+}
+
+/// Arguments of the probe for the unit's first entry at or after `cursor`.
+pub fn resume_argv(cfg: &JournalConfig, unit: &str, cursor: &str) -> Vec<OsString> {
+    let mut a = common_args(cfg, "json", PROBE_FIELDS);
+    a.push(format!("--cursor={cursor}").into());
+    a.push(format!("_SYSTEMD_UNIT={unit}").into());
+    a
 }
 
 /// The first output line of a journalctl run (the child is killed after it).
@@ -508,7 +569,7 @@ fn readable(fd: std::os::fd::RawFd, timeout: Duration) -> bool {
 fn run_child(
     cfg: &JournalConfig,
     unit: &str,
-    start: &Start,
+    (start, until): (&Start, &mut Option<String>),
     follow: bool,
     ingest: &mut Ingest,
     cursor: &mut Option<String>,
@@ -522,6 +583,7 @@ fn run_child(
     let mut end = None;
     if let Some(mut out) = child.take_stdout() {
         let mut reader = Reader::new(cfg.max_line);
+        let mut caught_up = false;
         let mut counted = *entries;
         // The entry a restart goes on after, if the child prints it first.
         let mut read_before = match start {
@@ -536,6 +598,11 @@ fn run_child(
             let r = reader.fill(&mut out, |item| {
                 let (Item::Entry(e) | Item::Oversized(e) | Item::Broken(e)) = &item;
                 if let Some(c) = e.cursor() {
+                    if until.as_deref() == Some(c) {
+                        // Applied below (or read before a restart): the catch-up ends here.
+                        *until = None;
+                        caught_up = true;
+                    }
                     if read_before.take() == Some(c) {
                         return;
                     }
@@ -575,6 +642,9 @@ fn run_child(
                 }
             }
             ingest.flush();
+            if std::mem::take(&mut caught_up) {
+                caught_up_log(unit, follow);
+            }
         }
         if reader.in_entry() {
             tracing::debug!(
@@ -596,16 +666,34 @@ fn run_child(
     }))
 }
 
+/// The point where the reader of `unit` has caught up with the journal: every entry that
+/// existed when it started (the latest one then, [`StartPoint::latest`], is read and applied, its
+/// counters handed to the state), or the journal had none. Reached once per start of the
+/// exporter; what comes after is live. Logged (at info when following).
+fn caught_up_log(unit: &str, follow: bool) {
+    if follow {
+        tracing::info!(
+            unit,
+            "caught up with the journal's entries at start; following"
+        );
+    } else {
+        tracing::debug!(unit, "read to the journal's latest entry");
+    }
+}
+
 /// `--once`: reads the current invocation of `unit` to the end of the journal.
 ///
 /// # Errors
 /// A [`JournalError`] when journalctl cannot be run or fails.
 pub fn read_once(cfg: &JournalConfig, unit: &str, ingest: &mut Ingest) -> Result<(), JournalError> {
     let bin = cfg.journalctl.display().to_string();
-    let start = current_invocation(cfg, unit)?;
+    // `--once` shows the whole current invocation, never the part after a saved cursor.
+    let point = start_point(cfg, unit, None)?;
     let mut cursor = None;
     let mut entries = 0;
-    let end = run_child(cfg, unit, &start, false, ingest, &mut cursor, &mut entries)
+    let mut until = point.latest;
+    let start = (&point.start, &mut until);
+    let end = run_child(cfg, unit, start, false, ingest, &mut cursor, &mut entries)
         .map_err(|e| JournalError::Spawn(bin.clone(), e))?;
     match end {
         RunEnd::Exited {
@@ -641,19 +729,25 @@ pub fn follow_unit(
     let mut started_once = cursor.is_some();
     let mut entries = 0u64;
     let mut no_entries_warned = false;
+    // The latest entry at start-up, until it is read.
+    let mut until: Option<String> = None;
     // The counter exists at 0 from the start: stuck at 0 means a unit without entries.
     lock(state).add_self(SelfMetric::JournalEntries, unit, 0.0);
     while !stop.is_set() {
         let start = match cursor.as_ref() {
             Some(c) => Ok(Start::AfterCursor(c.clone())),
-            // The current invocation's start holds the startup lines; where the journal no
-            // longer has it, go on after the entry the state file says was read last.
-            None => current_invocation(cfg, unit).map(|s| match s {
-                Start::All => lock(state)
-                    .journal_cursor(unit)
-                    .map_or(Start::All, |c| Start::AfterCursor(c.to_string())),
-                s => s,
-            }),
+            // The first start: after the state file's cursor when it is in the current
+            // invocation, else at that invocation's start (its startup lines).
+            None => {
+                let saved = lock(state).journal_cursor(unit).map(str::to_string);
+                start_point(cfg, unit, saved.as_deref()).map(|p| {
+                    until = p.latest.clone();
+                    if until.is_none() {
+                        caught_up_log(unit, true);
+                    }
+                    p.start
+                })
+            }
         };
         if matches!(start, Ok(Start::All)) && !no_entries_warned {
             no_entries_warned = true;
@@ -665,7 +759,15 @@ pub fn follow_unit(
         started_once = true;
         let began = Instant::now();
         let (outcome, failed) = match start {
-            Ok(start) => match run_child(cfg, unit, &start, true, ingest, cursor, &mut entries) {
+            Ok(start) => match run_child(
+                cfg,
+                unit,
+                (&start, &mut until),
+                true,
+                ingest,
+                cursor,
+                &mut entries,
+            ) {
                 Ok(end) => (describe(&end, &cfg.journalctl), end.is_failure()),
                 Err(e) => (
                     format!("cannot run {}: {e}", cfg.journalctl.display()),

@@ -162,3 +162,100 @@ fn journald_export_a_child_dying_mid_entry_loses_and_doubles_nothing() {
     );
     assert_eq!(counter(&m, "lines_incomplete_total"), Some(0.0));
 }
+
+/// Stops the exporter with SIGTERM (the state file is written on the way out) and returns its
+/// log.
+fn term(e: &mut crate::common::Exporter) -> String {
+    let ok = std::process::Command::new("kill")
+        .args(["-TERM", &e.child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(ok.success());
+    assert!(e.child.wait().expect("wait").success());
+    e.stderr_to_end()
+}
+
+/// A restart with `--state.dir` goes on after the saved cursor: only the entries written since
+/// are read (counters start again from them), the startup facts come from the state file, and
+/// the catch-up's end is logged. A saved cursor of an older invocation is not resumed: the
+/// current invocation is read from its start.
+#[test]
+fn journald_restart_resumes_at_the_saved_cursor() {
+    let j = Journal::new();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let state = dir.path().display().to_string();
+    let mut e = start_with(&j, &["--state.dir", &state]);
+    let m = e.scrape_until(30, |m| lines_read(m) == Some(138.0));
+    assert_eq!(get(&m, REQUESTS), Some(15.0), "{m}");
+    let log = term(&mut e);
+    assert!(
+        log.contains("caught up with the journal's entries at start"),
+        "{log}"
+    );
+    let saved = std::fs::read_to_string(dir.path().join("state.json")).expect("state file");
+    assert!(saved.contains("sglang-decode.service"), "{saved}");
+
+    let mut more = Vec::new();
+    for (i, n) in [31, 32].into_iter().enumerate() {
+        let t = 1_780_481_290_000_000 + i as u64 * 1_000_000;
+        more.extend(entry(
+            "sglang-decode.service",
+            INVOCATION,
+            t,
+            decode_line(&format!("10:08:1{i}"), 0, n).as_bytes(),
+        ));
+    }
+    j.append(&more);
+    let mut e = start_with(&j, &["--state.dir", &state]);
+    let m = e.scrape_until(30, |m| running(m, 0) == Some(32.0));
+    assert_eq!(lines_read(&m), Some(2.0), "{m}");
+    assert_eq!(running(&m, 0), Some(32.0));
+    let cap = format!("sglang:max_total_num_tokens{}", rank(0));
+    assert_eq!(get(&m, &cap), Some(786432.0), "the state file's facts: {m}");
+    assert_eq!(
+        get(&m, REQUESTS),
+        None,
+        "requests before the cursor are not read again"
+    );
+    assert_eq!(
+        get(&m, &format!("sglang_decode_stats_lines_total{}", rank(0))),
+        Some(2.0)
+    );
+    let log = term(&mut e);
+    assert!(log.contains("resuming after the last entry read"), "{log}");
+    assert!(
+        log.contains("caught up with the journal's entries at start"),
+        "{log}"
+    );
+
+    // A cursor of the older invocation: the current one is read whole.
+    let old = std::process::Command::new("journalctl")
+        .args([
+            "-o",
+            "json",
+            "--output-fields=_SYSTEMD_INVOCATION_ID",
+            "--lines=1",
+        ])
+        .arg(format!("--file={}", j.path.display()))
+        .arg("_SYSTEMD_INVOCATION_ID=00000000000000000000000000000bad")
+        .output()
+        .expect("journalctl");
+    let line = String::from_utf8(old.stdout).expect("utf-8");
+    let v: serde_json::Value = serde_json::from_str(line.trim()).expect("one JSON entry");
+    let cursor = v["__CURSOR"].as_str().expect("a cursor");
+    let file = serde_json::json!({
+        "version": 1,
+        "servers": [],
+        "journal_cursors": {"sglang-decode.service": cursor},
+    });
+    std::fs::write(dir.path().join("state.json"), file.to_string()).expect("write");
+    let mut e = start_with(&j, &["--state.dir", &state]);
+    let m = e.scrape_until(30, |m| lines_read(m) == Some(140.0));
+    assert_eq!(lines_read(&m), Some(140.0), "{m}");
+    assert_eq!(get(&m, REQUESTS), Some(15.0));
+    let log = term(&mut e);
+    assert!(
+        log.contains("is not in the unit's current invocation"),
+        "{log}"
+    );
+}
