@@ -480,13 +480,13 @@ impl Ingest {
         }
     }
 
-    /// Parses lines on `threads` threads (more than 1; `1` keeps it sequential), applying them
-    /// in log order: for an input read to its end (`--once`). The state ends byte for byte as
-    /// with one thread (see [`parallel`]). Not with the fault hook (its reader stage must stop
-    /// at the line that holds its text).
-    pub fn parallel(mut self, threads: usize) -> Ingest {
-        if threads > 1 && !fault::enabled() {
-            self.batch = parallel::Batch::new(&self.pipeline, threads);
+    /// Parses lines on several threads as `plan` says (see [`parallel::plan`]; one thread keeps
+    /// it sequential), applying them in log order: for an input read to its end (`--once`). The
+    /// state ends byte for byte as with one thread (see [`parallel`]). Not with the fault hook
+    /// (its reader stage must stop at the line that holds its text).
+    pub fn parallel(mut self, plan: parallel::Plan) -> Ingest {
+        if plan.threads > 1 && !fault::enabled() {
+            self.batch = parallel::Batch::new(&self.pipeline, plan);
         }
         self
     }
@@ -562,10 +562,13 @@ impl Ingest {
     /// Handles one raw line (without `\n`), which may be wrapped.
     pub fn line(&mut self, raw: &[u8]) {
         if let Some(b) = &mut self.batch {
-            if b.push(raw) {
-                self.drain();
+            if b.gathers() {
+                if b.push(raw) {
+                    self.drain();
+                }
+                return;
             }
-            return;
+            b.direct(raw.len());
         }
         // Outside the per-line guard: lets a test make the whole reader fail (see `fault`).
         // Counted first, so the line the reader failed on is not read again.
