@@ -66,6 +66,19 @@ fn counter(m: &str, name: &str) -> Option<f64> {
 fn journald_export_values_binary_and_across_reads() {
     let j = edge_journal();
     let path = j.path.display().to_string();
+    // Precondition: this journalctl's export output honours --output-fields (the entries carry
+    // `_HOSTNAME`), keeping __CURSOR and the timestamps.
+    let out = std::process::Command::new("journalctl")
+        .args(["-o", "export", "--output-fields=MESSAGE", "--lines=1"])
+        .arg(format!("--file={path}"))
+        .output()
+        .expect("journalctl");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with("__CURSOR=") && text.contains("\n__REALTIME_TIMESTAMP="),
+        "{text}"
+    );
+    assert!(!text.contains("_HOSTNAME="), "{text}");
     let m = once(&["--journal-unit", "sglang-decode", "--journal-file", &path]);
     // Each entry is one line: the sample's 138, then the 4 appended.
     assert_eq!(lines_read(&m), Some(142.0), "{m}");
