@@ -73,7 +73,8 @@ pub struct Config {
     pub http: HttpConfig,
     /// `--state.dir`.
     pub state_dir: Option<PathBuf>,
-    /// Threads that parse a file read to its end (`--threads`, resolved: at least 1).
+    /// Threads that parse a file read to its end (`--threads` as given: `0` is the default plan,
+    /// see [`crate::source::parallel::plan`]).
     pub threads: usize,
     /// `--once` writes the human summary to stderr (`--log.level` info or more verbose).
     pub summary: bool,
@@ -263,7 +264,7 @@ impl Config {
             // `--once` only reads the state file: no write probe.
             state_dir: state_dir(a.state_dir.as_deref(), !a.once)?,
             summary: matches!(a.log_level.as_str(), "info" | "debug" | "trace"),
-            threads: crate::source::parallel::threads(a.read.threads),
+            threads: a.read.threads,
         })
     }
 
@@ -308,6 +309,12 @@ pub fn render(state: &Shared, input_clock: bool) -> String {
     metrics::encode_text(&fams)
 }
 
+/// How the file at `path` is parsed (by its size now; see [`crate::source::parallel::plan`]).
+fn plan_for(cfg: &Config, path: &std::path::Path) -> crate::source::parallel::Plan {
+    let len = std::fs::metadata(path).ok().map(|m| m.len());
+    crate::source::parallel::plan(cfg.threads, len)
+}
+
 /// Reads every input of `cfg` to its end (files, stdin, the journal's current invocations)
 /// into a new state, then samples the GPUs once: what `--once` and `top --snapshot` show.
 ///
@@ -323,7 +330,7 @@ pub fn read_to_end(cfg: &Config) -> Result<Shared, ConfigError> {
             Input::File { server, path } => {
                 let mut ing = cfg
                     .ingest(&state, &path.display().to_string(), server)
-                    .parallel(cfg.threads);
+                    .parallel(plan_for(cfg, path));
                 if !order::read_once(path, &mut ing, cfg.tail.max_line) {
                     Tailer::new(path, cfg.tail.clone()).run(&mut ing, &stop);
                 }
@@ -340,7 +347,7 @@ pub fn read_to_end(cfg: &Config) -> Result<Shared, ConfigError> {
             discover::register(&mut crate::state::lock(&state), &f.server, pod.as_ref());
             let mut ing = cfg
                 .ingest(&state, &f.source, &f.server)
-                .parallel(cfg.threads);
+                .parallel(plan_for(cfg, &f.path));
             Tailer::new(&f.path, cfg.tail.clone()).run(&mut ing, &stop);
             ing.flush();
         }

@@ -236,17 +236,25 @@ fn feed(
     max_line: usize,
     threads: usize,
 ) -> Result<(), BackfillError> {
-    let threads = parallel::threads(threads);
-    let mut batch = (threads > 1)
-        .then(|| parallel::Batch::new(pipeline, threads))
+    let plan = parallel::plan(
+        threads,
+        path.and_then(|p| std::fs::metadata(p).ok())
+            .map(|m| m.len()),
+    );
+    let mut batch = (plan.threads > 1)
+        .then(|| parallel::Batch::new(pipeline, plan))
         .flatten();
-    read_lines(reader, max_line, bar, path, |l| match &mut batch {
-        Some(b) => {
-            if b.push(l) {
-                b.run(pipeline, |o| ctx.apply(o));
+    read_lines(reader, max_line, bar, path, |l| {
+        if let Some(b) = batch.as_mut() {
+            if b.gathers() {
+                if b.push(l) {
+                    b.run(pipeline, |o| ctx.apply(o));
+                }
+                return;
             }
+            b.direct(l.len());
         }
-        None => ctx.apply(pipeline.run(l, &mut SourceDelta::default())),
+        ctx.apply(pipeline.run(l, &mut SourceDelta::default()));
     })?;
     if let Some(b) = &mut batch {
         b.run(pipeline, |o| ctx.apply(o));

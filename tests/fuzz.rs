@@ -10,6 +10,9 @@
 //!   envelopes, colour codes, `\r` fragments, Ray actor prefixes) that must not change what a
 //!   line says;
 //! * `fuzz_linebuf_*`: [`LineBuf`] over arbitrary chunkings against a reference split;
+//! * `fuzz_journal_export_*`: the `journalctl -o export` stream [`Reader`]: entries of text and
+//!   binary values (newlines, NULs, any byte) given back exactly at any read size, values past
+//!   the limit skipped with their cursor, any mutated stream read the same at any read size;
 //! * `fuzz_prefix_*`: the prefix reader and [`TimeResolver::resolve`] against the zone database
 //!   (UTC, Europe/Berlin, America/New_York, Australia/Lord_Howe, …);
 //! * `fuzz_state_*`: [`State::apply`] of what the pipeline returns: no infinite value stored, no
@@ -41,6 +44,7 @@ use sglang_log_exporter::parse::patterns::{Class, FieldTarget, MetricId, MetricK
 use sglang_log_exporter::parse::prefix::{read_prefix_parts, TimeResolver, BAD_RANK};
 use sglang_log_exporter::parse::Parser;
 use sglang_log_exporter::record::{LogTime, Ranks, Record};
+use sglang_log_exporter::source::journal_export::{Entry, Item, Reader};
 use sglang_log_exporter::source::linebuf::{Event, LineBuf, READ_SIZE};
 use sglang_log_exporter::source::{Outcome, Pipeline};
 use sglang_log_exporter::state::{SourceDelta, State, StateConfig};
@@ -1977,4 +1981,123 @@ fn regression_a_last_field_without_its_value_withdraws_its_gauge() {
         "still {}",
         rank.values[queue as usize]
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The journal export stream (`journalctl -o export`, read entry by entry for `--journal-unit`).
+
+/// An export stream of entries whose MESSAGE is text or binary, possibly mutated (cut, bytes
+/// changed), read with a given read size.
+#[derive(Debug, Clone)]
+struct ExportCase {
+    /// Per entry: the MESSAGE bytes and whether it is written in the binary form.
+    messages: Vec<(Bytes, bool)>,
+    mutations: Vec<Mutation>,
+    chunk: usize,
+    max: usize,
+}
+
+fn export_case() -> impl Strategy<Value = ExportCase> {
+    let value = prop_oneof![
+        "[ -~]{0,40}".prop_map(|s| s.into_bytes()),
+        proptest::collection::vec(any::<u8>(), 0..300),
+        proptest::collection::vec(prop_oneof![Just(b'\n'), Just(0u8), Just(b'=')], 0..20),
+    ];
+    (
+        proptest::collection::vec((value.prop_map(Bytes), any::<bool>()), 0..6),
+        proptest::collection::vec(mutation(), 0..3),
+        1usize..200,
+        prop_oneof![Just(64usize), Just(1 << 20)],
+    )
+        .prop_map(|(messages, mutations, chunk, max)| ExportCase {
+            messages,
+            mutations,
+            chunk,
+            max,
+        })
+}
+
+/// The stream of `c`'s entries (before mutations).
+fn export_bytes(c: &ExportCase) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (i, (m, binary)) in c.messages.iter().enumerate() {
+        out.extend_from_slice(format!("__CURSOR=c{i}\n__REALTIME_TIMESTAMP={i}\n").as_bytes());
+        // Text is only for values without a newline.
+        if *binary || m.0.contains(&b'\n') {
+            out.extend_from_slice(b"MESSAGE\n");
+            out.extend_from_slice(&(m.0.len() as u64).to_le_bytes());
+            out.extend_from_slice(&m.0);
+            out.push(b'\n');
+        } else {
+            out.extend_from_slice(b"MESSAGE=");
+            out.extend_from_slice(&m.0);
+            out.push(b'\n');
+        }
+        out.extend_from_slice(b"\n");
+    }
+    out
+}
+
+/// What the reader hands out for `data` read `chunk` bytes at a time (items owned, and whether it
+/// ended inside an entry).
+fn read_export(data: &[u8], chunk: usize, max: usize) -> (Vec<Result<Entry, Entry>>, bool) {
+    struct Chunks<'a>(&'a [u8], usize);
+    impl std::io::Read for Chunks<'_> {
+        fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.0.len().min(self.1).min(b.len());
+            b[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+    let mut r = Reader::new(max);
+    let mut src = Chunks(data, chunk);
+    let mut out = Vec::new();
+    loop {
+        let n = r
+            .fill(&mut src, |i| {
+                out.push(match i {
+                    Item::Entry(e) => Ok(e.clone()),
+                    Item::Oversized(e) | Item::Broken(e) => Err(e.clone()),
+                })
+            })
+            .expect("reads from memory do not fail");
+        if n == 0 {
+            return (out, r.in_entry());
+        }
+    }
+}
+
+/// Any stream reads the same whatever the reads' sizes; an unmutated one gives back exactly its
+/// entries (a MESSAGE past the limit: skipped, its cursor kept).
+#[test]
+fn fuzz_journal_export_reads_entries_whole_at_any_read_size() {
+    fuzz("journal_export", 400, export_case(), |c| {
+        let clean = export_bytes(&c);
+        let (got, open) = read_export(&clean, c.chunk, c.max);
+        prop_assert!(!open);
+        prop_assert_eq!(got.len(), c.messages.len());
+        for (i, ((m, _), g)) in c.messages.iter().zip(&got).enumerate() {
+            let cursor = format!("c{i}").into_bytes();
+            match g {
+                Ok(e) => {
+                    prop_assert!(m.0.len() <= c.max);
+                    prop_assert_eq!(&e.cursor, &cursor);
+                    prop_assert_eq!(e.message.as_deref(), Some(&m.0[..]));
+                    prop_assert_eq!(e.realtime_s(), Some(i as f64 / 1e6));
+                }
+                Err(e) => {
+                    prop_assert!(m.0.len() > c.max, "entry {} broken", i);
+                    prop_assert_eq!(&e.cursor, &cursor);
+                }
+            }
+        }
+        let mut bad = clean;
+        for m in &c.mutations {
+            apply_mutation(&mut bad, m);
+        }
+        let whole = read_export(&bad, usize::MAX, c.max);
+        prop_assert_eq!(read_export(&bad, c.chunk, c.max), whole);
+        Ok(())
+    });
 }

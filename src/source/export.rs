@@ -139,7 +139,7 @@ pub struct Export {
 }
 
 /// Whether `name` is a journal field name (`[A-Z0-9_]+`, not starting with a digit).
-fn field_name(name: &[u8]) -> bool {
+pub fn field_name(name: &[u8]) -> bool {
     !name.is_empty()
         && !name[0].is_ascii_digit()
         && name

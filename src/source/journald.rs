@@ -1,9 +1,14 @@
-//! The journald source: the exporter runs `journalctl --output=json` for each `--journal-unit`
-//! itself and supervises it.
+//! The journald source: the exporter runs `journalctl --output=export` for each `--journal-unit`
+//! itself and supervises it. The export format is binary-safe (a message with a newline or
+//! invalid UTF-8 is length-prefixed) and journalctl writes it in about a third of the time of
+//! `--output=json`; [`super::journal_export`] reads it. The short probes at start (the latest
+//! entry, the invocation's first) print JSON lines without `MESSAGE`.
 //!
 //! * Start-up restores the current state: the child starts at the first entry of the unit's
 //!   current invocation (`_SYSTEMD_INVOCATION_ID` of its latest entry), so startup lines hours
 //!   old (capacity, model name) and the last stats line of every rank are read, then it follows.
+//!   With `--state.dir`, a restart whose saved cursor is in the current invocation goes on after
+//!   it instead (the startup facts come from the state file; see [`start_point`]).
 //! * A child that exits or dies is restarted after a back-off (1 s doubling to 30 s) with
 //!   `--cursor` = the `__CURSOR` of the last whole line read, whose entry is then dropped, so
 //!   no entry is lost or counted twice. Not `--after-cursor`: journalctl skips one entry after
@@ -24,7 +29,7 @@ use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::linebuf::{Event, LineBuf};
+use super::journal_export::{Item, Reader};
 use super::Ingest;
 use crate::state::{lock, SelfMetric, Shared};
 use crate::stop::Stop;
@@ -154,9 +159,12 @@ pub enum Start {
     AfterCursor(String),
 }
 
-/// The arguments (without the binary) of the reading child for `unit`.
+/// The arguments (without the binary) of the reading child for `unit`: the export format
+/// (read by [`super::journal_export`]), each entry with its `__CURSOR`.
 pub fn argv(cfg: &JournalConfig, unit: &str, start: &Start, follow: bool) -> Vec<OsString> {
-    let mut a: Vec<OsString> = common_args(cfg);
+    let mut a: Vec<OsString> = common_args(cfg, "export", READ_FIELDS);
+    // Every entry carries its `__CURSOR`; this is for the exit status: with it, journalctl 252
+    // exits 1 when it showed no entry (how `--once` tells an unknown unit).
     a.push("--show-cursor".into());
     if follow {
         // Without `--no-tail`, journalctl 252 shows only the last 10 entries when following,
@@ -173,16 +181,24 @@ pub fn argv(cfg: &JournalConfig, unit: &str, start: &Start, follow: bool) -> Vec
     a
 }
 
-/// Arguments of every journalctl run: JSON with full fields, no pager or hints, the journals.
-fn common_args(cfg: &JournalConfig) -> Vec<OsString> {
+/// The fields the reading child prints (journalctl adds `__CURSOR` and the timestamps): a
+/// fraction of the bytes of a full entry (`_CMDLINE`, …).
+const READ_FIELDS: &str = "MESSAGE,_SYSTEMD_UNIT,_SYSTEMD_INVOCATION_ID";
+
+/// The fields a probe prints: no `MESSAGE`, so its one line stays short however long the
+/// entry's message is (a probe line cut at the line limit would fail the start).
+const PROBE_FIELDS: &str = "_SYSTEMD_UNIT,_SYSTEMD_INVOCATION_ID";
+
+/// Arguments of every journalctl run: `output` (`json` for the probes, whose one line is read
+/// by serde; `export` for the reading child: binary-safe and a third of the time of JSON to
+/// write) with the `fields`, no pager or hints, the journals.
+fn common_args(cfg: &JournalConfig, output: &str, fields: &str) -> Vec<OsString> {
     let mut a: Vec<OsString> = vec![
-        "--output=json".into(),
+        format!("--output={output}").into(),
         "--all".into(),
         "--no-pager".into(),
         "--quiet".into(),
-        // Only what the framer and the probes read (journalctl adds `__CURSOR` and the
-        // timestamps): a fraction of the bytes of a full entry (`_CMDLINE`, …).
-        "--output-fields=MESSAGE,_SYSTEMD_UNIT,_SYSTEMD_INVOCATION_ID".into(),
+        format!("--output-fields={fields}").into(),
     ];
     for f in &cfg.files {
         let mut s = OsString::from("--file=");
@@ -199,7 +215,7 @@ fn common_args(cfg: &JournalConfig) -> Vec<OsString> {
 
 /// Arguments of the probe for the latest entry written by the unit's own processes.
 pub fn latest_argv(cfg: &JournalConfig, unit: &str) -> Vec<OsString> {
-    let mut a = common_args(cfg);
+    let mut a = common_args(cfg, "json", PROBE_FIELDS);
     a.push("--lines=1".into());
     a.push(format!("_SYSTEMD_UNIT={unit}").into());
     a
@@ -207,7 +223,7 @@ pub fn latest_argv(cfg: &JournalConfig, unit: &str) -> Vec<OsString> {
 
 /// Arguments of the probe for the entries of one invocation, oldest first.
 pub fn invocation_argv(cfg: &JournalConfig, unit: &str, invocation: &str) -> Vec<OsString> {
-    let mut a = common_args(cfg);
+    let mut a = common_args(cfg, "json", PROBE_FIELDS);
     a.push(format!("_SYSTEMD_UNIT={unit}").into());
     a.push(format!("_SYSTEMD_INVOCATION_ID={invocation}").into());
     a
@@ -360,24 +376,80 @@ pub enum JournalError {
     NoEntries,
 }
 
-/// Finds where the current invocation of `unit` starts: the cursor of the first entry with the
-/// `_SYSTEMD_INVOCATION_ID` of the unit's latest entry; [`Start::All`] when the unit has no
-/// entries or its latest entry names no invocation.
+/// Where a reading child starts, and how far the journal went when that was decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartPoint {
+    /// Where the child starts.
+    pub start: Start,
+    /// The cursor of the unit's latest entry when the start was found: once the child hands it
+    /// out, every entry that existed at start-up is read (see [`run_child`]). `None` when the
+    /// journal had no entry of the unit.
+    pub latest: Option<String>,
+}
+
+/// Finds where to read `unit` from: after `saved` (the cursor a state file kept) when that
+/// entry belongs to the unit's current invocation (`_SYSTEMD_INVOCATION_ID` of its latest
+/// entry), else at the first entry of the current invocation, so startup lines hours old
+/// (capacity, model name) and the last stats line of every rank are read. Without an
+/// invocation (no entries, or none named), after `saved` or [`Start::All`]. A saved cursor that
+/// journalctl refuses is warned about and not used.
 ///
 /// # Errors
 /// A [`JournalError`] when journalctl cannot be run or fails.
-pub fn current_invocation(cfg: &JournalConfig, unit: &str) -> Result<Start, JournalError> {
+pub fn start_point(
+    cfg: &JournalConfig,
+    unit: &str,
+    saved: Option<&str>,
+) -> Result<StartPoint, JournalError> {
+    let after_saved = || saved.map_or(Start::All, |c| Start::AfterCursor(c.to_string()));
     let Some(latest) = first_line(cfg, &latest_argv(cfg, unit))? else {
-        return Ok(Start::All);
+        return Ok(StartPoint {
+            start: after_saved(),
+            latest: None,
+        });
+    };
+    let latest_cursor = cursor_of(&latest).map(str::to_string);
+    let point = |start| StartPoint {
+        start,
+        latest: latest_cursor.clone(),
     };
     let Some(inv) = invocation_of(&latest) else {
-        return Ok(Start::All);
+        return Ok(point(after_saved()));
     };
+    if let Some(c) = saved {
+        match first_line(cfg, &resume_argv(cfg, unit, c)) {
+            Ok(Some(at)) if invocation_of(&at).as_deref() == Some(inv.as_str()) => {
+                tracing::info!(
+                    unit,
+                    cursor = c,
+                    "resuming after the last entry read before the restart (the state file's cursor); \
+                     entries before it are not read again"
+                );
+                return Ok(point(Start::AfterCursor(c.to_string())));
+            }
+            Ok(_) => tracing::info!(
+                unit,
+                "the state file's cursor is not in the unit's current invocation; reading that invocation from its start"
+            ),
+            Err(e) => tracing::warn!(
+                unit,
+                "the state file's cursor was not used ({e}); reading the current invocation from its start"
+            ),
+        }
+    }
     let first = first_line(cfg, &invocation_argv(cfg, unit, &inv))?;
-    Ok(match first.as_deref().and_then(cursor_of) {
+    Ok(point(match first.as_deref().and_then(cursor_of) {
         Some(c) => Start::Cursor(c.to_string()),
         None => Start::All,
-    })
+    }))
+}
+
+/// Arguments of the probe for the unit's first entry at or after `cursor`.
+pub fn resume_argv(cfg: &JournalConfig, unit: &str, cursor: &str) -> Vec<OsString> {
+    let mut a = common_args(cfg, "json", PROBE_FIELDS);
+    a.push(format!("--cursor={cursor}").into());
+    a.push(format!("_SYSTEMD_UNIT={unit}").into());
+    a
 }
 
 /// The first output line of a journalctl run (the child is killed after it).
@@ -425,6 +497,10 @@ pub enum RunEnd {
     /// Reading its output failed.
     ReadFailed(std::io::Error),
 }
+
+/// Quiet checks ([`WATCH`] each) after which a catch-up whose last entry never came counts as
+/// done: 30 s.
+const QUIET_CATCH_UP: u32 = 15;
 
 /// How often a following child's health is checked while it is quiet.
 const WATCH: Duration = Duration::from_secs(2);
@@ -490,14 +566,14 @@ fn readable(fd: std::os::fd::RawFd, timeout: Duration) -> bool {
     n != 0
 }
 
-/// Runs one child for `unit` from `start` and feeds its whole lines to `ingest`, remembering
-/// the cursor of the last one in `cursor`. A partial last line is dropped: its entry is read
-/// again after the cursor. While following, a quiet child is checked every few seconds
-/// ([`Watch`]).
+/// Runs one child for `unit` from `start` and feeds the `MESSAGE` of each whole entry to
+/// `ingest`, remembering the cursor of the last one in `cursor`. An entry the child's output
+/// ends inside (it died, or was killed) is not read: it is read again after the cursor. While
+/// following, a quiet child is checked every few seconds ([`Watch`]).
 fn run_child(
     cfg: &JournalConfig,
     unit: &str,
-    start: &Start,
+    (start, until): (&Start, &mut Option<String>),
     follow: bool,
     ingest: &mut Ingest,
     cursor: &mut Option<String>,
@@ -510,35 +586,53 @@ fn run_child(
     let mut watch = Watch::new(cfg, child.id());
     let mut end = None;
     if let Some(mut out) = child.take_stdout() {
-        let mut lb = LineBuf::new(cfg.max_line);
+        let mut reader = Reader::new(cfg.max_line);
+        let mut caught_up = false;
         let mut counted = *entries;
         // The entry a restart goes on after, if the child prints it first.
         let mut read_before = match start {
             Start::AfterCursor(c) => Some(c.as_str()),
             _ => None,
         };
+        // Quiet checks while the entry that ends the catch-up has not come: it may have been
+        // vacuumed, so after a long quiet the catch-up counts as done.
+        let mut quiet = 0u32;
         while end.is_none() {
             if follow && !readable(out.as_raw_fd(), WATCH) {
-                // Quiet for WATCH: the entries that existed at start are read.
-                ingest.caught_up();
+                quiet += 1;
+                if until.is_some() && quiet == QUIET_CATCH_UP {
+                    tracing::debug!(unit, "the latest entry at start never came (vacuumed?)");
+                    *until = None;
+                    caught_up_log(unit, follow, ingest);
+                }
                 end = watch.check();
                 continue;
             }
-            let r = lb.fill(&mut out, |e| match e {
-                Event::Line(l, _) => {
-                    if l.starts_with(b"-- cursor: ") {
+            quiet = 0;
+            let r = reader.fill(&mut out, |item| {
+                let (Item::Entry(e) | Item::Oversized(e) | Item::Broken(e)) = &item;
+                if let Some(c) = e.cursor() {
+                    if until.as_deref() == Some(c) {
+                        // Applied below (or read before a restart): the catch-up ends here.
+                        *until = None;
+                        caught_up = true;
+                    }
+                    if read_before.take() == Some(c) {
                         return;
                     }
-                    if let Some(c) = cursor_of(l) {
-                        if read_before.take() == Some(c) {
-                            return;
-                        }
-                        *cursor = Some(c.to_string());
-                        *entries += 1;
-                    }
-                    ingest.line(l);
+                    *cursor = Some(c.to_string());
+                    *entries += 1;
                 }
-                other => ingest.event(other),
+                match item {
+                    Item::Entry(e) => ingest.message(
+                        e.message.as_deref(),
+                        // A unit name that is not text names no unit (as in JSON).
+                        e.unit.as_deref().and_then(|u| std::str::from_utf8(u).ok()),
+                        e.realtime_s(),
+                    ),
+                    Item::Oversized(_) => ingest.entry_skipped(true),
+                    Item::Broken(_) => ingest.entry_skipped(false),
+                }
             });
             match r {
                 Ok(0) => break,
@@ -562,6 +656,15 @@ fn run_child(
                 }
             }
             ingest.flush();
+            if std::mem::take(&mut caught_up) {
+                caught_up_log(unit, follow, ingest);
+            }
+        }
+        if reader.in_entry() {
+            tracing::debug!(
+                unit,
+                "journalctl's output ended inside an entry; it is read again after the cursor"
+            );
         }
     }
     if end.is_some() {
@@ -577,16 +680,36 @@ fn run_child(
     }))
 }
 
+/// The point where the reader of `unit` has caught up with the journal: every entry that
+/// existed when it started (the latest one then, [`StartPoint::latest`], is read and applied, its
+/// counters handed to the state), or the journal had none. Reached once per start of the
+/// exporter; what comes after is live. Logged (at info when following), and the source is
+/// ready (`/-/ready`, systemd's `READY=1`).
+fn caught_up_log(unit: &str, follow: bool, ingest: &mut Ingest) {
+    ingest.caught_up();
+    if follow {
+        tracing::info!(
+            unit,
+            "caught up with the journal's entries at start; following"
+        );
+    } else {
+        tracing::debug!(unit, "read to the journal's latest entry");
+    }
+}
+
 /// `--once`: reads the current invocation of `unit` to the end of the journal.
 ///
 /// # Errors
 /// A [`JournalError`] when journalctl cannot be run or fails.
 pub fn read_once(cfg: &JournalConfig, unit: &str, ingest: &mut Ingest) -> Result<(), JournalError> {
     let bin = cfg.journalctl.display().to_string();
-    let start = current_invocation(cfg, unit)?;
+    // `--once` shows the whole current invocation, never the part after a saved cursor.
+    let point = start_point(cfg, unit, None)?;
     let mut cursor = None;
     let mut entries = 0;
-    let end = run_child(cfg, unit, &start, false, ingest, &mut cursor, &mut entries)
+    let mut until = point.latest;
+    let start = (&point.start, &mut until);
+    let end = run_child(cfg, unit, start, false, ingest, &mut cursor, &mut entries)
         .map_err(|e| JournalError::Spawn(bin.clone(), e))?;
     match end {
         RunEnd::Exited {
@@ -622,19 +745,25 @@ pub fn follow_unit(
     let mut started_once = cursor.is_some();
     let mut entries = 0u64;
     let mut no_entries_warned = false;
+    // The latest entry at start-up, until it is read.
+    let mut until: Option<String> = None;
     // The counter exists at 0 from the start: stuck at 0 means a unit without entries.
     lock(state).add_self(SelfMetric::JournalEntries, unit, 0.0);
     while !stop.is_set() {
         let start = match cursor.as_ref() {
             Some(c) => Ok(Start::AfterCursor(c.clone())),
-            // The current invocation's start holds the startup lines; where the journal no
-            // longer has it, go on after the entry the state file says was read last.
-            None => current_invocation(cfg, unit).map(|s| match s {
-                Start::All => lock(state)
-                    .journal_cursor(unit)
-                    .map_or(Start::All, |c| Start::AfterCursor(c.to_string())),
-                s => s,
-            }),
+            // The first start: after the state file's cursor when it is in the current
+            // invocation, else at that invocation's start (its startup lines).
+            None => {
+                let saved = lock(state).journal_cursor(unit).map(str::to_string);
+                start_point(cfg, unit, saved.as_deref()).map(|p| {
+                    until = p.latest.clone();
+                    if until.is_none() {
+                        caught_up_log(unit, true, ingest);
+                    }
+                    p.start
+                })
+            }
         };
         if matches!(start, Ok(Start::All)) && !no_entries_warned {
             no_entries_warned = true;
@@ -646,7 +775,15 @@ pub fn follow_unit(
         started_once = true;
         let began = Instant::now();
         let (outcome, failed) = match start {
-            Ok(start) => match run_child(cfg, unit, &start, true, ingest, cursor, &mut entries) {
+            Ok(start) => match run_child(
+                cfg,
+                unit,
+                (&start, &mut until),
+                true,
+                ingest,
+                cursor,
+                &mut entries,
+            ) {
                 Ok(end) => (describe(&end, &cfg.journalctl), end.is_failure()),
                 Err(e) => (
                     format!("cannot run {}: {e}", cfg.journalctl.display()),
@@ -756,7 +893,7 @@ mod tests {
     fn argv_follow_from_cursor_and_after_cursor() {
         let c = cfg();
         let base = [
-            "--output=json",
+            "--output=export",
             "--all",
             "--no-pager",
             "--quiet",

@@ -12,6 +12,20 @@ pub const READ_SIZE: usize = 64 * 1024;
 /// grows back to [`READ_SIZE`] reads as soon as a read fills it.
 const IDLE_SIZE: usize = 4 * 1024;
 
+/// One read into `buf`, retried when interrupted.
+///
+/// # Errors
+/// The read error.
+pub fn read_retrying<R: Read + ?Sized>(r: &mut R, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        match r.read(buf) {
+            Ok(n) => return Ok(n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// What the buffer hands out.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Event<'a> {
@@ -100,13 +114,7 @@ impl LineBuf {
                 self.buf.resize(want, 0);
             }
         }
-        let n = loop {
-            match r.read(&mut self.buf[self.end..]) {
-                Ok(n) => break n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            }
-        };
+        let n = read_retrying(r, &mut self.buf[self.end..])?;
         let room = self.buf.len() - self.end;
         let scan_from = self.end;
         self.end += n;

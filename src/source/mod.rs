@@ -10,6 +10,7 @@ pub mod export;
 pub mod fault;
 pub mod file;
 pub mod framing;
+pub mod journal_export;
 pub mod journald;
 pub mod linebuf;
 pub mod nodes;
@@ -54,6 +55,15 @@ pub enum Timing {
 #[derive(Debug)]
 pub struct Pipeline {
     framer: Framer,
+    steps: Steps,
+    /// `max_line` and `message_key` as given, for [`Pipeline::sibling`].
+    max_line: usize,
+    message_key: Option<String>,
+}
+
+/// The steps of a [`Pipeline`] after the framer, with their buffers.
+#[derive(Debug)]
+struct Steps {
     clean_buf: Vec<u8>,
     lossy: String,
     parser: Parser,
@@ -67,9 +77,6 @@ pub struct Pipeline {
     inner_clean: Vec<u8>,
     inner_lossy: String,
     engine: String,
-    /// `max_line` and `message_key` as given, for [`Pipeline::sibling`].
-    max_line: usize,
-    message_key: Option<String>,
 }
 
 /// What [`Pipeline::run`] made of a line.
@@ -103,15 +110,17 @@ impl Pipeline {
     pub fn new(parser: Parser, max_line: usize, message_key: Option<&str>) -> Pipeline {
         Pipeline {
             framer: Framer::new(max_line).with_message_key(message_key),
-            clean_buf: Vec::new(),
-            lossy: String::new(),
-            stream_sc: parser.patterns().streams.scratch(),
-            stream: StreamInfo::default(),
-            inner: Framer::new(max_line).with_message_key(message_key),
-            inner_clean: Vec::new(),
-            inner_lossy: String::new(),
-            engine: String::new(),
-            parser,
+            steps: Steps {
+                clean_buf: Vec::new(),
+                lossy: String::new(),
+                stream_sc: parser.patterns().streams.scratch(),
+                stream: StreamInfo::default(),
+                inner: Framer::new(max_line).with_message_key(message_key),
+                inner_clean: Vec::new(),
+                inner_lossy: String::new(),
+                engine: String::new(),
+                parser,
+            },
             max_line,
             message_key: message_key.map(str::to_string),
         }
@@ -119,13 +128,13 @@ impl Pipeline {
 
     /// Drops the container records whose last piece never came; returns how many.
     pub fn drop_pending(&mut self) -> u64 {
-        self.framer.drop_pending() + self.inner.drop_pending()
+        self.framer.drop_pending() + self.steps.inner.drop_pending()
     }
 
     /// A new pipeline with the same patterns and settings (for another thread).
     pub fn sibling(&self) -> Pipeline {
         Pipeline::new(
-            Parser::new(self.parser.patterns().clone()),
+            Parser::new(self.steps.parser.patterns().clone()),
             self.max_line,
             self.message_key.as_deref(),
         )
@@ -144,7 +153,7 @@ impl Pipeline {
 
     /// Whether the framer holds no partial record (see [`framing::Framer::is_idle`]).
     pub fn framer_idle(&self) -> bool {
-        self.framer.is_idle() && self.inner.is_idle()
+        self.framer.is_idle() && self.steps.inner.is_idle()
     }
 
     /// Runs one raw line (without `\n`) through the steps, counting what it meets in `d`
@@ -174,8 +183,55 @@ impl Pipeline {
 
     fn steps<'a>(&'a mut self, raw: &'a [u8], d: &mut SourceDelta) -> Outcome<'a> {
         fault::check(fault::Stage::Parse, raw);
-        let Pipeline {
-            framer,
+        let Pipeline { framer, steps, .. } = self;
+        // A journal export entry the line before cut short (that line was read as a line).
+        d.incomplete += framer.take_cut();
+        // Fast path: most lines are plain; only `{`, a digit and `_` can start a wrapper.
+        let (text, unit, realtime, origin) = if !framer.wants(raw) {
+            (raw, None, None, None)
+        } else {
+            match unframe(framer.frame(raw), d) {
+                Some(t) => t,
+                None => return Outcome::Skipped,
+            }
+        };
+        let wrapped = !std::ptr::eq(text, raw);
+        steps.read((text, unit, realtime, origin), wrapped, d)
+    }
+
+    /// [`Pipeline::run_into`] for a message a journal reader already took out of its entry
+    /// (`text` without its `\n`, `unit` as [`server_name_of_unit`] gives it, `realtime` in Unix
+    /// seconds): what the framer makes of a journald JSON record, without the framer.
+    fn message_into(
+        &mut self,
+        text: &[u8],
+        unit: Option<&str>,
+        realtime: Option<f64>,
+        ap: &mut Applier,
+    ) {
+        let done = std::panic::AssertUnwindSafe(|| {
+            fault::check(fault::Stage::Parse, text);
+            let outcome = self
+                .steps
+                .read((text, unit, realtime, None), true, &mut ap.delta);
+            ap.apply(&outcome);
+        });
+        if std::panic::catch_unwind(done).is_err() {
+            ap.apply(&Outcome::Panicked);
+        }
+    }
+}
+
+impl Steps {
+    /// Reads an unwrapped line (`wrapped`: it came out of a record, so a JSON record inside it
+    /// is unwrapped too).
+    fn read<'a>(
+        &'a mut self,
+        line: Unwrapped<'a>,
+        wrapped: bool,
+        d: &mut SourceDelta,
+    ) -> Outcome<'a> {
+        let Steps {
             clean_buf,
             lossy,
             parser,
@@ -185,26 +241,14 @@ impl Pipeline {
             inner_clean,
             inner_lossy,
             engine,
-            ..
         } = self;
-        // A journal export entry the line before cut short (that line was read as a line).
-        d.incomplete += framer.take_cut();
-        // Fast path: most lines are plain; only `{`, a digit and `_` can start a wrapper.
-        let (text, mut unit, mut realtime, origin) = if !framer.wants(raw) {
-            (raw, None, None, None)
-        } else {
-            match unframe(framer.frame(raw), d) {
-                Some(t) => t,
-                None => return Outcome::Skipped,
-            }
-        };
+        let (text, mut unit, mut realtime, origin) = line;
         // Who wrote the line, outermost first: the record's origin, stream prefixes, an
         // inner record's origin, Ray's actor.
         engine.clear();
         if let Some(o) = origin {
             join(engine, o);
         }
-        let wrapped = !std::ptr::eq(text, raw);
         let mut text = decode_text(text, clean_buf, lossy, d);
         // Another tool's prefix before SGLang's line (one table lookup for most lines).
         let streamed = parser.patterns().streams.read(text, stream_sc, stream);
@@ -437,13 +481,13 @@ impl Ingest {
         }
     }
 
-    /// Parses lines on `threads` threads (more than 1; `1` keeps it sequential), applying them
-    /// in log order: for an input read to its end (`--once`). The state ends byte for byte as
-    /// with one thread (see [`parallel`]). Not with the fault hook (its reader stage must stop
-    /// at the line that holds its text).
-    pub fn parallel(mut self, threads: usize) -> Ingest {
-        if threads > 1 && !fault::enabled() {
-            self.batch = parallel::Batch::new(&self.pipeline, threads);
+    /// Parses lines on several threads as `plan` says (see [`parallel::plan`]; one thread keeps
+    /// it sequential), applying them in log order: for an input read to its end (`--once`). The
+    /// state ends byte for byte as with one thread (see [`parallel`]). Not with the fault hook
+    /// (its reader stage must stop at the line that holds its text).
+    pub fn parallel(mut self, plan: parallel::Plan) -> Ingest {
+        if plan.threads > 1 && !fault::enabled() {
+            self.batch = parallel::Batch::new(&self.pipeline, plan);
         }
         self
     }
@@ -526,10 +570,13 @@ impl Ingest {
     /// Handles one raw line (without `\n`), which may be wrapped.
     pub fn line(&mut self, raw: &[u8]) {
         if let Some(b) = &mut self.batch {
-            if b.push(raw) {
-                self.drain();
+            if b.gathers() {
+                if b.push(raw) {
+                    self.drain();
+                }
+                return;
             }
-            return;
+            b.direct(raw.len());
         }
         // Outside the per-line guard: lets a test make the whole reader fail (see `fault`).
         // Counted first, so the line the reader failed on is not read again.
@@ -537,6 +584,39 @@ impl Ingest {
         self.ap.line_no += 1;
         fault::check(fault::Stage::Reader, raw);
         self.pipeline.run_into(raw, &mut self.ap);
+    }
+
+    /// Handles one journal entry's `MESSAGE` (its `\n` at the end, if any, dropped here), as
+    /// a journal reader took it out of its entry; `None` for an entry without one (counted as a
+    /// record without message). One entry is one line read.
+    pub fn message(&mut self, text: Option<&[u8]>, unit: Option<&str>, realtime: Option<f64>) {
+        self.drain();
+        self.ap.delta.lines += 1;
+        self.ap.line_no += 1;
+        let Some(text) = text else {
+            self.ap.delta.json_without_message += 1;
+            return;
+        };
+        let text = text.strip_suffix(b"\n").unwrap_or(text);
+        fault::check(fault::Stage::Reader, text);
+        let unit = unit.map(server_name_of_unit);
+        self.pipeline
+            .message_into(text, unit, realtime, &mut self.ap);
+    }
+
+    /// Counts a journal entry skipped whole as one line read: `oversized` (a value past
+    /// `--max-line-bytes`) or broken (cut short, or not in the export format), with a warning.
+    pub fn entry_skipped(&mut self, oversized: bool) {
+        self.drain();
+        let d = &mut self.ap.delta;
+        d.lines += 1;
+        if oversized {
+            d.oversized += 1;
+            tracing::warn!(source = %self.ap.source, "skipped a journal entry with a value longer than --max-line-bytes");
+        } else {
+            d.incomplete += 1;
+            tracing::warn!(source = %self.ap.source, "skipped a journal entry that broke the export format");
+        }
     }
 
     /// Parses and applies the lines the batch holds.

@@ -41,6 +41,39 @@ pub fn threads(threads: usize) -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
+/// Under `--threads 0`, an input smaller than this is parsed on one thread: on 2 cores, 100 MiB
+/// took as long or longer with a second thread (0.26-0.58 s against 0.26-0.54 s, runs
+/// alternated on a shared machine), while 1 GiB gained up to 1.2× on a quiet one.
+pub const AUTO_MIN_BYTES: u64 = 256 << 20;
+
+/// How an input is parsed: on how many threads, and whether each batch goes the way that
+/// measured faster ([`Pace`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Plan {
+    /// Threads (1: sequential, no batches).
+    pub threads: usize,
+    /// Batches choose between one thread and `threads` by their measured pace.
+    pub paced: bool,
+}
+
+/// The plan for an input of `len` bytes (`None`: not known) under `--threads threads`: `N > 0`
+/// is `N` threads for every batch, as asked; `0` (the default) is one thread below
+/// [`AUTO_MIN_BYTES`] and every core above, paced, so the default never loses much to one
+/// thread (see [`Pace`]).
+pub fn plan(threads: usize, len: Option<u64>) -> Plan {
+    if threads > 0 {
+        return Plan {
+            threads,
+            paced: false,
+        };
+    }
+    let big = len.is_some_and(|l| l >= AUTO_MIN_BYTES);
+    Plan {
+        threads: if big { self::threads(0) } else { 1 },
+        paced: true,
+    }
+}
+
 /// Lines gathered for parallel parsing, and one pipeline per extra thread.
 #[derive(Debug)]
 pub struct Batch {
@@ -56,6 +89,75 @@ pub struct Batch {
     chunks: Vec<(Mutex<Chunk>, Condvar)>,
     /// A chunk was unsafe to parse apart: the rest of the input is parsed sequentially.
     sequential: bool,
+    /// How fast each way has read this input's batches: the way of the next batch (`None`:
+    /// always parallel, `--threads N`).
+    pace: Option<Pace>,
+    /// The current stretch of lines (a gathered batch, or lines handed on one thread without
+    /// a batch): when it began and whether it is parallel; `None` between stretches.
+    stretch: Option<(std::time::Instant, bool)>,
+    /// Bytes of the current one-thread stretch.
+    direct_bytes: usize,
+}
+
+/// The wall time per byte of batches parsed on one thread and on several, measured while the
+/// input is read: each batch goes the faster way, and every [`EXPLORE_EVERY`]th the other, so a
+/// change (other work taking the cores, lines of another cost) is seen. On 2 cores shared with
+/// other work, or on small inputs, the other threads cost more than they save (the batches'
+/// copies, the outcomes kept and rebuilt, a thread waiting for a core); measuring decides,
+/// never a guess of the machine. The slower way costs at most one batch in
+/// [`EXPLORE_EVERY`].
+#[derive(Debug, Default)]
+struct Pace {
+    /// Seconds per byte (moving average) on one thread and on several.
+    one: Option<f64>,
+    many: Option<f64>,
+    batches: u64,
+    /// Of them, parsed on several threads.
+    parallel_batches: u64,
+}
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        if let Some(p) = &self.pace {
+            tracing::debug!(
+                batches = p.batches,
+                parallel = p.parallel_batches,
+                one_ns_per_byte = p.one.map(|s| s * 1e9),
+                many_ns_per_byte = p.many.map(|s| s * 1e9),
+                "parsing on several threads, by measured pace"
+            );
+        }
+    }
+}
+
+/// One batch in this many goes the way that measured slower.
+const EXPLORE_EVERY: u64 = 16;
+
+impl Pace {
+    /// Whether the next batch is parsed on several threads.
+    fn parallel(&self) -> bool {
+        match (self.one, self.many) {
+            (None, _) => false,
+            (Some(_), None) => true,
+            (Some(one), Some(many)) => {
+                let faster = many < one;
+                faster != (self.batches % EXPLORE_EVERY == EXPLORE_EVERY - 1)
+            }
+        }
+    }
+
+    /// Notes a batch of `bytes` that took `secs`, parsed on several threads or not.
+    fn note(&mut self, parallel: bool, bytes: usize, secs: f64) {
+        self.batches += 1;
+        self.parallel_batches += u64::from(parallel);
+        let per_byte = secs / bytes.max(1) as f64;
+        let avg = if parallel {
+            &mut self.many
+        } else {
+            &mut self.one
+        };
+        *avg = Some(avg.map_or(per_byte, |a| 0.7 * a + 0.3 * per_byte));
+    }
 }
 
 /// Chunks per thread in a batch.
@@ -308,14 +410,14 @@ impl Chunk {
 }
 
 impl Batch {
-    /// A batch parsing with `threads` copies of `like` (at least 2; `like` itself stays with
-    /// the caller, for the sequential fallback); `None` where `like` takes lines longer than
-    /// [`MAX_LINE`].
-    pub fn new(like: &Pipeline, threads: usize) -> Option<Batch> {
+    /// A batch parsing with `plan.threads` copies of `like` (at least 2; `like` itself stays
+    /// with the caller, for the sequential fallback); `None` where `like` takes lines longer
+    /// than [`MAX_LINE`].
+    pub fn new(like: &Pipeline, plan: Plan) -> Option<Batch> {
         if like.max_line > MAX_LINE {
             return None;
         }
-        let threads = threads.max(2);
+        let threads = plan.threads.max(2);
         Some(Batch {
             arena: Vec::new(),
             ends: Vec::new(),
@@ -324,14 +426,50 @@ impl Batch {
                 .map(|_| (Mutex::default(), Condvar::new()))
                 .collect(),
             sequential: false,
+            pace: plan.paced.then(Pace::default),
+            stretch: None,
+            direct_bytes: 0,
         })
+    }
+
+    /// Whether the next line goes into the batch ([`Batch::push`]): `false` while a stretch of
+    /// lines goes on one thread without a batch (the caller parses the line itself and calls
+    /// [`Batch::direct`]; no copy, no outcome kept). Decided at the start of each stretch by
+    /// the measured pace ([`Pace`]); always `true` for an unpaced batch.
+    pub fn gathers(&mut self) -> bool {
+        if let Some((_, parallel)) = self.stretch {
+            return parallel;
+        }
+        let parallel = !self.sequential && self.pace.as_ref().is_none_or(Pace::parallel);
+        self.stretch = Some((std::time::Instant::now(), parallel));
+        parallel
+    }
+
+    /// A line of `len` bytes was parsed on one thread by the caller (see [`Batch::gathers`]).
+    pub fn direct(&mut self, len: usize) {
+        self.direct_bytes += len + 1;
+        if self.direct_bytes < self.batch_bytes() {
+            return;
+        }
+        if let (Some(p), Some((began, _))) = (self.pace.as_mut(), self.stretch.take()) {
+            p.note(false, self.direct_bytes, began.elapsed().as_secs_f64());
+        }
+        self.direct_bytes = 0;
+    }
+
+    /// Bytes of lines in a full batch.
+    fn batch_bytes(&self) -> usize {
+        (CHUNK_BYTES * self.pipelines.len()).min(MAX_BATCH_BYTES)
     }
 
     /// Adds a line (without `\n`). Returns whether the batch is full: time to [`Batch::run`].
     pub fn push(&mut self, raw: &[u8]) -> bool {
+        if self.stretch.is_none() {
+            self.stretch = Some((std::time::Instant::now(), true));
+        }
         self.arena.extend_from_slice(raw);
         self.ends.push(self.arena.len());
-        self.arena.len() >= (CHUNK_BYTES * self.pipelines.len()).min(MAX_BATCH_BYTES)
+        self.arena.len() >= self.batch_bytes()
     }
 
     /// Whether no line waits.
@@ -347,7 +485,8 @@ impl Batch {
         // A partial record held from before (a sequential stretch) joins lines apart.
         self.sequential |= !main.framer_idle();
         let mut applied = 0;
-        if !self.sequential && self.ends.len() > 1 {
+        let parallel = !self.sequential && self.ends.len() > 1;
+        if parallel {
             applied = self.parse_parallel(&mut d, &mut f);
             if applied < self.ends.len() {
                 tracing::debug!(
@@ -362,6 +501,14 @@ impl Batch {
         for &end in &self.ends[applied..] {
             f(main.run(&self.arena[start..end], &mut d));
             start = end;
+        }
+        // Timed from the batch's first line: reading and cutting the lines count, as they do
+        // for a stretch on one thread.
+        let stretch = self.stretch.take();
+        if let (Some(p), Some((began, true))) = (self.pace.as_mut(), stretch) {
+            if !self.sequential {
+                p.note(true, self.arena.len(), began.elapsed().as_secs_f64());
+            }
         }
         self.arena.clear();
         self.ends.clear();
@@ -454,4 +601,55 @@ impl Batch {
 /// finished parse stand).
 fn unpoisoned<G>(r: LockResult<G>) -> G {
     r.unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_plan_is_one_thread_for_small_inputs_and_paced_for_large() {
+        let one = Plan {
+            threads: 1,
+            paced: true,
+        };
+        assert_eq!(plan(0, Some(AUTO_MIN_BYTES - 1)), one);
+        assert_eq!(plan(0, None), one);
+        assert_eq!(
+            plan(0, Some(AUTO_MIN_BYTES)),
+            Plan {
+                threads: threads(0),
+                paced: true,
+            }
+        );
+        // As asked, whatever the size.
+        assert_eq!(
+            plan(3, Some(1)),
+            Plan {
+                threads: 3,
+                paced: false,
+            }
+        );
+    }
+
+    /// One thread first, then several, then the faster way but for every 8th batch.
+    #[test]
+    fn pace_tries_both_then_takes_the_faster_and_looks_again() {
+        let mut p = Pace::default();
+        let mut ways = Vec::new();
+        for _ in 0..18 {
+            let par = p.parallel();
+            ways.push(par);
+            // Several threads take half the time per byte.
+            p.note(par, 1000, if par { 0.5 } else { 1.0 });
+        }
+        let want: Vec<bool> = (0..18u64)
+            .map(|b| b == 1 || (b > 1 && b % EXPLORE_EVERY != EXPLORE_EVERY - 1))
+            .collect();
+        assert_eq!(ways, want);
+        // Now one thread is faster: it takes over at once.
+        p.note(false, 1000, 0.1);
+        p.note(true, 1000, 2.0);
+        assert!(!p.parallel());
+    }
 }

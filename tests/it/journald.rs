@@ -14,6 +14,8 @@ pub const BOOT: &str = "6f1c2a9e4b7d4e0fa3c85d1e2b9f7a64";
 pub const INVOCATION: &str = "0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f";
 /// An earlier invocation of the same unit, which start-up must skip.
 const OLD_INVOCATION: &str = "00000000000000000000000000000bad";
+/// The decode unit's requests answered 200 (15 in the sample's current invocation).
+pub const REQUESTS: &str = r#"sglang_http_requests_total{server="sglang-decode",model_name="deepseek-ai/DeepSeek-V3",engine_type="decode",method="POST",path="/v1/chat/completions",status="200"}"#;
 pub const SOURCE: &str = r#"{source="journald:sglang-decode.service"}"#;
 
 /// One entry in journal export format. A `MESSAGE` that is not printable UTF-8 is written in
@@ -150,13 +152,7 @@ fn assert_sample_state(m: &str, lines: f64) {
         Some(1.0)
     );
     // 15 requests of the current invocation; the older invocation's 3 are not read.
-    assert_eq!(
-        get(
-            m,
-            r#"sglang_http_requests_total{server="sglang-decode",model_name="deepseek-ai/DeepSeek-V3",engine_type="decode",method="POST",path="/v1/chat/completions",status="200"}"#
-        ),
-        Some(15.0)
-    );
+    assert_eq!(get(m, REQUESTS), Some(15.0));
     assert_eq!(
         get(m, &format!("sglang_log_exporter_lines_read_total{SOURCE}")),
         Some(lines)
@@ -251,16 +247,23 @@ fn bad_journals_and_arguments_fail_clearly() {
 }
 
 pub fn start(j: &Journal) -> Exporter {
+    start_with(j, &[])
+}
+
+/// [`start`] with more arguments.
+pub fn start_with(j: &Journal, more: &[&str]) -> Exporter {
     let path = j.path.display().to_string();
     // Entries are from June 2026: keep the idle policy from zeroing their gauges.
-    Exporter::start(&[
+    let mut args = vec![
         "--journal-unit",
         "sglang-decode",
         "--journal-file",
         &path,
         "--idle-after",
         "1000000000",
-    ])
+    ];
+    args.extend_from_slice(more);
+    Exporter::start(&args)
 }
 
 pub fn lines_read(m: &str) -> Option<f64> {
@@ -413,13 +416,7 @@ fn a_killed_journalctl_is_restarted_from_its_cursor() {
     );
     assert_eq!(decode_lines(&m, 0), Some(30.0));
     assert_eq!(decode_lines(&m, 1), Some(20.0));
-    assert_eq!(
-        get(
-            &m,
-            r#"sglang_http_requests_total{server="sglang-decode",model_name="deepseek-ai/DeepSeek-V3",engine_type="decode",method="POST",path="/v1/chat/completions",status="200"}"#
-        ),
-        Some(15.0)
-    );
+    assert_eq!(get(&m, REQUESTS), Some(15.0));
     assert_eq!(
         get(&m, &format!("sglang_log_exporter_source_up{SOURCE}")),
         Some(1.0)

@@ -15,6 +15,7 @@ mod hostile;
 mod hostile21;
 mod inputs;
 mod journald;
+mod journald_export;
 mod listen;
 mod livepage;
 mod logformat;
