@@ -627,7 +627,7 @@ fn once_ends_with_a_kv_summary_on_stderr_that_log_level_warn_silences() {
 /// `--help` names the summary and the exit codes the README gives.
 #[test]
 fn once_without_inputs_and_its_help() {
-    let want = "error: no inputs: give log files, - for stdin, --journal-unit or --input.glob (see --help)\n";
+    let want = "error: no inputs: give log files, - for stdin, --journal-unit, --input.glob or --sglang.url (see --help)\n";
     for args in [
         &["--once"][..],
         &["--web.listen-address", "127.0.0.1:1"][..],
