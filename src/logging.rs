@@ -142,9 +142,8 @@ where
     ) -> fmt::Result {
         let mut fields = Fields::default();
         event.record(&mut fields);
-        let ts = jiff::Timestamp::now()
-            .round(jiff::TimestampRound::new().smallest(jiff::Unit::Microsecond))
-            .unwrap_or_else(|_| jiff::Timestamp::now());
+        // Always six decimals, so the width never varies.
+        let ts = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ");
         let level = event.metadata().level().as_str().to_ascii_lowercase();
         writeln!(w, "{}", self.render(&ts.to_string(), &level, fields))
     }

@@ -48,7 +48,7 @@ impl RankFamily {
         match self {
             RankFamily::Idle => (
                 "sglang_idle",
-                "1 when the rank printed no stats line for --idle-after seconds (its activity gauges then read 0), else 0.",
+                "1 when the rank printed no stats line for --idle-after seconds (its activity gauges then read 0), else 0; on a rank live from the server's HTTP API (--sglang.url), 1 when it reports no running and no queued request.",
                 Kind::Gauge,
             ),
             RankFamily::LastStats => (
@@ -211,9 +211,22 @@ pub fn rank_samples(
     let stats = rank.has_stats();
     for (i, f) in RankFamily::ALL.iter().enumerate() {
         let v = match f {
-            RankFamily::Idle => rank
-                .last_stats
-                .map(|_| f64::from(u8::from(rank.is_idle(now, state.config().idle_after)))),
+            RankFamily::Idle => match (&srv.api, &rank.live) {
+                // Live from the API: idle when it says nothing runs or waits (never "idle"
+                // beside its running requests).
+                (Some(api), Some(l)) if api.up => {
+                    let n = state.patterns();
+                    let of = |m| n.metric_by_id(m).map(|i| l.values[i as usize]);
+                    let busy = [of("num_running_reqs"), of("num_queue_reqs")]
+                        .into_iter()
+                        .flatten()
+                        .any(|v| v > 0.0);
+                    Some(f64::from(u8::from(!busy)))
+                }
+                _ => rank
+                    .last_stats
+                    .map(|_| f64::from(u8::from(rank.is_idle(now, state.config().idle_after)))),
+            },
             RankFamily::LastStats => rank.last_stats,
             // Counters exist from a rank's first stats line (at 0), so their first increase is
             // seen by `rate()`/`increase()`.

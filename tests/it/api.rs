@@ -253,6 +253,8 @@ fn the_api_joins_the_log_of_the_same_server_name() {
         "{s}"
     );
     assert_eq!(value(&s, &at("sglang:full_token_usage", DP0)), None, "{s}");
+    // Not idle beside the API's running requests, however old the log's last line.
+    assert_eq!(value(&s, &at("sglang_idle", DP0)), Some(0.0), "{s}");
     // What the log alone says.
     assert_eq!(
         value(&s, &at("sglang:is_cuda_graph", DP0)),

@@ -21,7 +21,14 @@ The data file: {"loads": [per-rank fields], "server_info": {...}, "scheduler_inf
 `garbage` answers a body that is no JSON, `status` answers that status with SGLang's error body,
 `redirect` a 302 whose body looks like loads; `delays` and `statuses` do so for one path.
 
+A `loads` entry holds the fields of that release's per-rank object: for 0.5.23 a LoadSnapshot's
+(dp_rank, num_running_reqs, num_waiting_reqs, num_used_tokens, max_total_num_tokens, token_usage,
+gen_throughput, cache_hit_rate, ... and the sections memory, disaggregation, queues as objects;
+missing fields take LoadSnapshot's defaults); for 0.5.6 a GetLoadReqOutput's (dp_rank, num_reqs,
+num_waiting_reqs, num_tokens). tests/it/api.rs (`decode_v0523`) has a whole example.
+
 usage: serve.py --release R --root ROOT --port N --data FILE [--api-key KEY]
+  ROOT is setup.sh's directory (target/sglang-api); the venv to run it with is ROOT/venv.
 """
 
 import argparse
