@@ -48,8 +48,6 @@ pub struct DpLoad {
 pub struct ApiStatus {
     /// Whether the last request got an answer that could be read.
     pub up: bool,
-    /// The load endpoint of the last answer.
-    pub endpoint: &'static str,
     /// Unix seconds (wall clock) of the last answer read.
     pub last_success: Option<f64>,
     /// `ep_size` from `/server_info`, for the rank a DP rank's values go to.
@@ -133,7 +131,6 @@ impl State {
         let status = srv.api.get_or_insert_with(|| {
             Box::new(ApiStatus {
                 up: true,
-                endpoint: r.endpoint,
                 last_success: None,
                 ep_size,
                 args_from_api: false,
@@ -141,7 +138,6 @@ impl State {
             })
         });
         status.up = true;
-        status.endpoint = r.endpoint;
         status.last_success = Some(now);
         if ep_size.is_some() {
             status.ep_size = ep_size;
@@ -232,9 +228,7 @@ impl State {
         }
         // A rank made for the API alone that no longer holds its values is gone.
         let before = srv.ranks.len();
-        srv.ranks.retain(|_, r| {
-            r.live.is_some() || r.has_stats() || r.values.iter().any(|v| !v.is_nan())
-        });
+        srv.ranks.retain(|_, r| r.live.is_some() || r.from_log());
         self.ranks_total = self.ranks_total + added - (before - srv.ranks.len());
         for cap in refused {
             self.refuse(cap, server);
@@ -284,10 +278,7 @@ pub(super) fn adopt(srv: &mut super::ServerState, at: &Ranks) -> usize {
     if let Some(r) = srv.ranks.get_mut(at) {
         r.live = live;
     }
-    let empty = srv
-        .ranks
-        .get(&from)
-        .is_some_and(|r| r.values.iter().all(|v| v.is_nan()));
+    let empty = srv.ranks.get(&from).is_some_and(|r| !r.from_log());
     if empty {
         srv.ranks.remove(&from);
     }
@@ -325,7 +316,7 @@ pub fn rank_for(srv: &super::ServerState, dp_rank: u32, many: bool, ep_size: Opt
                 .iter()
                 // A rank of the log (startup facts), never one the API made itself: those
                 // follow what the API says now (a restart with another layout).
-                .filter(|(r, s)| matching(r) && s.values.iter().any(|v| !v.is_nan()))
+                .filter(|(r, s)| matching(r) && s.from_log())
                 .min_by_key(|(r, _)| (r.pp, r.tp, r.ep))
         })
         .map(|(r, _)| *r);

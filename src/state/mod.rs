@@ -138,6 +138,12 @@ impl RankState {
         self.prefill_lines + self.decode_lines > 0
     }
 
+    /// Whether the log said anything of the rank (a stats line or a value), as opposed to a
+    /// rank the HTTP API made alone ([`live`]).
+    pub fn from_log(&self) -> bool {
+        self.has_stats() || self.values.iter().any(|v| !v.is_nan())
+    }
+
     /// The idle policy: no stats line for more than `idle_after` seconds before `now`. A rank
     /// whose stats lines carry no time at all (logs before v0.2.14, wrappers that drop the
     /// prefix, read as history) cannot be judged and is not idle: its last values stand.

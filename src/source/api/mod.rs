@@ -132,11 +132,17 @@ enum Endpoint {
 }
 
 impl Endpoint {
-    fn path(self) -> &'static str {
+    /// As SGLang names it: `/v1/loads`, `/get_load`.
+    fn name(self) -> &'static str {
         match self {
-            Endpoint::V1Loads => "v1/loads",
-            Endpoint::GetLoad => "get_load",
+            Endpoint::V1Loads => "/v1/loads",
+            Endpoint::GetLoad => "/get_load",
         }
+    }
+
+    /// Relative to the base URL.
+    fn path(self) -> &'static str {
+        &self.name()[1..]
     }
 }
 
@@ -352,10 +358,7 @@ impl Poller {
             }
             self.endpoint = Some(ep);
             return Ok(ApiReading {
-                endpoint: match ep {
-                    Endpoint::V1Loads => "/v1/loads",
-                    Endpoint::GetLoad => "/get_load",
-                },
+                endpoint: ep.name(),
                 info: self.info.clone(),
                 loads,
             });
