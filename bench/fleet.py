@@ -156,11 +156,12 @@ def free_port():
 
 
 class Exporter:
+    # The exporter's log goes to $EXPORTER_STDERR when set (to see its warnings), else nowhere.
     def __init__(self, binary, args, env=None):
         self.port = free_port()
         self.proc = subprocess.Popen(
             [binary, "--web.listen-address", f"127.0.0.1:{self.port}", "--timezone", "UTC"] + args,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **(env or {})})
+            stdout=subprocess.DEVNULL, stderr=open(os.environ.get("EXPORTER_STDERR", os.devnull), "ab"), env={**os.environ, **(env or {})})
 
     def get(self, gz=False, conn=None):
         c = conn or http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)

@@ -11,8 +11,17 @@
 //! own, and memory would grow with them. So an encoding younger than [`MIN_AGE`] is served as
 //! it is, whatever changed since (a scrape sees the state of at most a quarter of a second
 //! ago: at most four encodings a second), unless a rank turned idle meanwhile.
+//!
+//! Responses still being written hold their encoding. Clients that read slowly or not at all
+//! would each hold another one (a new encoding every quarter second while lines arrive), so
+//! memory is bounded: while the older encodings still held come to more than [`HELD_ENCODINGS`]
+//! times the newest's size (and at least [`HELD_FLOOR`]), the newest is served as it is, with a
+//! warning, until they are released. A response's write ends within its deadlines
+//! ([`super::conns::WRITE_TIMEOUT`] without progress, [`super::conns::RESPONSE_DEADLINE`] in
+//! all), so the exposition is never held back longer than that.
 
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
@@ -31,12 +40,28 @@ struct Encoded {
     /// Shared by every response: cloning `Bytes` copies no data.
     text: Bytes,
     gzip: OnceLock<Bytes>,
-    /// When it was encoded (Unix seconds).
+    /// When it was encoded (Unix seconds): the state's moment.
     at: f64,
+    /// When its encoding was done (Unix seconds).
+    done: f64,
+}
+
+impl Encoded {
+    /// Bytes of its text and gzip encodings.
+    fn size(&self) -> usize {
+        self.text.len() + self.gzip.get().map_or(0, Bytes::len)
+    }
 }
 
 /// How long an encoding is served although the state changed since.
 pub const MIN_AGE: f64 = 0.25;
+
+/// Older encodings still held by responses may come to this many times the newest's size
+/// before the newest is served although the state changed.
+pub const HELD_ENCODINGS: usize = 3;
+
+/// ... and at least this many bytes (small expositions are never held back).
+pub const HELD_FLOOR: usize = 16 << 20;
 
 /// The shared, lazily re-encoded exposition of a live state.
 #[derive(Debug)]
@@ -44,6 +69,39 @@ pub struct Exposition {
     state: Shared,
     last: Mutex<Option<Arc<Encoded>>>,
     min_age: f64,
+    /// Bytes of every encoding alive: the newest and those still held by responses.
+    held: Arc<AtomicUsize>,
+    /// [`HELD_FLOOR`], smaller in tests.
+    held_floor: usize,
+    /// Whether the newest is being served for want of memory (warned once per episode).
+    crowded: AtomicBool,
+}
+
+/// An encoding's bytes, counted in [`Exposition::held`] while any response holds them.
+struct Held {
+    data: Vec<u8>,
+    held: Arc<AtomicUsize>,
+}
+
+impl AsRef<[u8]> for Held {
+    fn as_ref(&self) -> &[u8] {
+        &self.data
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.held.fetch_sub(self.data.len(), Ordering::Relaxed);
+    }
+}
+
+/// `data` as shared bytes counted in `held` until the last clone is dropped.
+fn counted(data: Vec<u8>, held: &Arc<AtomicUsize>) -> Bytes {
+    held.fetch_add(data.len(), Ordering::Relaxed);
+    Bytes::from_owner(Held {
+        data,
+        held: held.clone(),
+    })
 }
 
 impl Exposition {
@@ -59,37 +117,67 @@ impl Exposition {
             state,
             last: Mutex::new(None),
             min_age,
+            held: Arc::new(AtomicUsize::new(0)),
+            held_floor: HELD_FLOOR,
+            crowded: AtomicBool::new(false),
         }
     }
 
-    fn current(&self) -> Arc<Encoded> {
-        // Scrapers that arrive while one encodes wait for it and share its result.
+    /// Whether the encodings older than `e` still held by responses come to more than the
+    /// budget (then `e` is served although the state changed); warns when that starts and says
+    /// when it ends.
+    fn crowded(&self, e: &Encoded) -> bool {
+        let older = self.held.load(Ordering::Relaxed).saturating_sub(e.size());
+        let budget = (HELD_ENCODINGS * e.text.len()).max(self.held_floor);
+        let crowded = older > budget;
+        if crowded != self.crowded.swap(crowded, Ordering::Relaxed) {
+            if crowded {
+                tracing::warn!(
+                    held_bytes = older,
+                    budget_bytes = budget,
+                    "responses to slow clients still hold older expositions: serving the one \
+                     encoded {:.1} s ago until they are written or time out",
+                    now_unix() - e.at
+                );
+            } else {
+                tracing::info!("older expositions released: encoding the current state again");
+            }
+        }
+        crowded
+    }
+
+    /// The encoding to serve a scrape asked at `asked` (Unix seconds).
+    fn current(&self, asked: f64) -> Arc<Encoded> {
+        // Scrapers that arrive while one encodes wait for it and share its result: an
+        // encoding done after a scrape was asked is fresh for it, however long encoding took.
         let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
         let now = now_unix();
         let mut s = lock(&self.state);
         s.expire(now);
         if let Some(e) = last.as_ref() {
-            let fresh = e.generation == s.generation() || now - e.at < self.min_age;
-            if fresh && now < e.until {
+            let fresh =
+                e.generation == s.generation() || now - e.at < self.min_age || e.done >= asked;
+            if (fresh && now < e.until) || self.crowded(e) {
                 return e.clone();
             }
         }
-        let e = Arc::new(encode(&s, now));
+        let e = Arc::new(encode(&s, now, &self.held));
         drop(s);
         *last = Some(e.clone());
         e
     }
 
-    /// The encoding if one younger than the minimum age is at hand (no rank turned idle since),
-    /// without waiting for a lock or touching the state: the async workers answer most scrapes
-    /// with it, and only an encoding due goes to a blocking thread (one per concurrent scrape
-    /// would each keep an allocator arena of an encoding's size: memory growing with scrapers).
-    pub fn fresh(&self, gzip: bool) -> Option<Bytes> {
+    /// The encoding for a scrape asked at `asked` (Unix seconds) if one is at hand — younger
+    /// than the minimum age or done since `asked`, and no rank turned idle since — without
+    /// waiting for a lock or touching the state: the async workers answer most scrapes with it,
+    /// and only an encoding due goes to a blocking thread (one per concurrent scrape would each
+    /// keep an allocator arena of an encoding's size: memory growing with scrapers).
+    pub fn fresh(&self, gzip: bool, asked: f64) -> Option<Bytes> {
         let e = {
             let last = self.last.try_lock().ok()?;
             let e = last.as_ref()?.clone();
             let now = now_unix();
-            (now - e.at < self.min_age && now < e.until).then_some(e)?
+            ((now - e.at < self.min_age || e.done >= asked) && now < e.until).then_some(e)?
         };
         if gzip {
             e.gzip.get().cloned()
@@ -100,12 +188,22 @@ impl Exposition {
 
     /// The text exposition.
     pub fn text(&self) -> Bytes {
-        self.current().text.clone()
+        self.text_for(now_unix())
+    }
+
+    /// The text exposition for a scrape asked at `asked` (Unix seconds).
+    pub fn text_for(&self, asked: f64) -> Bytes {
+        self.current(asked).text.clone()
     }
 
     /// The text exposition, gzip-compressed (compressed once per encoding).
     pub fn gzip(&self) -> Bytes {
-        let e = self.current();
+        self.gzip_for(now_unix())
+    }
+
+    /// [`Exposition::gzip`] for a scrape asked at `asked` (Unix seconds).
+    pub fn gzip_for(&self, asked: f64) -> Bytes {
+        let e = self.current(asked);
         e.gzip
             .get_or_init(|| {
                 let mut z = flate2::write::GzEncoder::new(
@@ -114,20 +212,21 @@ impl Exposition {
                 );
                 // Writing to a Vec cannot fail.
                 let _ = z.write_all(&e.text);
-                Bytes::from(z.finish().unwrap_or_default())
+                counted(z.finish().unwrap_or_default(), &self.held)
             })
             .clone()
     }
 }
 
-fn encode(s: &State, now: f64) -> Encoded {
+fn encode(s: &State, now: f64, held: &Arc<AtomicUsize>) -> Encoded {
     let text = metrics::encode_text(&metrics::families(s, now));
     Encoded {
         generation: s.generation(),
         until: s.next_idle_change(now).unwrap_or(f64::INFINITY),
-        text: Bytes::from(text),
+        text: counted(text.into_bytes(), held),
         gzip: OnceLock::new(),
         at: now,
+        done: now_unix(),
     }
 }
 
@@ -196,5 +295,53 @@ mod tests {
         assert!(String::from_utf8(y.text().to_vec())
             .unwrap()
             .contains("} 5\n"));
+    }
+
+    /// Responses that hold older encodings (clients that read slowly or not at all) bound what
+    /// is encoded: past HELD_ENCODINGS times the newest's size, the newest is served although
+    /// the state changed, until they are released.
+    #[test]
+    fn encodings_held_by_responses_are_bounded() {
+        let pat = Arc::new(Patterns::embedded().unwrap());
+        let state = State::shared(pat.clone(), StateConfig::default());
+        let mut x = Exposition::with_min_age(state.clone(), 0.0);
+        x.held_floor = 0;
+        let mut p = Parser::new(pat);
+        let mut apply = |running: u32| {
+            let line = format!(
+                "[2026-06-03 10:00:00 TP0] Decode batch, #running-req: {running}, #queue-req: 0"
+            );
+            let rec = p.parse(&line).unwrap();
+            lock(&state).apply("s", "srv", &rec, Some(now_unix()));
+        };
+        let shows = |b: &Bytes, running: u32| {
+            let text = std::str::from_utf8(b).unwrap();
+            text.lines().any(|l| {
+                l.starts_with("sglang:num_running_reqs{") && l.ends_with(&format!("}} {running}"))
+            })
+        };
+        // Every response held: five encodings of equal size (the newest and three times its
+        // size before it), then the fifth is served again.
+        let mut held: Vec<Bytes> = Vec::new();
+        for running in 1..=5 {
+            apply(running);
+            let t = x.text();
+            assert!(shows(&t, running), "encoding {running}");
+            assert!(held.iter().all(|h| h.as_ptr() != t.as_ptr()));
+            held.push(t);
+        }
+        apply(6);
+        let t = x.text();
+        assert_eq!(t.as_ptr(), held[4].as_ptr(), "the newest served again");
+        assert!(shows(&t, 5));
+        assert_eq!(
+            x.held.load(Ordering::Relaxed),
+            held.iter().map(Bytes::len).sum::<usize>()
+        );
+        // Released: the state is encoded again.
+        drop((held, t));
+        let t = x.text();
+        assert!(shows(&t, 6));
+        assert_eq!(x.held.load(Ordering::Relaxed), t.len());
     }
 }

@@ -10,6 +10,7 @@ use axum::Router;
 use super::cache::Exposition;
 use super::live::{Live, PAGE};
 use super::metrics::TEXT_CONTENT_TYPE;
+use crate::source::now_unix;
 
 /// Paths answered without credentials even when `--web.config.file` sets basic auth, as
 /// Prometheus answers them: probes carry none.
@@ -48,6 +49,10 @@ pub fn check_telemetry_path(p: &str) -> Result<(), String> {
 /// has passed [`check_telemetry_path`].
 pub fn router(telemetry_path: &str, exposition: Arc<Exposition>, live: Arc<Live>) -> Router {
     let status = live.clone();
+    // One heavy job (an encoding, the live page's status) at a time: requests wait for their
+    // turn without a thread, and scrapes that waited take the encoding done meanwhile.
+    let gate = Arc::new(tokio::sync::Semaphore::new(1));
+    let status_gate = gate.clone();
     let mut r = Router::new();
     if telemetry_path != "/" {
         r = r.route("/", get(|| async { Html(PAGE) }));
@@ -57,8 +62,13 @@ pub fn router(telemetry_path: &str, exposition: Arc<Exposition>, live: Arc<Live>
             "/api/v1/status",
             get(move || {
                 let live = status.clone();
+                let gate = status_gate.clone();
                 async move {
-                    // The families of a big state take a while: off the async workers.
+                    // The families of a big state take a while: off the async workers, one
+                    // at a time (many clients at once must not each hold a thread and a copy).
+                    let Ok(_turn) = gate.acquire_owned().await else {
+                        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+                    };
                     match tokio::task::spawn_blocking(move || live.status()).await {
                         Ok(s) => (
                             [(header::CONTENT_TYPE, "application/json")],
@@ -91,13 +101,21 @@ pub fn router(telemetry_path: &str, exposition: Arc<Exposition>, live: Arc<Live>
         telemetry_path,
         get(move |headers: HeaderMap| {
             let x = exposition.clone();
+            let gate = gate.clone();
             async move {
                 // An encoding at hand is answered at once; encoding (which may take a while
-                // for a big state) goes off the async workers.
-                if let Some(r) = cached_response(&x, &headers) {
+                // for a big state) goes off the async workers, one at a time.
+                let asked = now_unix();
+                if let Some(r) = cached_response(&x, &headers, asked) {
                     return r;
                 }
-                tokio::task::spawn_blocking(move || metrics_response(&x, &headers))
+                let Ok(_turn) = gate.acquire_owned().await else {
+                    return StatusCode::SERVICE_UNAVAILABLE.into_response();
+                };
+                if let Some(r) = cached_response(&x, &headers, asked) {
+                    return r;
+                }
+                tokio::task::spawn_blocking(move || metrics_response(&x, &headers, asked))
                     .await
                     .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
             }
@@ -130,15 +148,21 @@ fn respond(body: bytes::Bytes, label: Option<&'static str>) -> Response {
     }
 }
 
-/// The response from an encoding at hand ([`Exposition::fresh`]), if there is one.
-fn cached_response(x: &Exposition, headers: &HeaderMap) -> Option<Response> {
+/// The response from an encoding at hand for a scrape asked at `asked`
+/// ([`Exposition::fresh`]), if there is one.
+fn cached_response(x: &Exposition, headers: &HeaderMap, asked: f64) -> Option<Response> {
     let label = wants_gzip(headers);
-    Some(respond(x.fresh(label.is_some())?, label))
+    Some(respond(x.fresh(label.is_some(), asked)?, label))
 }
 
-fn metrics_response(x: &Exposition, headers: &HeaderMap) -> Response {
+/// The response for a scrape asked at `asked`, encoding the state when due.
+fn metrics_response(x: &Exposition, headers: &HeaderMap, asked: f64) -> Response {
     let label = wants_gzip(headers);
-    let body = if label.is_some() { x.gzip() } else { x.text() };
+    let body = if label.is_some() {
+        x.gzip_for(asked)
+    } else {
+        x.text_for(asked)
+    };
     respond(body, label)
 }
 

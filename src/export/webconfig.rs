@@ -388,9 +388,10 @@ async fn basic_auth(State(r): State<Reloader>, req: Request, next: Next) -> Resp
 
 /// Serves `app` on `listener`, with the web configuration when there is one: TLS when configured
 /// (settings taken per connection, so rotated certificates apply to new connections) and basic
-/// auth on every route but the probes ([`super::http::UNAUTHENTICATED`]). Without one, plain HTTP. Every connection has a deadline for its request
-/// head and for each write of its response, and admission closes the connection still the
-/// longest when full (see [`super::conns`]), so idle, slow or stuck clients cannot pile up.
+/// auth on every route but the probes ([`super::http::UNAUTHENTICATED`]). Without one, plain
+/// HTTP. Every connection has a deadline for its request head and for each write of its
+/// response, and admission closes an idle or still connection when full (see
+/// [`super::conns`]), so idle, slow or stuck clients cannot pile up.
 /// Stops accepting when `shutdown` completes.
 ///
 /// # Errors
@@ -435,23 +436,23 @@ pub async fn serve(
                 return Ok(());
             }
         };
-        let Some(ticket) = conns.admit() else {
-            // Full of connections that are serving: close the newcomer rather than queue it.
-            tracing::debug!(%peer, "too many connections (--web.max-connections), all moving bytes; closed the newcomer");
-            drop(tcp);
-            continue;
-        };
         let tls = web.as_ref().and_then(|w| w.current().tls.clone());
         let service = TowerToHyperService::new(app.clone());
-        // Every byte the connection moves is noted (it is evictable once still), and a
-        // response write that makes no progress ends it (see `conns`).
-        let io = super::conns::ProgressIo::new(tcp, ticket.progress.clone());
+        let conns = conns.clone();
         tokio::spawn(async move {
+            // Full of connections being served: wait (briefly) for one to become evictable.
+            let Ok(ticket) = conns.admit_waiting().await else {
+                tracing::debug!(%peer, "too many connections (--web.max-connections), all being served; closed the newcomer");
+                return;
+            };
+            // Every byte the connection moves is noted (it is evictable once idle or still),
+            // and a response write that makes no progress ends it (see `conns`).
+            let io = super::conns::ProgressIo::new(tcp, ticket.progress.clone());
             let evicted = ticket.evict.clone();
             tokio::select! {
                 _ = serve_one(io, peer, tls, service) => {}
                 _ = evicted.notified() => {
-                    tracing::debug!(%peer, "closed the connection still the longest, to make room");
+                    tracing::debug!(%peer, "closed an idle or still connection, to make room");
                 }
             }
             drop(ticket);
