@@ -2,26 +2,33 @@
 //! stuck clients can never take the file descriptors and the memory that scrapes and followed
 //! files need.
 //!
-//! Each connection notes when it last moved bytes and what it last did ([`Progress`], kept by
-//! [`ProgressIo`] around its socket). When full, a connection is closed to make room for the
-//! newcomer, the first of these that exists:
+//! Each connection notes when it last moved bytes and which phase of a request it is in
+//! ([`Progress`], kept by [`ProgressIo`] around its socket and [`NoteDispatch`] around its
+//! service). When full, a connection is closed to make room for the newcomer, the first of
+//! these that exists:
 //!
-//! 1. the oldest of those that never moved a byte (connected and went quiet, a slowloris);
-//! 2. the one still the longest among those that are *idle* — their last response written
-//!    whole and nothing read since (a quiet keep-alive client between scrapes: closing it costs
-//!    the client one reconnect, as any server's idle timeout does) — or still for at least
-//!    [`MIN_STILL`] whatever they wait for (a client that asked for a response and stopped
-//!    reading it).
+//! 1. the oldest of those that never moved a byte in the [`MIN_STILL`] since they connected
+//!    (connected and went quiet);
+//! 2. among the others, the one that has waited the longest of those that may go:
+//!    * *idle* — its last response written whole and nothing read since (a quiet keep-alive
+//!      client between scrapes: closing it costs the client one reconnect, as any server's idle
+//!      timeout does) — at once;
+//!    * sending a request head for [`MIN_STILL`] or more, however many bytes trickle in (a
+//!      slowloris: a scraper's head arrives in one packet);
+//!    * writing a response that moved no byte for [`MIN_STILL`] (a client that stopped
+//!      reading);
+//!    * being answered (its request handed to the routes) for [`SERVING_GRACE`].
 //!
-//! When every connection is being served (moved bytes within [`MIN_STILL`], not idle), the
-//! newcomer waits until one may be evicted — at most [`MIN_STILL`] — rather than being refused
-//! at once; at most [`MAX_WAITING`] newcomers (an eighth of the cap) wait, others are closed. A response whose write
-//! makes no progress for [`WRITE_TIMEOUT`] ends its connection.
+//! When none may go yet, the newcomer waits until one may — at most [`MIN_STILL`] and a little
+//! — rather than being refused at once; at most [`MAX_WAITING`] newcomers (an eighth of the cap)
+//! wait, and a newer one takes the place of the one waiting the longest. A response whose write makes no progress for [`WRITE_TIMEOUT`], or
+//! that is not written whole within [`RESPONSE_DEADLINE`], ends its connection.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -29,9 +36,12 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::Notify;
 
-/// A connection still for less than this is never evicted while it is being served (unless it
-/// is idle between requests).
+/// A request head still arriving, or a response write that moved nothing, this long makes its
+/// connection one that may be closed to make room.
 pub const MIN_STILL: Duration = Duration::from_secs(1);
+
+/// A request being answered this long (its response not begun) may be closed to make room.
+pub const SERVING_GRACE: Duration = Duration::from_secs(10);
 
 /// A response write that makes no progress this long ends the connection (a client that asked
 /// and stopped reading holds a socket and its response's buffers until then).
@@ -43,24 +53,31 @@ pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 pub const RESPONSE_DEADLINE: Duration = Duration::from_secs(60);
 
 /// Most newcomers waiting at once for a connection to become evictable (and at most an eighth
-/// of the cap, so waiters never take the file descriptors the cap leaves to followed files).
+/// of the cap, so waiters never take the file descriptors the cap leaves to followed files);
+/// one more closes the one waiting the longest (a burst of connections that send nothing must
+/// not keep out a scrape that comes after it).
 pub const MAX_WAITING: usize = 64;
 
-/// What a connection did last ([`Progress::phase`]).
-const READ: u8 = 0;
-/// Wrote bytes since its last read (a response under way).
-const WROTE: u8 = 1;
-/// Its writes flushed whole, nothing read since: idle between requests.
-const IDLE: u8 = 2;
+/// A connection's phase ([`Progress::phase`]): connected, or its last response flushed whole,
+/// and nothing read since (idle between requests).
+const IDLE: u8 = 0;
+/// Reading a request head: bytes read since it was idle, the request not handed on yet.
+const HEAD: u8 = 1;
+/// Its request handed to the routes, no response byte written yet.
+const SERVING: u8 = 2;
+/// Writing a response.
+const WRITING: u8 = 3;
 
-/// When a connection was admitted and last moved bytes (milliseconds since the admission
-/// clock's start; [`NEVER`] until its first byte), and what it did last.
+/// When a connection was admitted and last moved bytes, which phase it is in and since when
+/// (milliseconds since the admission clock's start; `last_ms` is [`NEVER`] until its first
+/// byte).
 #[derive(Debug)]
 pub struct Progress {
     epoch: Instant,
     admitted_ms: u64,
     last_ms: AtomicU64,
     phase: AtomicU8,
+    since_ms: AtomicU64,
 }
 
 /// `last_ms` of a connection that has moved no byte yet.
@@ -72,54 +89,106 @@ impl Progress {
             epoch,
             admitted_ms,
             last_ms: AtomicU64::new(NEVER),
-            phase: AtomicU8::new(READ),
+            phase: AtomicU8::new(IDLE),
+            since_ms: AtomicU64::new(admitted_ms),
         }
     }
 
-    /// Notes that bytes moved now.
-    pub fn touch(&self) {
-        let ms = self.epoch.elapsed().as_millis() as u64;
-        self.last_ms.store(ms, Ordering::Relaxed);
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
     }
 
-    /// Notes bytes read (a request, or part of one: the connection is being served).
+    /// Enters `phase` now (its start kept if already in it).
+    fn enter(&self, phase: u8, now: u64) {
+        if self.phase.swap(phase, Ordering::Relaxed) != phase {
+            self.since_ms.store(now, Ordering::Relaxed);
+        }
+    }
+
+    /// Notes bytes read: an idle connection starts a request head (bytes read while a request
+    /// is answered — a pipelined next one — change nothing).
     fn read(&self) {
-        self.touch();
-        self.phase.store(READ, Ordering::Relaxed);
+        let now = self.now_ms();
+        self.last_ms.store(now, Ordering::Relaxed);
+        if self.phase.load(Ordering::Relaxed) == IDLE {
+            self.enter(HEAD, now);
+        }
+    }
+
+    /// Notes a request handed to the routes (its head is complete).
+    pub fn dispatched(&self) {
+        self.enter(SERVING, self.now_ms());
     }
 
     /// Notes bytes written (a response under way).
     fn wrote(&self) {
-        self.touch();
-        self.phase.store(WROTE, Ordering::Relaxed);
+        let now = self.now_ms();
+        self.last_ms.store(now, Ordering::Relaxed);
+        self.enter(WRITING, now);
     }
 
     /// Notes a flush that completed: after a write, everything written has left (HTTP/1 flushes
     /// the socket once its own write buffer is empty), so the connection waits for its next
     /// request.
     fn flushed(&self) {
-        let _ = self
-            .phase
-            .compare_exchange(WROTE, IDLE, Ordering::Relaxed, Ordering::Relaxed);
+        if self.phase.load(Ordering::Relaxed) == WRITING {
+            self.enter(IDLE, self.now_ms());
+        }
     }
 
     /// How much this connection is to be evicted first at `now_ms` (larger: sooner), or
-    /// `Err(ms)`: it may be evicted in `ms` milliseconds. One that never moved a byte goes first,
-    /// the oldest of them first; then the one still the longest among the idle and those still
-    /// for [`MIN_STILL`].
+    /// `Err(ms)`: it may be evicted in `ms` milliseconds (see the module doc).
     fn eviction_key(&self, now_ms: u64) -> Result<u64, u64> {
+        let last = self.last_ms.load(Ordering::Relaxed);
         let min_still = MIN_STILL.as_millis() as u64;
-        match self.last_ms.load(Ordering::Relaxed) {
-            NEVER => Ok(u64::MAX / 2 + now_ms.saturating_sub(self.admitted_ms)),
-            last => {
-                let still = now_ms.saturating_sub(last);
-                if still >= min_still || self.phase.load(Ordering::Relaxed) == IDLE {
-                    Ok(still)
-                } else {
-                    Err(min_still - still)
-                }
-            }
+        if last == NEVER {
+            // A connection gets MIN_STILL to begin its request (a newcomer admitted just now
+            // is not the first to go when others arrive right behind it).
+            let age = now_ms.saturating_sub(self.admitted_ms);
+            return if age >= min_still {
+                Ok(u64::MAX / 2 + age)
+            } else {
+                Err(min_still - age)
+            };
         }
+        let in_phase = now_ms.saturating_sub(self.since_ms.load(Ordering::Relaxed));
+        let (waited, needed) = match self.phase.load(Ordering::Relaxed) {
+            IDLE => (in_phase, Duration::ZERO),
+            HEAD => (in_phase, MIN_STILL),
+            SERVING => (in_phase, SERVING_GRACE),
+            _ => (now_ms.saturating_sub(last), MIN_STILL),
+        };
+        let needed = needed.as_millis() as u64;
+        if waited >= needed {
+            Ok(waited)
+        } else {
+            Err(needed - waited)
+        }
+    }
+}
+
+/// A connection's service that notes each request handed to it ([`Progress::dispatched`]).
+#[derive(Debug, Clone)]
+pub struct NoteDispatch<S> {
+    inner: S,
+    progress: Arc<Progress>,
+}
+
+impl<S> NoteDispatch<S> {
+    /// `inner`, each request noted in `progress`.
+    pub fn new(inner: S, progress: Arc<Progress>) -> NoteDispatch<S> {
+        NoteDispatch { inner, progress }
+    }
+}
+
+impl<S: hyper::service::Service<R>, R> hyper::service::Service<R> for NoteDispatch<S> {
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn call(&self, req: R) -> Self::Future {
+        self.progress.dispatched();
+        self.inner.call(req)
     }
 }
 
@@ -135,7 +204,8 @@ pub struct Conns {
     live: Mutex<Vec<Entry>>,
     next: AtomicU64,
     epoch: Instant,
-    waiting: AtomicUsize,
+    /// Newcomers waiting, oldest first: an id and what tells it to give up.
+    waiting: Mutex<VecDeque<(u64, Arc<Notify>)>>,
 }
 
 #[derive(Debug)]
@@ -180,7 +250,7 @@ impl Conns {
             live: Mutex::new(Vec::new()),
             next: AtomicU64::new(0),
             epoch: Instant::now(),
-            waiting: AtomicUsize::new(0),
+            waiting: Mutex::new(VecDeque::new()),
         })
     }
 
@@ -195,18 +265,26 @@ impl Conns {
     }
 
     /// [`Conns::admit`], waiting up to [`MIN_STILL`] (and a little) for a connection to become
-    /// evictable when every one is being served.
+    /// evictable when none may go yet.
     ///
     /// # Errors
-    /// [`Full::Refused`] when [`MAX_WAITING`] newcomers wait already or none became evictable.
+    /// [`Full::Refused`] when none became evictable in time, or when newer newcomers took its
+    /// place among the [`MAX_WAITING`].
     pub async fn admit_waiting(self: &Arc<Conns>) -> Result<Ticket, Full> {
         let first = match self.admit() {
             Err(Full::Wait(d)) => d,
             r => return r,
         };
-        if self.waiting.fetch_add(1, Ordering::Relaxed) >= (self.cap / 8).clamp(1, MAX_WAITING) {
-            self.waiting.fetch_sub(1, Ordering::Relaxed);
-            return Err(Full::Refused);
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let give_up = Arc::new(Notify::new());
+        {
+            let mut w = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+            w.push_back((id, give_up.clone()));
+            if w.len() > (self.cap / 8).clamp(1, MAX_WAITING) {
+                if let Some((_, oldest)) = w.pop_front() {
+                    oldest.notify_one();
+                }
+            }
         }
         let deadline = tokio::time::Instant::now() + MIN_STILL + Duration::from_millis(100);
         let mut wait = first;
@@ -215,21 +293,25 @@ impl Conns {
             if at > deadline {
                 break Err(Full::Refused);
             }
-            tokio::time::sleep_until(at).await;
+            tokio::select! {
+                _ = tokio::time::sleep_until(at) => {}
+                _ = give_up.notified() => break Err(Full::Refused),
+            }
             match self.admit() {
                 Err(Full::Wait(d)) => wait = d,
                 r => break r,
             }
         };
-        self.waiting.fetch_sub(1, Ordering::Relaxed);
+        let mut w = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        w.retain(|(i, _)| *i != id);
         r
     }
 
     /// [`Conns::admit`] judged at `now`.
     fn admit_at(self: &Arc<Conns>, now: Instant) -> Result<Ticket, Full> {
+        let now = now_ms(self.epoch, now);
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
         if live.len() >= self.cap {
-            let now = now_ms(self.epoch, now);
             let mut best: Option<(u64, usize)> = None;
             let mut soonest = u64::MAX;
             for (i, e) in live.iter().enumerate() {
@@ -247,8 +329,7 @@ impl Conns {
             old.evict.notify_one();
         }
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let admitted = now_ms(self.epoch, Instant::now());
-        let progress = Arc::new(Progress::new(self.epoch, admitted));
+        let progress = Arc::new(Progress::new(self.epoch, now));
         let evict = Arc::new(Notify::new());
         live.push(Entry {
             id,
@@ -430,46 +511,69 @@ mod tests {
             .block_on(f)
     }
 
+    /// Sets when `t` entered its phase and last moved bytes (ms on the admission clock).
+    fn at_ms(t: &Ticket, since: u64, last: u64) {
+        t.progress.since_ms.store(since, Ordering::Relaxed);
+        t.progress.last_ms.store(last, Ordering::Relaxed);
+    }
+
     #[test]
-    fn full_evicts_the_connection_still_the_longest_else_says_how_long_to_wait() {
+    fn full_evicts_the_connection_waiting_the_longest_else_says_how_long_to_wait() {
         let c = Conns::new(2);
-        let a = c.admit().unwrap();
-        let b = c.admit().unwrap();
-        // Neither moved a byte yet: the older, `a`, makes room.
-        let x = c.admit().expect("room made");
+        let at = |ms: u64| c.epoch + Duration::from_millis(ms);
+        let a = c.admit_at(at(0)).unwrap();
+        let b = c.admit_at(at(0)).unwrap();
+        // Neither moved a byte yet; each gets MIN_STILL to begin its request.
+        assert_eq!(
+            c.admit_at(at(400)).unwrap_err(),
+            Full::Wait(Duration::from_millis(600))
+        );
+        // Then the older, `a`, makes room.
+        let x = c.admit_at(at(1_500)).expect("room made");
         block_on(a.evict.notified());
         drop((a, x));
         let a = c.admit().unwrap();
-        // Both are being served (read a request just now): the newcomer is told to wait until
-        // one has been still for MIN_STILL.
-        let at = |ms: u64| c.epoch + Duration::from_millis(ms);
+        // Both are sending a request head (for 300 and 600 ms): the newcomer is told to wait
+        // until one has sent it for MIN_STILL, bytes arriving just now or not.
         a.progress.read();
         b.progress.read();
-        a.progress.last_ms.store(4_700, Ordering::Relaxed);
-        b.progress.last_ms.store(4_400, Ordering::Relaxed);
+        at_ms(&a, 4_700, 4_999);
+        at_ms(&b, 4_400, 4_999);
         assert_eq!(
             c.admit_at(at(5_000)).unwrap_err(),
             Full::Wait(Duration::from_millis(400))
         );
-        // `a` still for 3 s (one that stopped reading), `b` for 2 s, judged 5 s after the
-        // admission clock's start: `a` makes room, then `b`.
-        a.progress.last_ms.store(2_000, Ordering::Relaxed);
-        b.progress.last_ms.store(3_000, Ordering::Relaxed);
+        // A head arriving a byte at a time (a slowloris) for 3 s, another for 2 s, judged 5 s
+        // after the admission clock's start: `a` makes room, then `b`.
+        a.progress.read();
+        at_ms(&a, 2_000, 4_999);
+        at_ms(&b, 3_000, 4_999);
         let n = c.admit_at(at(5_000)).expect("room made");
         assert_eq!(c.len(), 2);
         block_on(a.evict.notified());
         n.progress.read();
-        n.progress.last_ms.store(5_000, Ordering::Relaxed);
+        at_ms(&n, 5_000, 5_000);
         let m = c.admit_at(at(5_000)).expect("room made");
         block_on(b.evict.notified());
         m.progress.read();
-        m.progress.last_ms.store(5_000, Ordering::Relaxed);
-        // Everyone moved bytes within the last second: wait for the sooner, 500 ms.
+        at_ms(&m, 5_000, 5_000);
+        // Both began their heads within the last second: wait for the sooner, 500 ms.
         assert_eq!(
             c.admit_at(at(5_500)).unwrap_err(),
             Full::Wait(Duration::from_millis(500))
         );
-        drop(n);
+        // A request handed to the routes is answered for up to SERVING_GRACE before it may go.
+        n.progress.dispatched();
+        m.progress.dispatched();
+        at_ms(&n, 5_000, 5_000);
+        at_ms(&m, 6_000, 5_000);
+        assert_eq!(
+            c.admit_at(at(14_000)).unwrap_err(),
+            Full::Wait(Duration::from_millis(1_000))
+        );
+        assert!(c.admit_at(at(15_000)).is_ok());
+        block_on(n.evict.notified());
+        drop(m);
         assert!(c.admit().is_ok(), "room again after a connection ended");
     }
 
@@ -482,8 +586,9 @@ mod tests {
         let at = |ms: u64| c.epoch + Duration::from_millis(ms);
         for (t, last) in [(&a, 900), (&b, 950)] {
             t.progress.read();
+            t.progress.dispatched();
             t.progress.wrote();
-            t.progress.last_ms.store(last, Ordering::Relaxed);
+            at_ms(t, 800, last);
         }
         // Both wrote and neither flushed: a response under way each.
         assert_eq!(
@@ -492,33 +597,45 @@ mod tests {
         );
         // `b` flushed: idle, evicted although it moved bytes 50 ms ago.
         b.progress.flushed();
+        at_ms(&b, 950, 950);
         let n = c.admit_at(at(1_000)).expect("room made");
         block_on(b.evict.notified());
-        // A flush before any write since the last read (a request being answered) is not idle.
+        // A flush while a request head is read (nothing written since) is not idle.
         n.progress.read();
         n.progress.flushed();
-        n.progress.last_ms.store(1_000, Ordering::Relaxed);
+        at_ms(&n, 1_000, 1_000);
         assert!(matches!(c.admit_at(at(1_010)), Err(Full::Wait(_))));
         drop(a);
     }
 
     /// A newcomer that finds every connection being served waits until one may be evicted,
-    /// rather than being refused; beyond MAX_WAITING waiters, newcomers are refused.
+    /// rather than being refused; past the most waiting, the newest takes the place of the one
+    /// waiting the longest.
     #[test]
     fn a_newcomer_waits_for_a_connection_to_become_evictable() {
         block_on(async {
-            let c = Conns::new(1);
-            let a = c.admit().unwrap();
-            a.progress.read();
-            // One waiter is allowed under a cap of 1.
+            // A cap of 8 lets one newcomer wait.
+            let c = Conns::new(8);
+            let held: Vec<Ticket> = (0..8).map(|_| c.admit().unwrap()).collect();
+            for t in &held {
+                t.progress.read();
+            }
             let start = Instant::now();
-            let n = c.admit_waiting().await.expect("admitted after the wait");
+            let first = tokio::spawn({
+                let c = c.clone();
+                async move { c.admit_waiting().await }
+            });
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let second = c.admit_waiting().await.expect("admitted after the wait");
             assert!(start.elapsed() >= MIN_STILL - Duration::from_millis(5));
-            a.evict.notified().await;
-            drop(a);
-            n.progress.read();
-            c.waiting.store(MAX_WAITING, Ordering::Relaxed);
-            assert_eq!(c.admit_waiting().await.unwrap_err(), Full::Refused);
+            assert_eq!(
+                first.await.unwrap().unwrap_err(),
+                Full::Refused,
+                "the older waiter gave its place to the newer"
+            );
+            held[0].evict.notified().await;
+            drop((held, second));
+            assert_eq!(c.len(), 0);
         });
     }
 

@@ -133,18 +133,22 @@ fn wants_gzip(headers: &HeaderMap) -> Option<&'static str> {
     gzip_label(accept)
 }
 
-/// The response for an encoding of `body` (gzip under `label`, else plain text).
+/// The response for an encoding of `body` (gzip under `label`, else plain text). Either way it
+/// says it varies with `Accept-Encoding`, so no cache between scraper and exporter hands one
+/// client the other's encoding.
 fn respond(body: bytes::Bytes, label: Option<&'static str>) -> Response {
+    let vary = (header::VARY, "Accept-Encoding");
     match label {
         Some(label) => (
             [
                 (header::CONTENT_TYPE, TEXT_CONTENT_TYPE),
                 (header::CONTENT_ENCODING, label),
+                vary,
             ],
             body,
         )
             .into_response(),
-        None => ([(header::CONTENT_TYPE, TEXT_CONTENT_TYPE)], body).into_response(),
+        None => ([(header::CONTENT_TYPE, TEXT_CONTENT_TYPE), vary], body).into_response(),
     }
 }
 

@@ -31,6 +31,11 @@ use tokio::net::TcpListener;
 
 /// Time a client has to finish the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Largest request head (a larger one is answered 431) and what a connection's read buffer may
+/// grow to (one read past it at most), so many clients sending big unfinished heads hold little
+/// memory (hyper's default is about 400 KiB a connection); a scraper's head is well under 1 KiB,
+/// a browser's a few KiB.
+const MAX_HEAD_BYTES: usize = 32 * 1024;
 /// Most remembered successful logins (bcrypt is slow on purpose; a scrape every few seconds
 /// should not pay it each time).
 const AUTH_CACHE: usize = 256;
@@ -322,20 +327,25 @@ impl Reloader {
         let Some((user, pass)) = value.and_then(parse_basic) else {
             return false;
         };
-        // An unknown user costs a bcrypt against the dummy hash, as a known one does.
-        let (hash, known) = match (cfg.users.get(&user), &cfg.dummy) {
-            (Some(h), _) => (h.clone(), true),
-            (None, Some(d)) => (d.clone(), false),
-            (None, None) => return false,
+        let Some(Login { hash, known, pad }) = login(cfg, &user) else {
+            return false;
         };
         let key = self.cache_key(&user, &pass, &hash);
         if known && self.auth_ok.lock().is_ok_and(|a| a.contains(&key)) {
             return true;
         }
         // bcrypt takes tens of milliseconds by design: off the async workers.
-        let ok = tokio::task::spawn_blocking(move || bcrypt::verify(pass, &hash).unwrap_or(false))
-            .await
-            .unwrap_or(false)
+        let ok = tokio::task::spawn_blocking(move || {
+            let ok = bcrypt::verify(&pass, &hash).unwrap_or(false);
+            if !ok {
+                if let Some(pad) = pad {
+                    let _ = bcrypt::verify(&pass, &pad);
+                }
+            }
+            ok
+        })
+        .await
+        .unwrap_or(false)
             && known;
         if ok {
             if let Ok(mut a) = self.auth_ok.lock() {
@@ -347,6 +357,37 @@ impl Reloader {
         }
         ok
     }
+}
+
+/// What a login of one user name is checked against.
+#[derive(Debug, PartialEq)]
+struct Login {
+    /// The user's hash, or the dummy's for an unknown user (the same work either way).
+    hash: String,
+    /// Whether the user is configured.
+    known: bool,
+    /// For a known user whose hash is cheaper than the dearest configured one: the dummy hash
+    /// (of that cost), verified too when the password is wrong, so every refusal costs the
+    /// same and the reply time tells no user names apart, whatever their hashes' costs.
+    pad: Option<String>,
+}
+
+/// The login of `user` under `cfg`; `None` where no users are configured.
+fn login(cfg: &WebConfig, user: &str) -> Option<Login> {
+    let cost = |h: &str| h.parse::<bcrypt::HashParts>().map(|p| p.get_cost()).ok();
+    let dummy = cfg.dummy.as_ref()?;
+    Some(match cfg.users.get(user) {
+        Some(h) => Login {
+            hash: h.clone(),
+            known: true,
+            pad: (cost(h) < cost(dummy)).then(|| dummy.clone()),
+        },
+        None => Login {
+            hash: dummy.clone(),
+            known: false,
+            pad: None,
+        },
+    })
 }
 
 fn parse_basic(v: &str) -> Option<(String, String)> {
@@ -437,7 +478,7 @@ pub async fn serve(
             }
         };
         let tls = web.as_ref().and_then(|w| w.current().tls.clone());
-        let service = TowerToHyperService::new(app.clone());
+        let app = app.clone();
         let conns = conns.clone();
         tokio::spawn(async move {
             // Full of connections being served: wait (briefly) for one to become evictable.
@@ -448,6 +489,10 @@ pub async fn serve(
             // Every byte the connection moves is noted (it is evictable once idle or still),
             // and a response write that makes no progress ends it (see `conns`).
             let io = super::conns::ProgressIo::new(tcp, ticket.progress.clone());
+            let service = super::conns::NoteDispatch::new(
+                TowerToHyperService::new(app),
+                ticket.progress.clone(),
+            );
             let evicted = ticket.evict.clone();
             tokio::select! {
                 _ = serve_one(io, peer, tls, service) => {}
@@ -507,7 +552,9 @@ async fn serve_one<S>(
 {
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
-        .header_read_timeout(HANDSHAKE_TIMEOUT);
+        .header_read_timeout(HANDSHAKE_TIMEOUT)
+        .max_header_size(MAX_HEAD_BYTES)
+        .max_buf_size(MAX_HEAD_BYTES);
     let res = match &tls {
         Some(tls) => {
             let acceptor = tokio_rustls::TlsAcceptor::from(Arc::clone(tls));
@@ -527,5 +574,58 @@ async fn serve_one<S>(
     };
     if let Err(e) = res {
         tracing::debug!(%peer, "connection ended with an error: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Repro 17, of the same kind: with users whose hashes differ in cost, a refusal of any user
+    /// name costs the dearest bcrypt: an unknown user is checked against the dummy (of the
+    /// highest cost), a known user with a cheaper hash against the dummy too when the password
+    /// is wrong, and the dearest user against nothing more.
+    #[test]
+    fn every_refusal_costs_the_dearest_hash() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cheap, dear) = (bcrypt::hash("a", 4).unwrap(), bcrypt::hash("b", 6).unwrap());
+        let path = dir.path().join("web.yml");
+        std::fs::write(
+            &path,
+            format!("basic_auth_users:\n  alice: '{cheap}'\n  bob: '{dear}'\n"),
+        )
+        .unwrap();
+        let cfg = WebConfig::load(&path).unwrap();
+        let dummy = cfg.dummy.clone().unwrap();
+        assert_eq!(dummy.parse::<bcrypt::HashParts>().unwrap().get_cost(), 6);
+        assert!(!bcrypt::verify("a", &dummy).unwrap() && !bcrypt::verify("b", &dummy).unwrap());
+        let l = |u: &str| login(&cfg, u).unwrap();
+        assert_eq!(
+            l("alice"),
+            Login {
+                hash: cheap,
+                known: true,
+                pad: Some(dummy.clone())
+            }
+        );
+        assert_eq!(
+            l("bob"),
+            Login {
+                hash: dear,
+                known: true,
+                pad: None
+            }
+        );
+        assert_eq!(
+            l("mallory"),
+            Login {
+                hash: dummy,
+                known: false,
+                pad: None
+            }
+        );
+        // No users: nothing is checked.
+        std::fs::write(&path, "").unwrap();
+        assert_eq!(login(&WebConfig::load(&path).unwrap(), "alice"), None);
     }
 }

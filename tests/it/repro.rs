@@ -616,6 +616,137 @@ fn repro_13_quiet_served_connections_make_room_for_scrapes() {
     drop(quiet);
 }
 
+/// Repro 13, of the same kind: clients that send their request head a byte at a time (a
+/// slowloris, moving bytes all the while) or drip the next request on keep-alive hold every
+/// place; a new scrape makes room by closing the one sending its head the longest.
+#[test]
+fn repro_13_heads_sent_a_byte_at_a_time_make_room_for_scrapes() {
+    use std::io::{Read, Write};
+    let log = crate::common::sample("pd-decode-session.log");
+    let e = crate::common::Exporter::start(&[
+        "--gpu.disable",
+        "--web.max-connections",
+        "8",
+        log.to_str().unwrap(),
+    ]);
+    let port = e.port;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Four send a head a byte every 200 ms; four make one request, read it, then drip the next.
+    let drips: Vec<_> = (0..8)
+        .map(|i| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let head = format!("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Slow: ");
+                let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+                if i >= 4 {
+                    s.write_all(format!("GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+                        .unwrap();
+                    let mut buf = [0u8; 1024];
+                    let _ = s.read(&mut buf);
+                }
+                for b in head.bytes().chain(std::iter::repeat(b'a')) {
+                    if stop.load(std::sync::atomic::Ordering::Relaxed) || s.write_all(&[b]).is_err()
+                    {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(1500));
+    for _ in 0..4 {
+        let r = ureq::get(&format!("http://127.0.0.1:{port}/metrics"))
+            .timeout(Duration::from_secs(3))
+            .call()
+            .expect("a scrape despite eight heads arriving a byte at a time");
+        assert_eq!(r.status(), 200);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for d in drips {
+        d.join().unwrap();
+    }
+}
+
+/// Repro 13, of the same kind: a request head above 32 KiB is answered 431, so no connection's
+/// read buffer grows to hyper's default ~400 KiB while a client sends a big head slowly.
+#[test]
+fn repro_13_a_request_head_above_32_kib_is_refused() {
+    use std::io::{Read, Write};
+    let log = crate::common::sample("pd-decode-session.log");
+    let e = crate::common::Exporter::start(&["--gpu.disable", log.to_str().unwrap()]);
+    let ask = |filler: usize| {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", e.port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let head = format!(
+            "GET /-/healthy HTTP/1.1\r\nHost: x\r\nX-Filler: {}\r\nConnection: close\r\n\r\n",
+            "a".repeat(filler)
+        );
+        // The server may answer and close before taking the whole of a refused head.
+        let _ = s.write_all(head.as_bytes());
+        let mut reply = Vec::new();
+        let _ = s.read_to_end(&mut reply);
+        String::from_utf8_lossy(&reply)
+            .lines()
+            .next()
+            .unwrap_or("")
+            .to_string()
+    };
+    assert_eq!(ask(16 * 1024), "HTTP/1.1 200 OK");
+    assert_eq!(
+        ask(40 * 1024),
+        "HTTP/1.1 431 Request Header Fields Too Large"
+    );
+}
+
+/// Repro 21, of the same kind: gzip when asked for, plain otherwise, the same exposition either
+/// way, and each response says it varies with `Accept-Encoding` (a cache between scraper and
+/// exporter must not hand one the other's encoding).
+#[test]
+fn repro_21_gzip_as_asked_and_the_response_says_it_varies() {
+    use std::io::{Read, Write};
+    let log = crate::common::sample("pd-decode-session.log");
+    let e = crate::common::Exporter::start(&["--gpu.disable", log.to_str().unwrap()]);
+    e.scrape_until(20, |m| m.contains("sglang:num_running_reqs{"));
+    let get = |accept: &str| {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", e.port)).unwrap();
+        let head = format!("GET /metrics HTTP/1.1\r\nHost: x\r\n{accept}Connection: close\r\n\r\n");
+        s.write_all(head.as_bytes()).unwrap();
+        let mut reply = Vec::new();
+        s.read_to_end(&mut reply).unwrap();
+        let at = reply.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+        let head = String::from_utf8(reply[..at].to_vec())
+            .unwrap()
+            .to_ascii_lowercase();
+        (head, reply[at + 4..].to_vec())
+    };
+    let (plain_head, plain) = get("");
+    let (gz_head, gz) = get("Accept-Encoding: gzip\r\n");
+    assert!(
+        plain_head.contains("\r\nvary: accept-encoding"),
+        "{plain_head}"
+    );
+    assert!(!plain_head.contains("content-encoding"), "{plain_head}");
+    assert!(gz_head.contains("\r\nvary: accept-encoding"), "{gz_head}");
+    assert!(gz_head.contains("\r\ncontent-encoding: gzip"), "{gz_head}");
+    let mut text = Vec::new();
+    flate2::read::GzDecoder::new(&gz[..])
+        .read_to_end(&mut text)
+        .unwrap();
+    // The file was read to its end and nothing changes: one exposition, two encodings, except
+    // the exporter's own scrape counters.
+    let strip = |b: &[u8]| {
+        String::from_utf8(b.to_vec())
+            .unwrap()
+            .lines()
+            .filter(|l| !l.starts_with("sglang_log_exporter_"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(strip(&text), strip(&plain));
+    assert!(strip(&plain).contains("sglang:num_running_reqs{"));
+}
+
 /// Repro 20: a cap that refuses is counted by cap and warned about once per cap and server,
 /// naming the cap and its limit (ranks past 1,024 of one server, engines past 64, HTTP series
 /// past 256).
