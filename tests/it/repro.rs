@@ -639,7 +639,7 @@ fn repro_13_heads_sent_a_byte_at_a_time_make_room_for_scrapes() {
                 let head = format!("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Slow: ");
                 let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
                 if i >= 4 {
-                    s.write_all(format!("GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+                    s.write_all(b"GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n")
                         .unwrap();
                     let mut buf = [0u8; 1024];
                     let _ = s.read(&mut buf);
