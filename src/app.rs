@@ -123,11 +123,13 @@ impl HttpConfig {
 
 /// Reads the input arguments (`PATH`, `NAME=PATH`, `-`). With `finished` (the inputs are read
 /// to their end: `--once`, `backfill`), a missing or unreadable file or a directory is an error
-/// now rather than a source to wait for.
+/// now rather than a source to wait for. A block device or a socket is never a log file (a
+/// character device is read as a stream, as a FIFO is: a terminal, `/dev/stdin`).
 ///
 /// # Errors
-/// A [`ConfigError`] for stdin given twice, an input that cannot be read (`finished`), or two
-/// inputs whose file names give one server name (they would silently merge).
+/// A [`ConfigError`] for stdin given twice, an input that cannot be read (`finished`), a block
+/// device or socket, or two inputs whose file names give one server name (they would silently
+/// merge).
 pub fn parse_inputs(args: &[String], finished: bool) -> Result<Vec<Input>, ConfigError> {
     let mut inputs: Vec<Input> = Vec::new();
     for arg in args {
@@ -142,6 +144,15 @@ pub fn parse_inputs(args: &[String], finished: bool) -> Result<Vec<Input>, Confi
             continue;
         }
         let path = PathBuf::from(path);
+        if let Some(kind) = std::fs::metadata(&path)
+            .ok()
+            .and_then(|m| crate::source::file::unreadable_kind(&m, true))
+        {
+            return Err(ConfigError(format!(
+                "{} is {kind}, not a log file",
+                crate::source::path_text(&path)
+            )));
+        }
         if finished {
             check_readable(&path)?;
         }
@@ -155,7 +166,7 @@ pub fn parse_inputs(args: &[String], finished: bool) -> Result<Vec<Input>, Confi
                 if taken {
                     return Err(ConfigError(format!(
                         "{} would be server {n:?}, like an input before it; name the servers apart with NAME=PATH",
-                        path.display()
+                        crate::source::path_text(&path)
                     )));
                 }
                 n
@@ -164,6 +175,25 @@ pub fn parse_inputs(args: &[String], finished: bool) -> Result<Vec<Input>, Confi
         inputs.push(Input::File { server, path });
     }
     Ok(inputs)
+}
+
+/// A file input named by its file name alone that would be the server of a `--journal-unit`
+/// is refused, as two such files are ([`parse_inputs`]): their lines would merge unasked.
+/// `NAME=PATH` names it (the unit's name to merge on purpose).
+fn refuse_unit_clash(args: &[String], units: &[String]) -> Result<(), ConfigError> {
+    for arg in args {
+        let (name, path) = split_input(arg);
+        if name.is_some() || path == "-" {
+            continue;
+        }
+        let n = server_name_of(std::path::Path::new(&path));
+        if let Some(u) = units.iter().find(|u| journald::server_of(u) == n) {
+            return Err(ConfigError(format!(
+                "{path} would be server {n:?}, like --journal-unit {u}; name the file's server with NAME=PATH"
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn check_readable(path: &std::path::Path) -> Result<(), ConfigError> {
@@ -238,6 +268,7 @@ impl Config {
             a.read.max_line_bytes,
         )
         .map_err(ConfigError)?;
+        refuse_unit_clash(&a.inputs, &journal.units)?;
         Ok(Config {
             journal,
             discover: discover_config(a)?,
@@ -255,6 +286,7 @@ impl Config {
                 max_line: a.read.max_line_bytes,
                 once: a.once,
                 deleted_grace: a.deleted_grace,
+                char_devices: true,
             },
             gpu,
             push: push::PushConfig::from_args(&a.push).map_err(ConfigError)?,
@@ -269,12 +301,16 @@ impl Config {
     }
 
     /// Server names of the explicit inputs (discovered files are named apart from them).
+    /// The server names the inputs and `--journal-unit`s hold: a discovered file is never
+    /// given one of them (see [`discover::Naming`]).
     fn input_names(&self) -> Vec<String> {
+        let units = self.journal.units.iter().map(|u| journald::server_of(u));
         self.inputs
             .iter()
             .map(|i| match i {
                 Input::File { server, .. } | Input::Stdin { server } => server.clone(),
             })
+            .chain(units)
             .collect()
     }
 
@@ -329,7 +365,7 @@ pub fn read_to_end(cfg: &Config) -> Result<Shared, ConfigError> {
         match input {
             Input::File { server, path } => {
                 let mut ing = cfg
-                    .ingest(&state, &path.display().to_string(), server)
+                    .ingest(&state, &crate::source::path_text(path), server)
                     .parallel(plan_for(cfg, path));
                 if !order::read_once(path, &mut ing, cfg.tail.max_line) {
                     Tailer::new(path, cfg.tail.clone()).run(&mut ing, &stop);
@@ -343,12 +379,16 @@ pub fn read_to_end(cfg: &Config) -> Result<Shared, ConfigError> {
         }
     }
     if let Some(d) = &cfg.discover {
-        for (f, pod) in discover::snapshot(d, &cfg.input_names()) {
+        for (f, pod) in discover::snapshot(d, &cfg.input_names(), &state) {
             discover::register(&mut crate::state::lock(&state), &f.server, pod.as_ref());
             let mut ing = cfg
                 .ingest(&state, &f.source, &f.server)
                 .parallel(plan_for(cfg, &f.path));
-            Tailer::new(&f.path, cfg.tail.clone()).run(&mut ing, &stop);
+            let tail = TailConfig {
+                char_devices: false,
+                ..cfg.tail.clone()
+            };
+            Tailer::new(&f.path, tail).run(&mut ing, &stop);
             ing.flush();
         }
     }
@@ -583,7 +623,7 @@ pub fn spawn_sources(
     let readiness = crate::state::lock(state).readiness().clone();
     for input in &cfg.inputs {
         if let Input::File { path, .. } = input {
-            readiness.expect(&path.display().to_string());
+            readiness.expect(&crate::source::path_text(path));
         }
     }
     for unit in &cfg.journal.units {
@@ -596,9 +636,10 @@ pub fn spawn_sources(
         let (cfg, state, stop) = (cfg.clone(), state.clone(), stop.clone());
         match input {
             Input::File { server, path } => {
-                let source = path.display().to_string();
+                let source = crate::source::path_text(&path);
                 spawn_source(format!("follow {source}"), move || {
-                    tail_file(&cfg, &state, &stop, &source, &server, &path);
+                    let tail = cfg.tail.clone();
+                    tail_file(&cfg, tail, (&state, &stop), (&source, &server), &path);
                 })?;
             }
             Input::Stdin { server } => spawn_source("stdin".into(), move || {
@@ -648,22 +689,27 @@ fn spawn_follower(
     std::thread::Builder::new()
         .name(format!("follow {}", f.source))
         .spawn(move || {
-            tail_file(&cfg, &state, &stop, &f.source, &f.server, &f.path);
+            // A discovered path is read only while it is a log file: should a device take its
+            // place (a symlink replaced), it is not read.
+            let tail = TailConfig {
+                char_devices: false,
+                ..cfg.tail.clone()
+            };
+            tail_file(&cfg, tail, (&state, &stop), (&f.source, &f.server), &f.path);
         })
 }
 
-/// Follows the file at `path` as `source` of `server` until `stop`: a tailer supervised so a
-/// panic restarts it from where it was (see `supervise`).
+/// Follows the file at `path` as `source` of `server` until `stop` with `tail`'s settings: a
+/// tailer supervised so a panic restarts it from where it was (see `supervise`).
 fn tail_file(
     cfg: &Config,
-    state: &Shared,
-    stop: &Stop,
-    source: &str,
-    server: &str,
+    tail: TailConfig,
+    (state, stop): (&Shared, &Stop),
+    (source, server): (&str, &str),
     path: &std::path::Path,
 ) {
     let mut ing = cfg.ingest(state, source, server);
-    let mut tailer = Tailer::new(path, cfg.tail.clone());
+    let mut tailer = Tailer::new(path, tail);
     supervise(
         &mut ing,
         stop,

@@ -534,7 +534,7 @@ impl Ctx<'_> {
             } => {
                 self.key.server.clear();
                 self.key.server.push_str(unit.unwrap_or(self.server));
-                let engine = self.nodes.engine_of(node, &rec);
+                let engine = self.nodes.engine_of(&self.key.server, node, &rec);
                 (crate::record::Record { engine, ..rec }, realtime)
             }
             Outcome::Skipped | Outcome::Unmatched(_) => return,

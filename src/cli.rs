@@ -232,7 +232,9 @@ pub struct DiscoverArgs {
     /// --input.scan-interval: new files are read from their start, files gone are closed after
     /// --deleted-file-grace. Kubernetes pod logs (`/var/log/pods/*/*/*.log`,
     /// `/var/log/containers/*.log`) get `namespace`, `pod` and `container` labels and the pod
-    /// name as `server`.
+    /// name as `server`. Only regular files and FIFOs are read: a device or socket that matches
+    /// is skipped, warned about and counted in
+    /// sglang_log_exporter_discovery_files_not_logs_total.
     #[arg(long = "input.glob", value_name = "PATTERN")]
     pub globs: Vec<String>,
 

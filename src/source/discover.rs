@@ -189,51 +189,88 @@ pub struct Found {
     order: (u64, u64),
 }
 
+/// What a server name stands for (see [`Found::identity`]): kept as the path itself, never as
+/// its text, so two paths whose names differ only in invalid UTF-8 are two identities.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Identity {
+    /// A pod's container, `namespace/pod/container`.
+    Pod(String),
+    /// A plain file.
+    File(PathBuf),
+}
+
 impl Found {
     /// What a server name stands for: the container of a pod (`namespace/pod/container`), else
     /// the path. Files of one identity (a container's restarts, a pod re-created under its
     /// name) share a server.
-    pub fn identity(&self) -> String {
+    pub fn identity(&self) -> Identity {
         match &self.pod {
-            Some(p) => format!("{}/{}/{}", p.namespace, p.pod, p.container),
-            None => self.path.display().to_string(),
+            Some(p) => Identity::Pod(format!("{}/{}/{}", p.namespace, p.pod, p.container)),
+            None => Identity::File(self.path.clone()),
         }
     }
 
     /// One stream of log files, of which only the newest is followed: a container of one pod
-    /// (by UID where known), else the path.
-    fn stream(&self) -> String {
+    /// (by UID where known), else the path (as bytes: two names that differ only in invalid
+    /// UTF-8 are two streams).
+    fn stream(&self) -> Identity {
         match &self.pod {
-            Some(p) => format!("{}/{}/{}/{}", p.namespace, p.pod, p.uid, p.container),
-            None => self.path.display().to_string(),
+            Some(p) => Identity::Pod(format!(
+                "{}/{}/{}/{}",
+                p.namespace, p.pod, p.uid, p.container
+            )),
+            None => Identity::File(self.path.clone()),
         }
     }
 
-    /// Server names to try, in order; the last one is the identity itself, so always free.
+    /// Server names to try, in order; the last one is the identity as text (invalid UTF-8
+    /// escaped, [`crate::source::bytes_text`]), free unless another identity's text is the
+    /// same (see [`Naming::take`]).
     fn names(&self) -> Vec<String> {
         match &self.pod {
-            Some(p) => vec![p.pod.clone(), self.identity()],
+            Some(p) => vec![
+                p.pod.clone(),
+                format!("{}/{}/{}", p.namespace, p.pod, p.container),
+            ],
             None => {
+                use std::os::unix::ffi::OsStrExt;
                 let stem = crate::source::server_name_of(&self.path);
                 let parent = self
                     .path
                     .parent()
                     .and_then(|d| d.file_name())
-                    .map(|d| format!("{}/{stem}", d.to_string_lossy()));
-                [Some(stem), parent, Some(self.identity())]
-                    .into_iter()
-                    .flatten()
-                    .collect()
+                    .map(|d| format!("{}/{stem}", crate::source::bytes_text(d.as_bytes())));
+                [
+                    Some(stem),
+                    parent,
+                    Some(crate::source::path_text(&self.path)),
+                ]
+                .into_iter()
+                .flatten()
+                .collect()
             }
         }
     }
 }
 
+/// What one expansion of the globs found.
+#[derive(Debug, Default)]
+pub struct Scan {
+    /// The files to follow now, sorted by path.
+    pub found: Vec<Found>,
+    /// The errors met (unreadable directories).
+    pub errors: Vec<String>,
+    /// Matches that are no log files, never followed: character and block devices and sockets
+    /// (`rnd.log -> /dev/urandom` would be read without end), with what each is.
+    pub special: Vec<(PathBuf, &'static str)>,
+}
+
 /// Expands the globs once: the files to follow now, sorted by path (one per stream: its newest
-/// file; one per file reached by several paths, the CRI path preferred), and the errors met
-/// (unreadable directories).
-pub fn scan(cfg: &DiscoverConfig) -> (Vec<Found>, Vec<String>) {
+/// file; one per file reached by several paths, the CRI path preferred), the errors met
+/// (unreadable directories) and the matches that are no log files.
+pub fn scan(cfg: &DiscoverConfig) -> Scan {
     let mut errors = Vec::new();
+    let mut special = Vec::new();
     // By canonical path: a file reached by several paths is followed once.
     let mut by_file: BTreeMap<PathBuf, Found> = BTreeMap::new();
     for pattern in &cfg.globs {
@@ -250,8 +287,13 @@ pub fn scan(cfg: &DiscoverConfig) -> (Vec<Found>, Vec<String>) {
                     continue;
                 }
             };
-            let Some(found) = candidate(cfg, path) else {
-                continue;
+            let found = match candidate(cfg, path) {
+                Candidate::Follow(f) => f,
+                Candidate::Special(p, kind) => {
+                    special.push((p, kind));
+                    continue;
+                }
+                Candidate::No => continue,
             };
             let canon = std::fs::canonicalize(&found.path).unwrap_or(found.path.clone());
             let better = by_file.get(&canon).is_none_or(|o| {
@@ -263,22 +305,29 @@ pub fn scan(cfg: &DiscoverConfig) -> (Vec<Found>, Vec<String>) {
             }
         }
     }
-    let mut newest: BTreeMap<String, Found> = BTreeMap::new();
+    let mut newest: BTreeMap<Identity, Found> = BTreeMap::new();
     for f in by_file.into_values() {
         let key = f.stream();
         if newest.get(&key).is_none_or(|o| f.order > o.order) {
             newest.insert(key, f);
         }
     }
-    let mut out: Vec<Found> = newest.into_values().collect();
-    out.sort_by(|a, b| a.path.cmp(&b.path));
-    (out, errors)
+    let mut found: Vec<Found> = newest.into_values().collect();
+    found.sort_by(|a, b| a.path.cmp(&b.path));
+    special.sort();
+    special.dedup();
+    Scan {
+        found,
+        errors,
+        special,
+    }
 }
 
 /// The files matching `pattern` whose names are not valid UTF-8 (a Latin-1 name from old
 /// tooling), which the glob crate never yields: the directories of the pattern's last
 /// component are listed and each such name is matched as its lossy text (`caf\u{FFFD}.log`
-/// against `*.log`). The server name of such a file is that lossy text.
+/// against `*.log`). Only the match is lossy: its server and source name escape the invalid
+/// bytes ([`crate::source::bytes_text`]).
 fn non_utf8_matches(pattern: &str) -> Vec<PathBuf> {
     let p = Path::new(pattern);
     let (Some(dir_pat), Some(name_pat)) = (p.parent(), p.file_name().and_then(|n| n.to_str()))
@@ -312,15 +361,32 @@ fn non_utf8_matches(pattern: &str) -> Vec<PathBuf> {
     out
 }
 
-/// A glob's match as a file to follow, or `None` (not a regular file, rotated, a container not
-/// wanted).
-fn candidate(cfg: &DiscoverConfig, path: PathBuf) -> Option<Found> {
+/// What a glob's match is to discovery.
+enum Candidate {
+    /// A file to follow.
+    Follow(Found),
+    /// Not a log file (see [`crate::source::file::unreadable_kind`]): skipped, warned about
+    /// and counted.
+    Special(PathBuf, &'static str),
+    /// Not followed, nothing to say (gone, a directory, rotated, a container not wanted).
+    No,
+}
+
+/// A glob's match as a file to follow, or why not.
+fn candidate(cfg: &DiscoverConfig, path: PathBuf) -> Candidate {
     if rotated(&path) {
-        return None;
+        return Candidate::No;
     }
-    let meta = std::fs::metadata(&path).ok()?;
+    let Ok(meta) = std::fs::metadata(&path) else {
+        return Candidate::No;
+    };
     if meta.is_dir() {
-        return None;
+        return Candidate::No;
+    }
+    // A regular file or a FIFO (a pipe's writer decides when it ends) is read; a device or a
+    // socket is no log file.
+    if let Some(kind) = crate::source::file::unreadable_kind(&meta, false) {
+        return Candidate::Special(path, kind);
     }
     let pod = parse_cri(&path).or_else(|| {
         let mut p = parse_docker(&path)?;
@@ -335,7 +401,7 @@ fn candidate(cfg: &DiscoverConfig, path: PathBuf) -> Option<Found> {
         .as_ref()
         .is_some_and(|p| !cfg.container_wanted(&p.container))
     {
-        return None;
+        return Candidate::No;
     }
     let mtime = meta
         .modified()
@@ -343,7 +409,7 @@ fn candidate(cfg: &DiscoverConfig, path: PathBuf) -> Option<Found> {
         .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_secs());
     let restart = pod.as_ref().and_then(|p| p.restart).unwrap_or(0);
-    Some(Found {
+    Candidate::Follow(Found {
         path,
         pod,
         order: (u64::from(restart), mtime),
@@ -353,7 +419,8 @@ fn candidate(cfg: &DiscoverConfig, path: PathBuf) -> Option<Found> {
 /// Who uses a server name.
 #[derive(Debug)]
 struct NameUse {
-    identity: String,
+    /// `None`: reserved for another input.
+    identity: Option<Identity>,
     /// Followers using it now.
     live: usize,
     /// When the last follower using it ended.
@@ -380,46 +447,61 @@ impl Naming {
         }
     }
 
-    /// Reserves `name` for good (an explicit input).
+    /// Reserves `name` for good (an explicit input, a journal unit).
     pub fn reserve(&mut self, name: &str) {
         self.names.insert(
             name.to_string(),
             NameUse {
-                identity: String::new(),
+                identity: None,
                 live: 1,
                 released: None,
             },
         );
     }
 
-    /// The server name for a newly followed file (counted as in use until [`Naming::release`]).
-    pub fn take(&mut self, f: &Found, now: Instant) -> String {
+    /// The server name for a newly followed file (counted as in use until [`Naming::release`]),
+    /// and whether it collided: every name it could have (its stem, `parent/stem`, its path as
+    /// text) is another identity's, so it got its path with `#2` (`#3`, …) added rather than
+    /// share a server with a file that is not its own (to warn about and count).
+    pub fn take(&mut self, f: &Found, now: Instant) -> (String, bool) {
         let id = f.identity();
         let names = f.names();
+        let expiry = self.expiry;
         let free = |u: &NameUse| {
-            u.identity == id || (u.live == 0 && u.released.is_some_and(|t| now >= t + self.expiry))
+            u.identity.as_ref() == Some(&id)
+                || (u.live == 0 && u.released.is_some_and(|t| now >= t + expiry))
         };
-        let name = names
-            .iter()
-            .find(|n| self.names.get(*n).is_none_or(free))
-            .or(names.last())
-            .cloned()
-            .unwrap_or(id.clone());
+        let is_free = |n: &String| self.names.get(n).is_none_or(free);
+        let found = names.iter().find(|n| is_free(n)).cloned();
+        let fallback = found.is_none();
+        let name = found.unwrap_or_else(|| {
+            let last = names.last().cloned().unwrap_or_default();
+            (2u64..)
+                .map(|i| format!("{last}#{i}"))
+                .find(|n| is_free(n))
+                .expect("a free name")
+        });
+        // Said once per file: a follower restarted finds its `#N` its own.
+        let collided = fallback
+            && self
+                .names
+                .get(&name)
+                .is_none_or(|u| u.identity.as_ref() != Some(&id));
         let u = self.names.entry(name.clone()).or_insert(NameUse {
-            identity: id.clone(),
+            identity: Some(id.clone()),
             live: 0,
             released: None,
         });
-        if u.identity != id {
+        if u.identity.as_ref() != Some(&id) {
             *u = NameUse {
-                identity: id,
+                identity: Some(id),
                 live: 0,
                 released: None,
             };
         }
         u.live += 1;
         u.released = None;
-        name
+        (name, collided)
     }
 
     /// A follower using `name` ended at `now`.
@@ -476,6 +558,9 @@ pub struct Discovery {
     naming: Naming,
     /// Files skipped by the last scan (each counted once while it stays skipped).
     skipped: BTreeSet<PathBuf>,
+    /// Matches of the last scan that are no log files (each warned about and counted once
+    /// while it stays matched).
+    special: BTreeSet<PathBuf>,
     warned_cap: bool,
     warned_errors: bool,
     published: Option<usize>,
@@ -501,6 +586,7 @@ impl Discovery {
             followers: BTreeMap::new(),
             naming,
             skipped: BTreeSet::new(),
+            special: BTreeSet::new(),
             warned_cap: false,
             warned_errors: false,
             published: None,
@@ -522,9 +608,9 @@ impl Discovery {
         loop {
             let now = Instant::now();
             if now >= next_scan {
-                let (found, errors) = scan(&self.cfg);
-                self.report_errors(&errors);
-                self.apply(&found, now);
+                let sc = scan(&self.cfg);
+                self.report(&sc);
+                self.apply(&sc.found, now);
                 next_scan = now + self.cfg.scan_interval;
                 if std::mem::take(&mut self.first_scan) {
                     let r = lock(&self.state).readiness().clone();
@@ -541,10 +627,10 @@ impl Discovery {
             if wait_event(&rx, tick) {
                 // Something appeared or went: look now, and once more soon (a pod's directory
                 // comes before its container's log file).
-                let (found, errors) = scan(&self.cfg);
-                self.report_errors(&errors);
+                let sc = scan(&self.cfg);
+                self.report(&sc);
                 let now = Instant::now();
-                self.apply(&found, now);
+                self.apply(&sc.found, now);
                 next_scan = now + self.cfg.scan_interval.min(Duration::from_secs(1));
             }
         }
@@ -620,14 +706,17 @@ impl Discovery {
 
     /// Starts following `f`; whether it started.
     fn start(&mut self, f: &Found, now: Instant) -> bool {
-        let server = self.naming.take(f, now);
+        let (server, collided) = self.naming.take(f, now);
         let follow = Follow {
             path: f.path.clone(),
-            source: f.path.display().to_string(),
+            source: crate::source::path_text(&f.path),
             server: server.clone(),
         };
         {
             let mut s = lock(&self.state);
+            if collided {
+                name_collision(&mut s, &f.path, &server);
+            }
             register(&mut s, &server, f.pod.as_ref());
             s.retire_source(&follow.source, None);
             if self.first_scan {
@@ -706,6 +795,26 @@ impl Discovery {
         }
         drop(s);
         self.naming.release(server, now);
+    }
+
+    /// Warns about and counts what a scan found besides files to follow: errors (warned once)
+    /// and matches that are no log files (each warned about and counted once while it matches).
+    fn report(&mut self, sc: &Scan) {
+        self.report_errors(&sc.errors);
+        let now: BTreeSet<PathBuf> = sc.special.iter().map(|(p, _)| p.clone()).collect();
+        let new: Vec<_> = sc
+            .special
+            .iter()
+            .filter(|(p, _)| !self.special.contains(p))
+            .collect();
+        if !new.is_empty() {
+            for (p, kind) in &new {
+                warn_special(p, kind);
+            }
+            let mut s = lock(&self.state);
+            s.add_self(SelfMetric::DiscoverySpecial, "", new.len() as f64);
+        }
+        self.special = now;
     }
 
     fn report_errors(&mut self, errors: &[String]) {
@@ -789,26 +898,61 @@ pub fn register(s: &mut crate::state::State, server: &str, pod: Option<&PodLog>)
     s.set_source_pod(server, uid);
 }
 
+/// Warns that a glob matched `path`, which is `kind` (see
+/// [`crate::source::file::unreadable_kind`]), not a log file.
+fn warn_special(path: &Path, kind: &str) {
+    tracing::warn!(
+        path = %crate::source::path_text(path),
+        "--input.glob matched {kind}, not a log file: not read (counted in sglang_log_exporter_discovery_files_not_logs_total)"
+    );
+}
+
+/// Warns about and counts a file whose every server name was another file's (see
+/// [`Naming::take`]): it got `server`.
+fn name_collision(s: &mut crate::state::State, path: &Path, server: &str) {
+    tracing::warn!(
+        path = %crate::source::path_text(path),
+        server,
+        "the server names of this file are other inputs'; it is server {server:?} so as not to merge with them (counted in sglang_log_exporter_server_name_collisions_total)"
+    );
+    s.add_self(SelfMetric::ServerNameCollisions, "", 1.0);
+}
+
 /// The files to read once (`--once`), with their server names and pod log places, named as the
-/// live discovery names them.
-pub fn snapshot(cfg: &DiscoverConfig, reserved: &[String]) -> Vec<(Follow, Option<PodLog>)> {
+/// live discovery names them; matches that are no log files and name collisions are warned
+/// about and counted in `state`.
+pub fn snapshot(
+    cfg: &DiscoverConfig,
+    reserved: &[String],
+    state: &Shared,
+) -> Vec<(Follow, Option<PodLog>)> {
     let mut naming = Naming::new(cfg.expiry);
     for r in reserved {
         naming.reserve(r);
     }
     let now = Instant::now();
-    let (found, errors) = scan(cfg);
-    for e in errors {
+    let sc = scan(cfg);
+    for e in &sc.errors {
         tracing::warn!("--input.glob: {e}");
     }
-    found
+    for (p, kind) in &sc.special {
+        warn_special(p, kind);
+    }
+    if !sc.special.is_empty() {
+        let n = sc.special.len() as f64;
+        lock(state).add_self(SelfMetric::DiscoverySpecial, "", n);
+    }
+    sc.found
         .iter()
         .take(cfg.max_files)
         .map(|f| {
-            let server = naming.take(f, now);
+            let (server, collided) = naming.take(f, now);
+            if collided {
+                name_collision(&mut lock(state), &f.path, &server);
+            }
             let follow = Follow {
                 path: f.path.clone(),
-                source: f.path.display().to_string(),
+                source: crate::source::path_text(&f.path),
                 server,
             };
             (follow, f.pod.clone())
@@ -895,31 +1039,46 @@ mod tests {
         }
     }
 
+    /// [`Naming::take`]'s name, checking that it did not collide.
+    fn take(n: &mut Naming, f: &Found, t: Instant) -> String {
+        let (name, collided) = n.take(f, t);
+        assert!(!collided, "{name}");
+        name
+    }
+
     #[test]
     fn names_are_pods_unless_taken() {
         let mut n = Naming::new(Duration::from_secs(60));
         let t = Instant::now();
-        assert_eq!(n.take(&pod("a", "sglang-0", "sglang"), t), "sglang-0");
+        assert_eq!(take(&mut n, &pod("a", "sglang-0", "sglang"), t), "sglang-0");
         // The same container again (a restart's new log): the same server.
-        assert_eq!(n.take(&pod("a", "sglang-0", "sglang"), t), "sglang-0");
+        assert_eq!(take(&mut n, &pod("a", "sglang-0", "sglang"), t), "sglang-0");
         // Another namespace's pod of that name, another container of the pod.
         assert_eq!(
-            n.take(&pod("b", "sglang-0", "sglang"), t),
+            take(&mut n, &pod("b", "sglang-0", "sglang"), t),
             "b/sglang-0/sglang"
         );
         assert_eq!(
-            n.take(&pod("a", "sglang-0", "router"), t),
+            take(&mut n, &pod("a", "sglang-0", "router"), t),
             "a/sglang-0/router"
         );
         // Released, the name is held for the expiry, then free for others.
         n.release("sglang-0", t);
         n.release("sglang-0", t);
         assert_eq!(
-            n.take(&pod("c", "sglang-0", "sglang"), t + Duration::from_secs(1)),
+            take(
+                &mut n,
+                &pod("c", "sglang-0", "sglang"),
+                t + Duration::from_secs(1)
+            ),
             "c/sglang-0/sglang"
         );
         assert_eq!(
-            n.take(&pod("d", "sglang-0", "sglang"), t + Duration::from_secs(61)),
+            take(
+                &mut n,
+                &pod("d", "sglang-0", "sglang"),
+                t + Duration::from_secs(61)
+            ),
             "sglang-0"
         );
         n.reserve("decode");
@@ -928,8 +1087,92 @@ mod tests {
             pod: None,
             order: (0, 0),
         };
-        assert_eq!(n.take(&plain("/logs/a/decode.log"), t), "a/decode");
-        assert_eq!(n.take(&plain("/logs/b/prefill.log"), t), "prefill");
+        assert_eq!(take(&mut n, &plain("/logs/a/decode.log"), t), "a/decode");
+        assert_eq!(take(&mut n, &plain("/logs/b/prefill.log"), t), "prefill");
+    }
+
+    /// Hostile test F7: `caf\xe9.log`, `caf\xe8.log` and a valid `caf\u{FFFD}.log` are three
+    /// files with three names (never one lossy name for all); a file whose every name is
+    /// another input's gets `#2` and says it collided, never merging with it.
+    #[test]
+    fn names_of_non_utf8_paths_stay_apart() {
+        use std::os::unix::ffi::OsStrExt;
+        let plain = |p: &[u8]| Found {
+            path: PathBuf::from(std::ffi::OsStr::from_bytes(p)),
+            pod: None,
+            order: (0, 0),
+        };
+        let mut n = Naming::new(Duration::from_secs(60));
+        let t = Instant::now();
+        let e9 = plain(b"/w/caf\xe9.log");
+        let e8 = plain(b"/w/caf\xe8.log");
+        let fffd = plain("/w/caf\u{FFFD}.log".as_bytes());
+        assert_ne!(e9.stream(), e8.stream());
+        assert_ne!(e9.identity(), fffd.identity());
+        assert_eq!(take(&mut n, &e9, t), "caf\\xE9");
+        assert_eq!(take(&mut n, &e8, t), "caf\\xE8");
+        assert_eq!(take(&mut n, &fffd, t), "caf\u{FFFD}");
+        // The Latin-1 file again (a restart of its follower): its own name.
+        assert_eq!(take(&mut n, &e9, t), "caf\\xE9");
+        // A valid name that reads like an escaped one, where other inputs hold the stem and
+        // `parent/stem` and the Latin-1 file took the path's text: `#2`, said to collide.
+        let mut n = Naming::new(Duration::from_secs(60));
+        n.reserve(r"caf\xE9");
+        n.reserve(r"w/caf\xE9");
+        assert_eq!(take(&mut n, &e9, t), r"/w/caf\xE9.log");
+        let lookalike = plain(br"/w/caf\xE9.log");
+        let want = (r"/w/caf\xE9.log#2".to_string(), true);
+        assert_eq!(n.take(&lookalike, t), want);
+        assert_eq!(n.take(&lookalike, t), (want.0, false));
+    }
+}
+
+#[cfg(test)]
+mod kind_tests {
+    use super::*;
+
+    /// Hostile test glob1's last step: a glob that matches a device (`rnd.log ->
+    /// /dev/urandom`, `null.log -> /dev/null`) or a socket finds no file to follow but says what
+    /// each is; a FIFO and a regular file are followed.
+    #[test]
+    fn devices_and_sockets_are_no_log_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("a.log"), b"x\n").unwrap();
+        let fifo = std::ffi::CString::new(d.join("fifo.log").to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        std::os::unix::fs::symlink("/dev/urandom", d.join("rnd.log")).unwrap();
+        std::os::unix::fs::symlink("/dev/null", d.join("null.log")).unwrap();
+        let _sock = std::os::unix::net::UnixListener::bind(d.join("sock.log")).unwrap();
+        let cfg = DiscoverConfig::new(
+            &[format!("{}/*.log", d.display())],
+            &[],
+            256,
+            Duration::from_secs(1),
+            Duration::from_secs(60),
+            Duration::from_secs(300),
+        )
+        .unwrap();
+        let sc = scan(&cfg);
+        let names = |ps: Vec<&PathBuf>| -> Vec<String> {
+            ps.iter()
+                .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+                .collect()
+        };
+        assert_eq!(
+            names(sc.found.iter().map(|f| &f.path).collect()),
+            ["a.log", "fifo.log"]
+        );
+        assert_eq!(
+            names(sc.special.iter().map(|(p, _)| p).collect()),
+            ["null.log", "rnd.log", "sock.log"]
+        );
+        let kinds: Vec<&str> = sc.special.iter().map(|(_, k)| *k).collect();
+        assert_eq!(
+            kinds,
+            ["a character device", "a character device", "a socket"]
+        );
     }
 }
 

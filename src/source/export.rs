@@ -7,8 +7,8 @@
 //! sglang-log-exporter -` is a way to ship a journal.
 //!
 //! Of each entry, `MESSAGE` is the log line (its first value, where a field repeats),
-//! `_SYSTEMD_UNIT` names the server and `__REALTIME_TIMESTAMP` (µs) is its time; the other
-//! fields are skipped. The decoder is fed the input's lines (split at `\n`; a `\r` before it is
+//! `__REALTIME_TIMESTAMP` (µs) is its time and the writer fields ([`super::writer`]: the unit,
+//! a container, host, identifier and PID) say who wrote it; the other fields are skipped. The decoder is fed the input's lines (split at `\n`; a `\r` before it is
 //! dropped from field lines) and joins the lines of a binary value back together, so a value
 //! holding newlines is read whole.
 //!
@@ -16,6 +16,8 @@
 //! as `__CURSOR=x` must not lose what follows: a line that is neither a field nor the empty
 //! line ends the entry (cut, counted as incomplete) and is read as a line of its own. A new
 //! `__CURSOR=` inside an entry (a lost empty line) ends the one before and starts another.
+
+use super::writer::{Field as WriterField, Fields};
 
 /// What one input line did to the entry being read.
 #[derive(Debug, PartialEq, Eq)]
@@ -42,14 +44,14 @@ pub enum Broken {
     Counted,
 }
 
-/// What an ended entry said: its `MESSAGE` (`None`: it had none), `_SYSTEMD_UNIT` and
+/// What an ended entry said: its `MESSAGE` (`None`: it had none), writer fields and
 /// `__REALTIME_TIMESTAMP` (Unix seconds).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Entry {
     /// The log line.
     pub message: Option<Vec<u8>>,
-    /// The systemd unit, as written (`sglang-decode.service`).
-    pub unit: Option<String>,
+    /// Who wrote it (see [`super::writer`]).
+    pub writer: Fields,
     /// The entry's time, Unix seconds.
     pub realtime: Option<f64>,
 }
@@ -58,7 +60,7 @@ pub struct Entry {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Field {
     Message,
-    Unit,
+    Writer(WriterField),
     Realtime,
     Other,
 }
@@ -67,9 +69,8 @@ impl Field {
     fn of(name: &[u8]) -> Field {
         match name {
             b"MESSAGE" => Field::Message,
-            b"_SYSTEMD_UNIT" => Field::Unit,
             b"__REALTIME_TIMESTAMP" => Field::Realtime,
-            _ => Field::Other,
+            _ => WriterField::of(name).map_or(Field::Other, Field::Writer),
         }
     }
 }
@@ -131,7 +132,7 @@ pub struct Export {
     broken: Option<Broken>,
     binary: Option<Binary>,
     message: Option<Vec<u8>>,
-    unit: Option<String>,
+    writer: Fields,
     realtime: Option<f64>,
     /// Entries cut short by a line that is no field, not yet counted.
     cut: u64,
@@ -268,9 +269,7 @@ impl Export {
             // A field may have several values: the first is the message.
             Field::Message if self.message.is_none() => self.message = Some(value.to_vec()),
             Field::Message => {}
-            Field::Unit => {
-                self.unit = Some(String::from_utf8_lossy(value).into_owned());
-            }
+            Field::Writer(f) => self.writer.set(f, value),
             Field::Realtime => {
                 // An unsigned count of µs: anything else is no time.
                 self.realtime = std::str::from_utf8(value)
@@ -299,7 +298,7 @@ impl Export {
         self.binary = None;
         self.broken = None;
         self.message = None;
-        self.unit = None;
+        self.writer.clear();
         self.realtime = None;
     }
 
@@ -307,11 +306,18 @@ impl Export {
     pub fn take(&mut self) -> Entry {
         let out = Entry {
             message: self.message.take(),
-            unit: self.unit.take(),
+            writer: std::mem::take(&mut self.writer),
             realtime: self.realtime.take(),
         };
         self.clear();
         out
+    }
+
+    /// Hands back the writer fields of an entry taken, so the next entries reuse their
+    /// buffers (one allocation per field per entry otherwise).
+    pub fn recycle(&mut self, mut writer: Fields) {
+        writer.clear();
+        self.writer = writer;
     }
 
     /// Entries cut short by a line that was no field since the last call (to count as
@@ -336,16 +342,16 @@ mod tests {
     /// What [`decode`] saw: an entry, a broken one, or a line read as a line.
     #[derive(Debug, PartialEq)]
     enum Got {
-        Entry(Entry),
+        Entry(Box<Entry>),
         Broken(Broken),
         Line(String),
     }
 
     fn msg(m: &str) -> Got {
-        Got::Entry(Entry {
+        Got::Entry(Box::new(Entry {
             message: Some(m.as_bytes().to_vec()),
             ..Entry::default()
-        })
+        }))
     }
 
     /// Feeds `input` split at `\n` as the line reader does (limit `max`); returns what each
@@ -356,7 +362,7 @@ mod tests {
         let body = input.strip_suffix(b"\n").unwrap_or(input);
         for line in body.split(|&c| c == b'\n') {
             match e.feed(line) {
-                Step::Ended => out.push(Got::Entry(e.take())),
+                Step::Ended => out.push(Got::Entry(Box::new(e.take()))),
                 Step::Broken(why) => out.push(Got::Broken(why)),
                 Step::NotExport => out.push(Got::Line(String::from_utf8_lossy(line).into())),
                 Step::Held => {}
@@ -371,7 +377,7 @@ mod tests {
         assert_eq!(cut, 0);
         got.into_iter()
             .map(|g| match g {
-                Got::Entry(e) => Ok(e),
+                Got::Entry(e) => Ok(*e),
                 Got::Broken(_) => Err(()),
                 Got::Line(l) => panic!("not export: {l:?}"),
             })
@@ -402,10 +408,16 @@ mod tests {
         input.extend_from_slice(b"\n");
         let got = decode(&input);
         assert_eq!(got.len(), 3);
-        let entry = |m: &[u8], unit: Option<&str>, realtime| Entry {
-            message: Some(m.to_vec()),
-            unit: unit.map(str::to_string),
-            realtime,
+        let entry = |m: &[u8], unit: Option<&str>, realtime| {
+            let mut writer = Fields::default();
+            if let Some(u) = unit {
+                writer.set(WriterField::Unit, u.as_bytes());
+            }
+            Entry {
+                message: Some(m.to_vec()),
+                writer,
+                realtime,
+            }
         };
         let hello = b"[2026-06-03 09:57:43 TP0] hello";
         let unit = Some("sglang-decode.service");

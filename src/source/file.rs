@@ -80,6 +80,27 @@ pub struct TailConfig {
     /// How long a deleted or rotated-away file is still read before it is closed (its space
     /// freed).
     pub deleted_grace: Duration,
+    /// A character device at the path is read as a stream (a path given on the command line:
+    /// a terminal, `/dev/stdin`); `false` for a discovered file, where one is no log file
+    /// (`rnd.log -> /dev/urandom` would be read without end).
+    pub char_devices: bool,
+}
+
+/// What a file at an input's path is when it is no log file to read: a block device or a
+/// socket, or (unless `char_devices`) a character device. `None` for what is read: a regular
+/// file, a FIFO, and with `char_devices` a character device.
+pub fn unreadable_kind(m: &Metadata, char_devices: bool) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    let t = m.file_type();
+    if t.is_block_device() {
+        Some("a block device")
+    } else if t.is_socket() {
+        Some("a socket")
+    } else if t.is_char_device() && !char_devices {
+        Some("a character device")
+    } else {
+        None
+    }
 }
 
 fn identity(m: &Metadata) -> (u64, u64, u64) {
@@ -108,11 +129,19 @@ const MAX_RETIRED: usize = 8;
 const TAIL_CHECK: u64 = 64;
 
 impl Open {
-    fn new(path: &Path, max_line: usize) -> io::Result<Open> {
+    fn new(path: &Path, max_line: usize, char_devices: bool) -> io::Result<Open> {
+        let not_log = |kind: &str| io::Error::other(format!("it is {kind}, not a log file"));
+        // Looked at before opening: opening a device can have effects of its own.
+        if let Some(kind) = unreadable_kind(&std::fs::metadata(path)?, char_devices) {
+            return Err(not_log(kind));
+        }
         let file = File::open(path)?;
         let m = file.metadata()?;
         if m.is_dir() {
             return Err(io::Error::other("it is a directory, not a file"));
+        }
+        if let Some(kind) = unreadable_kind(&m, char_devices) {
+            return Err(not_log(kind));
         }
         let (dev, ino, _) = identity(&m);
         let mut o = Open {
@@ -370,7 +399,7 @@ impl Tailer {
 
     /// Opens the file at the path; `false` when it cannot be (counted and warned once).
     fn reopen(&mut self, sink: &mut dyn Sink) -> bool {
-        match Open::new(&self.path, self.cfg.max_line) {
+        match Open::new(&self.path, self.cfg.max_line, self.cfg.char_devices) {
             // A rotated-away file renamed back: go on where we were in it, not from its
             // start (and never read it twice).
             Ok(o) if self.retired.iter().any(|(r, _)| r.id == o.id) => {
@@ -515,6 +544,8 @@ mod tests {
     struct Rec {
         lines: Vec<String>,
         nuls: usize,
+        bytes: usize,
+        errors: usize,
     }
 
     impl Sink for Rec {
@@ -525,8 +556,12 @@ mod tests {
                 _ => {}
             }
         }
-        fn bytes(&mut self, _: usize) {}
-        fn error(&mut self) {}
+        fn bytes(&mut self, n: usize) {
+            self.bytes += n;
+        }
+        fn error(&mut self) {
+            self.errors += 1;
+        }
         fn up(&mut self, _: bool) {}
         fn flush(&mut self) {}
         fn history(&mut self, _: bool, _: Option<f64>) {}
@@ -538,7 +573,40 @@ mod tests {
             max_line: 1024,
             once: false,
             deleted_grace: Duration::from_secs(60),
+            char_devices: true,
         }
+    }
+
+    /// A discovered log replaced by a symlink to `/dev/zero` is not read (an endless read at
+    /// full speed otherwise): counted once as an error, retried; a path given on the command
+    /// line may be a character device, read as a stream.
+    #[test]
+    fn a_character_device_is_read_only_where_asked_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("rnd.log");
+        std::os::unix::fs::symlink("/dev/zero", &p).unwrap();
+        let discovered = TailConfig {
+            char_devices: false,
+            ..cfg()
+        };
+        let mut t = Tailer::new(&p, discovered);
+        let mut rec = Rec::default();
+        for _ in 0..3 {
+            assert_eq!(t.step(&mut rec), Step::Wait);
+        }
+        assert_eq!((rec.bytes, rec.errors), (0, 1));
+        assert!(unreadable_kind(&std::fs::metadata(&p).unwrap(), true).is_none());
+        let null = Path::new("/dev/null");
+        let mut t = Tailer::new(
+            null,
+            TailConfig {
+                once: true,
+                ..cfg()
+            },
+        );
+        let mut rec = Rec::default();
+        assert_eq!(t.step(&mut rec), Step::Done);
+        assert_eq!(rec.errors, 0);
     }
 
     #[test]

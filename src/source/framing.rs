@@ -2,8 +2,9 @@
 //!
 //! * JSON object lines (`{…}`) whose log line sits under a well-known key, decoded with its JSON
 //!   escapes (see [`MESSAGE_KEYS`]): `journalctl -o json` (`MESSAGE`: a string, an array of bytes
-//!   for non-UTF-8 data, or `null` when over 4096 bytes without `--all`; `_SYSTEMD_UNIT` names
-//!   the server; `__REALTIME_TIMESTAMP` in µs is the line's time), Docker `json-file` (`log`; a
+//!   for non-UTF-8 data, or `null` when over 4096 bytes without `--all`; its writer fields name
+//!   the server, engine and node as [`super::writer`] says; `__REALTIME_TIMESTAMP` in µs is the
+//!   line's time), Docker `json-file` (`log`; a
 //!   line over 16 KiB arrives as several objects and only the last one's `log` ends with `\n`),
 //!   Fluent Bit, Vector and Loki exports (`log`, `message`, `msg`, `line`), cloud log exports
 //!   (`textPayload`, `jsonPayload.message`), JSON-lines runners (`{"logger": …, "message": …}`),
@@ -17,8 +18,9 @@
 //! * Kubernetes CRI lines: `<RFC 3339 time> <stdout|stderr> <P|F> <text>`; `P` pieces continue
 //!   in the next record.
 //! * The journal export format (`journalctl -o export`, [`super::export`]): entries of
-//!   `NAME=value` lines ended by an empty line; `MESSAGE` is the line, `_SYSTEMD_UNIT` the
-//!   server, `__REALTIME_TIMESTAMP` the time.
+//!   `NAME=value` lines ended by an empty line; `MESSAGE` is the line, the writer fields name
+//!   its writer by the same rule as JSON's ([`super::writer`]), `__REALTIME_TIMESTAMP` is the
+//!   time.
 //!
 //! Anything else passes through unchanged. Detection is per line, so a file may mix them. A
 //! record reassembled from pieces past the line limit is skipped and counted, never parsed in
@@ -26,6 +28,7 @@
 
 use serde_json::Value;
 
+use super::writer::{self, Fields, Writer};
 use crate::parse::stream::rfc3339;
 
 /// The keys a JSON object line's log message is looked for under, in this order (a dotted key
@@ -55,13 +58,16 @@ pub enum Framed<'a> {
     Message {
         /// The log line.
         text: &'a [u8],
-        /// The systemd unit (journald), without `.service`.
+        /// The server a journal record names (its unit without `.service`, see
+        /// [`super::writer`]).
         unit: Option<&'a str>,
         /// The record's time, Unix seconds.
         realtime: Option<f64>,
-        /// Who wrote the line, as the record names it (see [`ORIGIN_KEYS`]): an engine of
-        /// the server, as a stream prefix's `engine` is.
+        /// Who wrote the line, as the record names it (see [`ORIGIN_KEYS`] and
+        /// [`super::writer`]): an engine of the server, as a stream prefix's `engine` is.
         origin: Option<&'a str>,
+        /// The host a journal record names: a node of its server (see [`super::nodes`]).
+        node: Option<&'a str>,
     },
     /// A partial record was buffered; nothing to parse yet.
     Pending,
@@ -100,8 +106,11 @@ pub struct Framer {
     partials: [Partial; 2],
     /// The message of the last record (decoded JSON string, bytes, or a joined record).
     out: Vec<u8>,
-    unit: String,
-    /// The origin of the last JSON record.
+    /// The writer of the last journal record (export entry or JSON).
+    writer: Writer,
+    /// The writer fields of the last JSON journal record.
+    fields: Fields,
+    /// The origin of the last JSON record that is no journal record.
     origin: String,
     max_line: usize,
     /// `--input.json-message-key`, split at dots.
@@ -116,7 +125,8 @@ impl Framer {
         Framer {
             partials: Default::default(),
             out: Vec::new(),
-            unit: String::new(),
+            writer: Writer::default(),
+            fields: Fields::default(),
             origin: String::new(),
             max_line,
             user_key: None,
@@ -178,7 +188,7 @@ impl Framer {
                 Step::Ended => {
                     let super::export::Entry {
                         message,
-                        unit,
+                        writer,
                         realtime,
                     } = self.export.take();
                     let Some(mut msg) = message else {
@@ -188,15 +198,14 @@ impl Framer {
                         msg.pop();
                     }
                     self.out = msg;
-                    self.unit.clear();
-                    if let Some(u) = &unit {
-                        self.unit.push_str(super::server_name_of_unit(u));
-                    }
+                    writer.writer(&mut self.writer);
+                    self.export.recycle(writer);
                     return Framed::Message {
                         text: &self.out,
-                        unit: unit.map(|_| self.unit.as_str()),
+                        unit: self.writer.server(),
                         realtime,
-                        origin: None,
+                        origin: self.writer.engine(),
+                        node: self.writer.node(),
                     };
                 }
             }
@@ -242,19 +251,24 @@ impl Framer {
                     .iter()
                     .find_map(|k| obj.get(*k).and_then(time_value))
             });
-        // The unit of a journald record; a field with several values is an array: its first
-        // value counts.
-        let unit = match obj.get("_SYSTEMD_UNIT") {
-            Some(Value::String(u)) => Some(u.as_str()),
-            Some(Value::Array(a)) => a.iter().find_map(Value::as_str),
-            _ => None,
-        };
-        self.unit.clear();
-        if let Some(u) = unit {
-            self.unit.push_str(super::server_name_of_unit(u));
-        }
+        // A journal record (`journalctl -o json`, or a shipper's copy of one) names its writer
+        // by the journal's rule; another record by its shipper's keys.
         self.origin.clear();
-        record_origin(&obj, &mut self.origin);
+        let journal = key == "MESSAGE" || obj.contains_key("__CURSOR");
+        if journal {
+            self.fields.clear();
+            let mut buf = Vec::new();
+            for (f, name) in writer::FIELDS {
+                buf.clear();
+                // A field with several values is an array: its first value counts.
+                if obj.get(name).is_some_and(|v| message_bytes(v, &mut buf)) {
+                    self.fields.set(f, &buf);
+                }
+            }
+            self.fields.writer(&mut self.writer);
+        } else {
+            record_origin(&obj, &mut self.origin);
+        }
         // Docker json-file: `log` pieces of one line, the last ending with `\n`.
         if let (Some(stream), "log") = (obj.get("stream").and_then(Value::as_str), key) {
             if let Value::String(log) = msg {
@@ -272,11 +286,19 @@ impl Framer {
         if self.out.last() == Some(&b'\n') {
             self.out.pop();
         }
+        let (unit, origin, node) = if journal {
+            let w = &self.writer;
+            (w.server(), w.engine(), w.node())
+        } else {
+            let o = (!self.origin.is_empty()).then_some(self.origin.as_str());
+            (None, o, None)
+        };
         Framed::Message {
             text: &self.out,
-            unit: unit.map(|_| self.unit.as_str()),
+            unit,
             realtime,
-            origin: (!self.origin.is_empty()).then_some(self.origin.as_str()),
+            origin,
+            node,
         }
     }
 
@@ -308,6 +330,7 @@ impl Framer {
             realtime: p.time,
             // A record's pieces share their writer: the last one's names it.
             origin: (!self.origin.is_empty()).then_some(self.origin.as_str()),
+            node: None,
         }
     }
 
@@ -363,14 +386,10 @@ fn lookup<'v, 'k>(
 /// Loki's `logcli --output jsonl` (`labels`, an object: written `{k="v", …}` as `logcli`'s
 /// default output prints it), Fluent Bit's and Vector's Kubernetes metadata
 /// (`kubernetes.pod_name` and `kubernetes.container_name`: written `pod/NAME/CONTAINER`, as
-/// `kubectl logs --prefix` prints it), Docker's logging drivers and journald records of
-/// containers (`container_name`, `CONTAINER_NAME`; Docker's leading `/` dropped).
-pub const ORIGIN_KEYS: &[&str] = &[
-    "labels",
-    "kubernetes.pod_name",
-    "container_name",
-    "CONTAINER_NAME",
-];
+/// `kubectl logs --prefix` prints it), Docker's logging drivers (`container_name`; Docker's
+/// leading `/` dropped). A journal record (its message under `MESSAGE`) is named by the
+/// journal's rule instead ([`super::writer`]: its `CONTAINER_NAME`, unit, host…).
+pub const ORIGIN_KEYS: &[&str] = &["labels", "kubernetes.pod_name", "container_name"];
 
 /// Writes the origin of `obj` (see [`ORIGIN_KEYS`]) into `out`; nothing when it names none.
 fn record_origin(obj: &serde_json::Map<String, Value>, out: &mut String) {
@@ -399,11 +418,8 @@ fn record_origin(obj: &serde_json::Map<String, Value>, out: &mut String) {
             return;
         }
     }
-    for k in ["container_name", "CONTAINER_NAME"] {
-        if let Some(n) = obj.get(k).and_then(Value::as_str) {
-            out.push_str(n.strip_prefix('/').unwrap_or(n));
-            return;
-        }
+    if let Some(n) = obj.get("container_name").and_then(Value::as_str) {
+        out.push_str(n.strip_prefix('/').unwrap_or(n));
     }
 }
 

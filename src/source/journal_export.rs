@@ -23,6 +23,7 @@
 use std::io::{self, Read};
 
 use super::export::field_name;
+use super::writer::{Field as WriterField, Fields};
 
 /// Size of one read.
 const READ_SIZE: usize = 64 * 1024;
@@ -35,7 +36,7 @@ const NAME_SLACK: usize = 256;
 enum Field {
     Cursor,
     Realtime,
-    Unit,
+    Writer(WriterField),
     Invocation,
     Message,
     Other,
@@ -46,10 +47,9 @@ impl Field {
         match name {
             b"__CURSOR" => Field::Cursor,
             b"__REALTIME_TIMESTAMP" => Field::Realtime,
-            b"_SYSTEMD_UNIT" => Field::Unit,
             b"_SYSTEMD_INVOCATION_ID" => Field::Invocation,
             b"MESSAGE" => Field::Message,
-            _ => Field::Other,
+            _ => WriterField::of(name).map_or(Field::Other, Field::Writer),
         }
     }
 }
@@ -62,8 +62,8 @@ pub struct Entry {
     pub cursor: Vec<u8>,
     /// `__REALTIME_TIMESTAMP`: µs since the Unix epoch, as text.
     pub realtime: Option<Vec<u8>>,
-    /// `_SYSTEMD_UNIT`.
-    pub unit: Option<Vec<u8>>,
+    /// Who wrote it: `_SYSTEMD_UNIT` and the other fields of [`super::writer`].
+    pub writer: Fields,
     /// `_SYSTEMD_INVOCATION_ID`.
     pub invocation: Option<Vec<u8>>,
     /// `MESSAGE`.
@@ -87,8 +87,8 @@ impl Entry {
     fn slot(&mut self, f: Field) -> Option<&mut Vec<u8>> {
         let slot = match f {
             Field::Cursor => return Some(&mut self.cursor),
+            Field::Writer(w) => return Some(self.writer.slot(w)),
             Field::Realtime => &mut self.realtime,
-            Field::Unit => &mut self.unit,
             Field::Invocation => &mut self.invocation,
             Field::Message => &mut self.message,
             Field::Other => return None,
@@ -101,7 +101,7 @@ impl Entry {
         match f {
             Field::Cursor => !self.cursor.is_empty(),
             Field::Realtime => self.realtime.is_some(),
-            Field::Unit => self.unit.is_some(),
+            Field::Writer(w) => self.writer.has(w),
             Field::Invocation => self.invocation.is_some(),
             Field::Message => self.message.is_some(),
             Field::Other => true,
@@ -355,8 +355,10 @@ impl Reader {
         if self.health == Health::Whole {
             self.health = h;
             let cursor = std::mem::take(&mut self.entry.cursor);
+            self.entry.writer.clear();
             self.entry = Entry {
                 cursor,
+                writer: std::mem::take(&mut self.entry.writer),
                 ..Entry::default()
             };
         }
@@ -368,7 +370,12 @@ impl Reader {
             Health::Oversized => f(Item::Oversized(&self.entry)),
             Health::Broken => f(Item::Broken(&self.entry)),
         }
-        self.entry = Entry::default();
+        // The writer fields' buffers serve the next entry.
+        self.entry.writer.clear();
+        self.entry = Entry {
+            writer: std::mem::take(&mut self.entry.writer),
+            ..Entry::default()
+        };
         self.health = Health::Whole;
         self.open = false;
         self.at = At::LineStart;
@@ -430,10 +437,12 @@ mod tests {
     }
 
     fn whole(cursor: &str, message: &[u8]) -> Entry {
+        let mut writer = Fields::default();
+        writer.set(WriterField::Unit, b"sglang-decode.service");
         Entry {
             cursor: cursor.into(),
             realtime: Some(b"1780481270372041".to_vec()),
-            unit: Some(b"sglang-decode.service".to_vec()),
+            writer,
             invocation: Some(b"0c9d".to_vec()),
             message: Some(message.to_vec()),
         }
@@ -585,10 +594,12 @@ mod tests {
     fn first_values_and_missing_fields() {
         let input = b"__CURSOR=a\nMESSAGE=one\nMESSAGE=two\n_SYSTEMD_UNIT=u1\n_SYSTEMD_UNIT=u2\n\nPRIORITY=6\n\n";
         let (got, _) = read(input, 1 << 20, 100);
+        let mut writer = Fields::default();
+        writer.set(WriterField::Unit, b"u1");
         let first = Entry {
             cursor: b"a".to_vec(),
             message: Some(b"one".to_vec()),
-            unit: Some(b"u1".to_vec()),
+            writer,
             ..Entry::default()
         };
         assert_eq!(got, [Ok(first), Ok(Entry::default())]);

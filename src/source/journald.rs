@@ -182,8 +182,11 @@ pub fn argv(cfg: &JournalConfig, unit: &str, start: &Start, follow: bool) -> Vec
 }
 
 /// The fields the reading child prints (journalctl adds `__CURSOR` and the timestamps): a
-/// fraction of the bytes of a full entry (`_CMDLINE`, …).
-const READ_FIELDS: &str = "MESSAGE,_SYSTEMD_UNIT,_SYSTEMD_INVOCATION_ID";
+/// fraction of the bytes of a full entry (`_CMDLINE`, …). Besides the message and invocation,
+/// the writer fields ([`super::writer::OUTPUT_FIELDS`]): a unit's entries may come from several
+/// hosts (`--journal-directory` of `systemd-journal-remote`) or containers (`docker.service`),
+/// named as a file of the same entries names them.
+const READ_FIELDS: &str = "MESSAGE,_SYSTEMD_INVOCATION_ID,_SYSTEMD_UNIT,_SYSTEMD_USER_UNIT,CONTAINER_NAME,_HOSTNAME,SYSLOG_IDENTIFIER,_COMM,_PID,SYSLOG_PID";
 
 /// The fields a probe prints: no `MESSAGE`, so its one line stays short however long the
 /// entry's message is (a probe line cut at the line limit would fail the start).
@@ -624,12 +627,9 @@ fn run_child(
                     *entries += 1;
                 }
                 match item {
-                    Item::Entry(e) => ingest.message(
-                        e.message.as_deref(),
-                        // A unit name that is not text names no unit (as in JSON).
-                        e.unit.as_deref().and_then(|u| std::str::from_utf8(u).ok()),
-                        e.realtime_s(),
-                    ),
+                    Item::Entry(e) => {
+                        ingest.message(e.message.as_deref(), &e.writer, e.realtime_s())
+                    }
                     Item::Oversized(_) => ingest.entry_skipped(true),
                     Item::Broken(_) => ingest.entry_skipped(false),
                 }
@@ -889,6 +889,16 @@ mod tests {
         v.into_iter().map(|s| s.into_string().unwrap()).collect()
     }
 
+    /// The reading child asks for every field the writer rule reads.
+    #[test]
+    fn the_child_prints_the_writer_fields() {
+        let want = format!(
+            "MESSAGE,_SYSTEMD_INVOCATION_ID,{}",
+            super::super::writer::OUTPUT_FIELDS
+        );
+        assert_eq!(READ_FIELDS, want);
+    }
+
     #[test]
     fn argv_follow_from_cursor_and_after_cursor() {
         let c = cfg();
@@ -897,7 +907,7 @@ mod tests {
             "--all",
             "--no-pager",
             "--quiet",
-            "--output-fields=MESSAGE,_SYSTEMD_UNIT,_SYSTEMD_INVOCATION_ID",
+            "--output-fields=MESSAGE,_SYSTEMD_INVOCATION_ID,_SYSTEMD_UNIT,_SYSTEMD_USER_UNIT,CONTAINER_NAME,_HOSTNAME,SYSLOG_IDENTIFIER,_COMM,_PID,SYSLOG_PID",
             "--file=/j/a.journal",
             "--directory=/var/log/journal",
             "--show-cursor",

@@ -18,6 +18,7 @@ pub mod order;
 pub mod parallel;
 pub mod stdin;
 pub mod watch;
+pub mod writer;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -77,6 +78,8 @@ struct Steps {
     inner_clean: Vec<u8>,
     inner_lossy: String,
     engine: String,
+    /// A node named by a record and a stream prefix both.
+    node_buf: String,
 }
 
 /// What [`Pipeline::run`] made of a line.
@@ -119,6 +122,7 @@ impl Pipeline {
                 inner_clean: Vec::new(),
                 inner_lossy: String::new(),
                 engine: String::new(),
+                node_buf: String::new(),
                 parser,
             },
             max_line,
@@ -187,33 +191,38 @@ impl Pipeline {
         // A journal export entry the line before cut short (that line was read as a line).
         d.incomplete += framer.take_cut();
         // Fast path: most lines are plain; only `{`, a digit and `_` can start a wrapper.
-        let (text, unit, realtime, origin) = if !framer.wants(raw) {
-            (raw, None, None, None)
+        let line = if !framer.wants(raw) {
+            Unwrapped::plain(raw)
         } else {
             match unframe(framer.frame(raw), d) {
                 Some(t) => t,
                 None => return Outcome::Skipped,
             }
         };
-        let wrapped = !std::ptr::eq(text, raw);
-        steps.read((text, unit, realtime, origin), wrapped, d)
+        let wrapped = !std::ptr::eq(line.text, raw);
+        steps.read(line, wrapped, d)
     }
 
     /// [`Pipeline::run_into`] for a message a journal reader already took out of its entry
-    /// (`text` without its `\n`, `unit` as [`server_name_of_unit`] gives it, `realtime` in Unix
-    /// seconds): what the framer makes of a journald JSON record, without the framer.
+    /// (`text` without its `\n`, `writer` as [`writer::Fields::writer`] named it, `realtime` in
+    /// Unix seconds): what the framer makes of a journal record, without the framer.
     fn message_into(
         &mut self,
         text: &[u8],
-        unit: Option<&str>,
+        writer: &writer::Writer,
         realtime: Option<f64>,
         ap: &mut Applier,
     ) {
         let done = std::panic::AssertUnwindSafe(|| {
             fault::check(fault::Stage::Parse, text);
-            let outcome = self
-                .steps
-                .read((text, unit, realtime, None), true, &mut ap.delta);
+            let line = Unwrapped {
+                text,
+                unit: writer.server(),
+                realtime,
+                origin: writer.engine(),
+                node: writer.node(),
+            };
+            let outcome = self.steps.read(line, true, &mut ap.delta);
             ap.apply(&outcome);
         });
         if std::panic::catch_unwind(done).is_err() {
@@ -241,11 +250,19 @@ impl Steps {
             inner_clean,
             inner_lossy,
             engine,
+            node_buf,
         } = self;
-        let (text, mut unit, mut realtime, origin) = line;
+        let Unwrapped {
+            text,
+            mut unit,
+            mut realtime,
+            origin,
+            mut node,
+        } = line;
         // Who wrote the line, outermost first: the record's origin, stream prefixes, an
         // inner record's origin, Ray's actor.
         engine.clear();
+        node_buf.clear();
         if let Some(o) = origin {
             join(engine, o);
         }
@@ -264,15 +281,28 @@ impl Steps {
         // A JSON record after a prefix (Fluentd's `out_file`, a Loki line holding a Docker
         // record) or inside another record (`logcli --output jsonl` of Docker records).
         if (streamed || wrapped) && text.starts_with('{') {
-            let Some((inner, u, r, o)) = unframe(inner.frame(text.as_bytes()), d) else {
+            let Some(i) = unframe(inner.frame(text.as_bytes()), d) else {
                 return Outcome::Skipped;
             };
-            text = decode_text(inner, inner_clean, inner_lossy, d);
-            unit = unit.or(u);
-            realtime = realtime.or(r);
-            if let Some(o) = o {
+            text = decode_text(i.text, inner_clean, inner_lossy, d);
+            unit = unit.or(i.unit);
+            realtime = realtime.or(i.realtime);
+            node = node.or(i.node);
+            if let Some(o) = i.origin {
                 join(engine, o);
             }
+        }
+        // A stream prefix's node (SkyPilot's `worker1`) inside a record that names its host:
+        // both name the node.
+        if streamed && !stream.node.is_empty() {
+            node = Some(match node {
+                Some(n) => {
+                    join(node_buf, n);
+                    join(node_buf, &stream.node);
+                    node_buf.as_str()
+                }
+                None => stream.node.as_str(),
+            });
         }
         match parser.parse(text) {
             Some(mut rec) => {
@@ -292,7 +322,7 @@ impl Steps {
                     rec,
                     unit,
                     realtime,
-                    node: (streamed && !stream.node.is_empty()).then_some(stream.node.as_str()),
+                    node,
                 }
             }
             None => {
@@ -303,19 +333,47 @@ impl Steps {
     }
 }
 
-/// A wrapped line's text, systemd unit, time and origin (who wrote it, as the record says).
-type Unwrapped<'a> = (&'a [u8], Option<&'a str>, Option<f64>, Option<&'a str>);
+/// A wrapped line with what its wrapper said: the server (a journal record's unit), time,
+/// origin (who wrote it, as the record says) and node (a journal record's host).
+#[derive(Debug, Clone, Copy)]
+struct Unwrapped<'a> {
+    text: &'a [u8],
+    unit: Option<&'a str>,
+    realtime: Option<f64>,
+    origin: Option<&'a str>,
+    node: Option<&'a str>,
+}
+
+impl<'a> Unwrapped<'a> {
+    /// A line no wrapper said anything of.
+    fn plain(text: &'a [u8]) -> Unwrapped<'a> {
+        Unwrapped {
+            text,
+            unit: None,
+            realtime: None,
+            origin: None,
+            node: None,
+        }
+    }
+}
 
 /// What a wrapper made of a line, or `None` for a record not to parse (counted in `d`).
 fn unframe<'a>(f: Framed<'a>, d: &mut SourceDelta) -> Option<Unwrapped<'a>> {
     match f {
-        Framed::Plain(l) => Some((l, None, None, None)),
+        Framed::Plain(l) => Some(Unwrapped::plain(l)),
         Framed::Message {
             text,
             unit,
             realtime,
             origin,
-        } => Some((text, unit, realtime, origin)),
+            node,
+        } => Some(Unwrapped {
+            text,
+            unit,
+            realtime,
+            origin,
+            node,
+        }),
         Framed::Pending => None,
         Framed::NullMessage => {
             d.unmatched += 1;
@@ -408,6 +466,8 @@ fn line_time(
 #[derive(Debug)]
 pub struct Ingest {
     pipeline: Pipeline,
+    /// The writer of the last journal entry (see [`Ingest::message`]).
+    writer: writer::Writer,
     /// Lines gathered for parsing on several threads (history only: see [`Ingest::parallel`]).
     batch: Option<parallel::Batch>,
     ap: Applier,
@@ -460,6 +520,7 @@ impl Ingest {
         lock(&state).add_source_counts(source, &SourceDelta::default());
         Ingest {
             pipeline,
+            writer: writer::Writer::default(),
             batch: None,
             ap: Applier {
                 state,
@@ -587,9 +648,10 @@ impl Ingest {
     }
 
     /// Handles one journal entry's `MESSAGE` (its `\n` at the end, if any, dropped here), as
-    /// a journal reader took it out of its entry; `None` for an entry without one (counted as a
-    /// record without message). One entry is one line read.
-    pub fn message(&mut self, text: Option<&[u8]>, unit: Option<&str>, realtime: Option<f64>) {
+    /// a journal reader took it out of its entry, written by whom `fields` say (see
+    /// [`writer`]); `None` for an entry without one (counted as a record without message). One
+    /// entry is one line read.
+    pub fn message(&mut self, text: Option<&[u8]>, fields: &writer::Fields, realtime: Option<f64>) {
         self.drain();
         self.ap.delta.lines += 1;
         self.ap.line_no += 1;
@@ -599,9 +661,9 @@ impl Ingest {
         };
         let text = text.strip_suffix(b"\n").unwrap_or(text);
         fault::check(fault::Stage::Reader, text);
-        let unit = unit.map(server_name_of_unit);
+        fields.writer(&mut self.writer);
         self.pipeline
-            .message_into(text, unit, realtime, &mut self.ap);
+            .message_into(text, &self.writer, realtime, &mut self.ap);
     }
 
     /// Counts a journal entry skipped whole as one line read: `oversized` (a value past
@@ -714,9 +776,9 @@ impl Applier {
                 // per line.
                 // A line of the source's own server with no engine (most lines) needs no string
                 // comparison when the key already is that.
-                let engine = self.nodes.engine_of(*node, rec);
+                let server = unit.unwrap_or(&self.server);
+                let engine = self.nodes.engine_of(server, *node, rec);
                 if !(self.key_is_own && unit.is_none() && engine.is_none()) {
-                    let server = unit.unwrap_or(&self.server);
                     let engine = engine.unwrap_or("");
                     if self.key.server != server || self.key.engine != engine {
                         self.key.server.clear();
@@ -823,12 +885,39 @@ pub fn server_name_of_unit(unit: &str) -> &str {
 }
 
 /// The default server name of a path: its file stem (`/var/log/sglang-decode.log` →
-/// `sglang-decode`).
+/// `sglang-decode`), invalid UTF-8 escaped ([`bytes_text`]).
 pub fn server_name_of(path: &std::path::Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
     path.file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
+        .map(|s| bytes_text(s.as_bytes()).into_owned())
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "sglang".to_string())
+}
+
+/// Bytes as text, each byte of invalid UTF-8 written `\xHH` (`caf\xE9` for Latin-1 `café`):
+/// names made of them (servers, sources, journal fields) stay apart where a lossy conversion
+/// would make `caf\xe9` and `caf\xe8` both `caf\u{FFFD}` and merge two inputs.
+pub fn bytes_text(b: &[u8]) -> std::borrow::Cow<'_, str> {
+    use std::fmt::Write;
+    if let Ok(s) = std::str::from_utf8(b) {
+        return s.into();
+    }
+    let mut out = String::with_capacity(b.len() + 8);
+    for chunk in b.utf8_chunks() {
+        out.push_str(chunk.valid());
+        for c in chunk.invalid() {
+            let _ = write!(out, "\\x{c:02X}");
+        }
+    }
+    out.into()
+}
+
+/// A path as text for names and messages (the `source` label, a discovered file's identity):
+/// [`bytes_text`] of its bytes, so two paths that differ only in invalid UTF-8 never share a
+/// name.
+pub fn path_text(path: &std::path::Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    bytes_text(path.as_os_str().as_bytes()).into_owned()
 }
 
 #[cfg(test)]

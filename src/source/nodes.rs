@@ -8,6 +8,11 @@
 //! (`engine="worker1"`) from that line on; so does a node whose `server_args` dump says it is
 //! a server of one host (`nnodes` 1) after another node's dump.
 //!
+//! A journal record's host (`_HOSTNAME`, see [`super::writer`]) is a node the same way: the
+//! hosts of a multi-node server logging under one unit name stay one server; two hosts that
+//! run the unit as servers of their own part at the first rank both print. Nodes are told
+//! apart per server: hosts of two units never compare their ranks.
+//!
 //! Decided in log order, where lines are applied (the same for `--once`, following and
 //! `backfill`, whatever the threads parsing).
 
@@ -25,6 +30,8 @@ const MAX_RANKS: usize = 4096;
 
 #[derive(Debug, Default)]
 struct Node {
+    /// The server whose node it is.
+    server: String,
     name: String,
     /// (hash of the engine the line has besides the node, ranks) of its rank lines.
     ranks: HashSet<(u64, Ranks)>,
@@ -42,22 +49,33 @@ pub struct Nodes {
 }
 
 impl Nodes {
-    /// The engine of `rec`: its own for a line without a node, else see [`Nodes::engine`].
-    pub fn engine_of<'s>(&'s mut self, node: Option<&str>, rec: &Record<'s>) -> Option<&'s str> {
+    /// The engine of `rec`, a line of `server`: its own for a line without a node, else see
+    /// [`Nodes::engine`].
+    pub fn engine_of<'s>(
+        &'s mut self,
+        server: &str,
+        node: Option<&str>,
+        rec: &Record<'s>,
+    ) -> Option<&'s str> {
         match node {
-            Some(n) => self.engine(n, rec),
+            Some(n) => self.engine(server, n, rec),
             None => rec.engine,
         }
     }
 
-    /// The engine of `rec`, a line of `node`: the line's own `engine` while the node is one of
-    /// a multi-node server's, else the node after it.
-    pub fn engine<'s>(&'s mut self, node: &str, rec: &Record<'s>) -> Option<&'s str> {
+    /// The engine of `rec`, a line of `node` of `server`: the line's own `engine` while the
+    /// node is one of a multi-node server's, else the node after it.
+    pub fn engine<'s>(&'s mut self, server: &str, node: &str, rec: &Record<'s>) -> Option<&'s str> {
         let (class, ranks, engine) = (rec.class, rec.ranks, rec.engine);
-        let i = match self.list.iter().position(|n| n.name == node) {
+        let at = self
+            .list
+            .iter()
+            .position(|n| n.name == node && n.server == server);
+        let i = match at {
             Some(i) => i,
             None if self.list.len() < MAX_NODES => {
                 self.list.push(Node {
+                    server: server.to_string(),
                     name: node.to_string(),
                     ..Node::default()
                 });
@@ -65,16 +83,18 @@ impl Nodes {
             }
             None => return self.own(node, engine),
         };
+        let peer = |j: usize, o: &Node| j != i && o.server == server && !o.own;
         if let (false, Some(a)) = (self.list[i].own, rec.server_args.as_deref()) {
             let others = self
                 .list
                 .iter()
                 .enumerate()
-                .any(|(j, o)| j != i && !o.own && o.dumped);
+                .any(|(j, o)| peer(j, o) && o.dumped);
             if others && a.nnodes.is_none_or(|n| n <= 1) {
                 tracing::warn!(
                     node,
-                    "a node of one stream starts a server of its own (server_args nnodes=1 after another node's): lines of {node} are its own engine"
+                    server,
+                    "a node (host) of a server starts a server of its own (server_args nnodes=1 after another node's): lines of {node} are its own engine"
                 );
                 self.list[i].own = true;
             }
@@ -97,11 +117,12 @@ impl Nodes {
                     .list
                     .iter()
                     .enumerate()
-                    .any(|(j, o)| j != i && !o.own && o.ranks.contains(&key));
+                    .any(|(j, o)| peer(j, o) && o.ranks.contains(&key));
                 if taken {
                     tracing::warn!(
                         node,
-                        "two nodes of one stream print the same rank: they run separate servers; lines of {node} are its own engine from here on"
+                        server,
+                        "two nodes (hosts) of one server print the same rank: they run separate servers; lines of {node} are its own engine from here on"
                     );
                     self.list[i].own = true;
                 } else if n.ranks.len() < MAX_RANKS {
@@ -156,21 +177,37 @@ mod tests {
     fn nodes_of_one_server_stay_one_and_a_repeated_rank_splits() {
         let mut n = Nodes::default();
         let d = |tp| line(Class::Decode, Some(tp), None);
-        assert_eq!(n.engine("head", &d(0)), None);
-        assert_eq!(n.engine("worker1", &d(8)), None);
+        assert_eq!(n.engine("s", "head", &d(0)), None);
+        assert_eq!(n.engine("s", "worker1", &d(8)), None);
         // Startup lines (server-wide, rank-less) of both nodes never split them.
-        assert_eq!(n.engine("worker1", &line(Class::Fact, None, None)), None);
+        assert_eq!(
+            n.engine("s", "worker1", &line(Class::Fact, None, None)),
+            None
+        );
         // A retraction of a rank the head printed: a server apart, from that line on.
         assert_eq!(
-            n.engine("worker3", &line(Class::Retract, Some(0), None)),
+            n.engine("s", "worker3", &line(Class::Retract, Some(0), None)),
             Some("worker3")
         );
-        assert_eq!(n.engine("head", &d(0)), None);
+        assert_eq!(n.engine("s", "head", &d(0)), None);
         // A third node that prints TP0 again is a server of its own.
-        assert_eq!(n.engine("worker2", &d(0)), Some("worker2"));
+        assert_eq!(n.engine("s", "worker2", &d(0)), Some("worker2"));
         let pod = line(Class::Decode, Some(1), Some("pod/a/c"));
-        assert_eq!(n.engine("worker2", &pod), Some("pod/a/c worker2"));
-        assert_eq!(n.engine("head", &d(1)), None);
+        assert_eq!(n.engine("s", "worker2", &pod), Some("pod/a/c worker2"));
+        assert_eq!(n.engine("s", "head", &d(1)), None);
+    }
+
+    /// Hosts of two servers never compare their ranks: each server's TP0 on its own host
+    /// stays unlabelled; only a second host of the same server printing TP0 parts.
+    #[test]
+    fn nodes_are_told_apart_per_server() {
+        let mut n = Nodes::default();
+        let d = |tp| line(Class::Decode, Some(tp), None);
+        assert_eq!(n.engine("a", "node1", &d(0)), None);
+        assert_eq!(n.engine("b", "node2", &d(0)), None);
+        assert_eq!(n.engine("a", "node2", &d(0)), Some("node2"));
+        assert_eq!(n.engine("b", "node2", &d(0)), None);
+        assert_eq!(n.engine("b", "node1", &d(0)), Some("node1"));
     }
 
     #[test]
@@ -184,13 +221,13 @@ mod tests {
             r
         };
         let mut n = Nodes::default();
-        assert_eq!(n.engine("head", &dump(Some(2))), None);
-        assert_eq!(n.engine("worker1", &dump(Some(2))), None);
+        assert_eq!(n.engine("s", "head", &dump(Some(2))), None);
+        assert_eq!(n.engine("s", "worker1", &dump(Some(2))), None);
         let mut n = Nodes::default();
-        assert_eq!(n.engine("head", &dump(Some(1))), None);
-        assert_eq!(n.engine("worker1", &dump(None)), Some("worker1"));
+        assert_eq!(n.engine("s", "head", &dump(Some(1))), None);
+        assert_eq!(n.engine("s", "worker1", &dump(None)), Some("worker1"));
         assert_eq!(
-            n.engine("worker1", &line(Class::Decode, Some(0), None)),
+            n.engine("s", "worker1", &line(Class::Decode, Some(0), None)),
             Some("worker1")
         );
     }

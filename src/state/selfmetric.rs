@@ -26,6 +26,10 @@ pub enum SelfMetric {
     DiscoveryFollowed,
     /// `sglang_log_exporter_discovery_files_skipped_total`.
     DiscoverySkipped,
+    /// `sglang_log_exporter_discovery_files_not_logs_total`.
+    DiscoverySpecial,
+    /// `sglang_log_exporter_server_name_collisions_total`.
+    ServerNameCollisions,
     /// `sglang_log_exporter_kv_capacity_contradictions_total{server}`.
     KvCapacityContradictions,
     /// `sglang_up{server}`.
@@ -46,7 +50,7 @@ pub enum SelfMetric {
 
 impl SelfMetric {
     /// Every self metric, in exposition order.
-    pub const ALL: [SelfMetric; 18] = [
+    pub const ALL: [SelfMetric; 20] = [
         SelfMetric::SourceUp,
         SelfMetric::SourcePanics,
         SelfMetric::JournalctlRestarts,
@@ -57,6 +61,8 @@ impl SelfMetric {
         SelfMetric::PushLastStatus,
         SelfMetric::DiscoveryFollowed,
         SelfMetric::DiscoverySkipped,
+        SelfMetric::DiscoverySpecial,
+        SelfMetric::ServerNameCollisions,
         SelfMetric::KvCapacityContradictions,
         SelfMetric::ApiUp,
         SelfMetric::ApiRequests,
@@ -128,6 +134,18 @@ impl SelfMetric {
             S::DiscoverySkipped => (
                 "sglang_log_exporter_discovery_files_skipped_total",
                 "Files found by --input.glob that were not followed because --input.max-files were followed already (each file counted once per time it is skipped).",
+                Kind::Counter,
+                "",
+            ),
+            S::DiscoverySpecial => (
+                "sglang_log_exporter_discovery_files_not_logs_total",
+                "Matches of --input.glob that are no log files (character or block devices, sockets): never read, each warned about and counted once per time it is matched.",
+                Kind::Counter,
+                "",
+            ),
+            S::ServerNameCollisions => (
+                "sglang_log_exporter_server_name_collisions_total",
+                "Discovered files whose every server name (stem, parent/stem, path) another input had: each got its path with #N added instead of merging with that input, and was warned about.",
                 Kind::Counter,
                 "",
             ),

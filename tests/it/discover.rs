@@ -411,21 +411,115 @@ fn run_env(args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> String {
     String::from_utf8(out.stdout).expect("utf-8 exposition")
 }
 
-/// Repro 22: a matching file whose name is not valid UTF-8 (Latin-1 `caf\xe9.log`) is followed,
-/// its server named by the lossy text, not silently dropped.
+/// Repro 22 and hostile test F7: matching files whose names are not valid UTF-8 (Latin-1
+/// `caf\xe9.log`, `caf\xe8.log`) are followed, each its own server named with the invalid
+/// byte escaped (`caf\xE9`), never one lossy `caf\u{FFFD}` for both (which a valid
+/// `caf\u{FFFD}.log` also has): three files, three servers, three sources.
 #[test]
-fn a_file_whose_name_is_not_utf8_is_followed() {
+fn files_whose_names_are_not_utf8_stay_apart() {
     use std::os::unix::ffi::OsStrExt;
     let dir = tempfile::tempdir().unwrap();
-    let line = b"[2026-11-30 15:00:00 TP0] Decode batch, #running-req: 3, #token: 1, token usage: 0.01, #queue-req: 0\n";
-    std::fs::write(dir.path().join("good.log"), line).unwrap();
-    let odd = std::ffi::OsStr::from_bytes(b"caf\xe9.log");
-    std::fs::write(dir.path().join(odd), line).unwrap();
+    let line = |n: u32| {
+        format!("[2026-11-30 15:00:00 TP0] Decode batch, #running-req: {n}, #token: 1, token usage: 0.01, #queue-req: 0\n")
+    };
+    std::fs::write(dir.path().join("good.log"), line(1)).unwrap();
+    let names: [(&[u8], u32); 3] = [
+        (b"caf\xe9.log", 3),
+        (b"caf\xe8.log", 5),
+        ("caf\u{FFFD}.log".as_bytes(), 7),
+    ];
+    for (name, n) in names {
+        let odd = std::ffi::OsStr::from_bytes(name);
+        std::fs::write(dir.path().join(odd), line(n)).unwrap();
+    }
     let glob = format!("{}/*.log", dir.path().display());
-    let e = crate::common::Exporter::start(&["--gpu.disable", "--input.glob", &glob]);
+    let running = |m: &str| -> Vec<(String, f64)> {
+        let mut v: Vec<_> = parse_exposition(m)
+            .into_iter()
+            .filter(|s| s.name == "sglang:num_running_reqs")
+            .map(|s| (s.label("server").unwrap_or("").to_string(), s.value))
+            .collect();
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        v
+    };
+    let want = vec![
+        ("caf\\xE8".to_string(), 5.0),
+        ("caf\\xE9".to_string(), 3.0),
+        ("caf\u{FFFD}".to_string(), 7.0),
+        ("good".to_string(), 1.0),
+    ];
+    let args = [
+        "--gpu.disable",
+        "--idle-after",
+        "1000000h",
+        "--input.glob",
+        &glob,
+    ];
+    let m = once(&args);
+    assert_eq!(running(&m), want, "{m}");
+    let e = Exporter::start(&args);
+    let m = e.scrape_until(20, |m| running(m).len() == 4);
+    assert_eq!(running(&m), want, "{m}");
+    assert_eq!(value(&m, FOLLOWED), Some(4.0));
+    let sources = samples(&m, "sglang_log_exporter_lines_read_total");
+    assert_eq!(sources.len(), 4, "{sources:?}");
+    assert!(
+        m.contains(&format!("{}/caf\\\\xE9.log", dir.path().display())),
+        "{m}"
+    );
+}
+
+/// Hostile test glob1's last step: a glob that matches a device (`rnd.log -> /dev/urandom`,
+/// which kept a core busy reading it) or a socket reads neither: each is warned about once and
+/// counted in `sglang_log_exporter_discovery_files_not_logs_total`; a FIFO and a regular file
+/// are followed.
+#[test]
+fn devices_and_sockets_matched_by_a_glob_are_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let line = "[2026-11-30 15:00:00 TP0] Decode batch, #running-req: 4, #token: 1, token usage: 0.01, #queue-req: 0\n";
+    std::fs::write(d.join("a.log"), line).unwrap();
+    std::os::unix::fs::symlink("/dev/urandom", d.join("rnd.log")).unwrap();
+    let _sock = std::os::unix::net::UnixListener::bind(d.join("sock.log")).unwrap();
+    let glob = format!("{}/*.log", d.display());
+    let args = [
+        "--gpu.disable",
+        "--idle-after",
+        "1000000h",
+        "--input.scan-interval",
+        "200ms",
+        "--input.glob",
+        &glob,
+    ];
+    let not_logs = "sglang_log_exporter_discovery_files_not_logs_total";
+    let m = once(&args);
+    assert_eq!(value(&m, not_logs), Some(2.0), "{m}");
+    assert_eq!(samples(&m, "sglang:num_running_reqs").len(), 1, "{m}");
+
+    // Live, with a FIFO that matches too: followed, the devices not.
+    let fifo = d.join("fifo.log");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let mut e = Exporter::start(&args);
     let m = e.scrape_until(20, |m| {
-        m.contains("sglang_log_exporter_discovery_files_followed 2")
-            && m.contains("server=\"caf\u{FFFD}\"")
+        value(m, FOLLOWED) == Some(2.0) && m.contains(not_logs)
     });
-    assert!(m.contains("server=\"good\""), "{m}");
+    assert_eq!(value(&m, not_logs), Some(2.0), "{m}");
+    let rnd = format!(
+        "sglang_log_exporter_lines_read_total{{source=\"{}/rnd.log\"}}",
+        d.display()
+    );
+    assert_eq!(value(&m, &rnd), None, "{m}");
+    // Still two after more scans: counted once while it matches.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let m = e.scrape();
+    assert_eq!(value(&m, not_logs), Some(2.0), "{m}");
+    let _ = e.child.kill();
+    let _ = e.child.wait();
+    let log = e.stderr_to_end();
+    let warned = log.matches("not a log file: not read").count();
+    assert_eq!(warned, 2, "{log}");
 }

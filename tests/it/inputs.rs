@@ -272,3 +272,49 @@ fn a_panic_while_reading_a_line_skips_and_counts_that_line_only() {
     );
     assert!(crate::common::samples(&text, "sglang:num_running_reqs").is_empty());
 }
+
+/// Paths given on the command line: a socket (or block device) is no log file and is refused
+/// at start; a character device is read as a stream (`/dev/null` here: an empty input; a
+/// terminal or `/dev/stdin` in use); a file whose name would be a `--journal-unit`'s server is
+/// refused as two such files are (their lines would merge unasked), and `NAME=PATH` names it.
+#[test]
+fn devices_sockets_and_unit_names_among_explicit_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("sock.log");
+    let _l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    for once_flag in [true, false] {
+        let mut args = vec!["--gpu.disable", sock.to_str().unwrap()];
+        if once_flag {
+            args.insert(0, "--once");
+        }
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("is a socket, not a log file"), "{err}");
+    }
+    let m = parse_exposition(&once(&["--gpu.disable", "/dev/null"]));
+    let read: Vec<_> = series(&m, "sglang_log_exporter_lines_read_total");
+    assert_eq!(read.len(), 1);
+    assert_eq!(
+        (read[0].label("source"), read[0].value),
+        (Some("/dev/null"), 0.0)
+    );
+
+    let log = dir.path().join("sglang-decode.log");
+    std::fs::write(&log, "").unwrap();
+    let out = run(&[
+        "--once",
+        "--gpu.disable",
+        "--journal-unit",
+        "sglang-decode",
+        log.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "would be server \"sglang-decode\", like --journal-unit sglang-decode.service"
+        ) && err.contains("NAME=PATH"),
+        "{err}"
+    );
+}

@@ -272,3 +272,94 @@ fn journald_restart_resumes_at_the_saved_cursor() {
         "{log}"
     );
 }
+
+/// `(server, engine, value)` of series.
+type Series = Vec<(String, String, f64)>;
+
+/// `(server, engine, value)` of every `sglang:num_running_reqs` series (engine `-`: none).
+fn writers(m: &str) -> Series {
+    let mut v: Vec<_> = crate::common::parse_exposition(m)
+        .into_iter()
+        .filter(|s| s.name == "sglang:num_running_reqs")
+        .map(|s| {
+            let l = |k| s.label(k).unwrap_or("-").to_string();
+            (l("server"), l("engine"), s.value)
+        })
+        .collect();
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v
+}
+
+fn w(server: &str, engine: &str, v: f64) -> (String, String, f64) {
+    (server.to_string(), engine.to_string(), v)
+}
+
+fn writer_input(name: &str) -> String {
+    crate::common::root()
+        .join("tests/data/journal-writers")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Hostile test 21's journals (`tests/data/journal-writers/`, two entries each, TP0 printing
+/// 1 then 2 running requests): the export, JSON and short forms of the same entries name their
+/// writers by one rule (`source::writer`), and two writers never merge. Docker's journald
+/// driver: each `CONTAINER_NAME` an engine of `docker`; user services: each
+/// `_SYSTEMD_USER_UNIT` a server; one unit on two hosts both printing TP0: the second host an
+/// engine (as a second node of a server does); no unit: `HOST IDENT[PID]`, exactly as
+/// `-o short` prints it (a restart, a new PID, is a new writer in every form).
+#[test]
+fn every_journal_form_names_writers_alike() {
+    let containers = [w("docker", "sglang-a", 1.0), w("docker", "sglang-b", 2.0)];
+    let users = [w("sglang-a", "-", 1.0), w("sglang-b", "-", 2.0)];
+    let hosts = [w("sglang", "-", 1.0), w("sglang", "node2", 2.0)];
+    let no_unit = |server: &str| {
+        [
+            w(server, "h sglang-a[100]", 1.0),
+            w(server, "h sglang-b[200]", 2.0),
+        ]
+    };
+    let cases: Vec<(&str, Series)> = vec![
+        ("j05_docker_driver.txt", containers.to_vec()),
+        ("j05_json.log", containers.to_vec()),
+        ("j04_user_units.txt", users.to_vec()),
+        ("j04_json.log", users.to_vec()),
+        ("j07_two_hosts.txt", hosts.to_vec()),
+        ("j07_json.log", hosts.to_vec()),
+        (
+            "j07_short.log",
+            vec![
+                w("j07_short", "node1 python3[100]", 1.0),
+                w("j07_short", "node2 python3[100]", 2.0),
+            ],
+        ),
+        ("j08_no_unit.txt", no_unit("j08_no_unit").to_vec()),
+        ("j08_json.log", no_unit("j08_json").to_vec()),
+        ("j08_short.log", no_unit("j08_short").to_vec()),
+    ];
+    for (file, want) in cases {
+        let m = once(&["--gpu.disable", &writer_input(file)]);
+        assert_eq!(writers(&m), want, "{file}");
+    }
+    // The same entries written into a journal and read by `--journal-unit`: the same series.
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (file, unit, want) in [
+        ("j05_docker_driver.txt", "docker", containers.to_vec()),
+        ("j04_user_units.txt", "user@1000", users.to_vec()),
+        ("j07_two_hosts.txt", "sglang", hosts.to_vec()),
+    ] {
+        let path = dir.path().join(format!("{unit}.journal"));
+        let export = std::fs::read(writer_input(file)).expect("read");
+        crate::journald::write_journal(&path, &export);
+        let path = path.display().to_string();
+        let m = once(&[
+            "--gpu.disable",
+            "--journal-unit",
+            unit,
+            "--journal-file",
+            &path,
+        ]);
+        assert_eq!(writers(&m), want, "{unit}");
+    }
+}
