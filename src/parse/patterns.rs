@@ -54,6 +54,21 @@ pub enum Scope {
     Server,
 }
 
+/// Whose figures a startup line gives when a rank runs two model runners (a target and a
+/// speculative-decoding draft model, each loading its weights and building its own KV pools).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Runner {
+    /// The runner that loaded its weights last on the rank (the default): a pool line both
+    /// runners print in the same words (`KV Cache is allocated`: a draft model never names
+    /// itself there) is told apart by order (`src/state/draft.rs`).
+    #[default]
+    Latest,
+    /// Always the target model's: a line printed for the target's pool even after the draft
+    /// loaded (v0.5.17+ `Post-capture KV sizing: ...`, printed once both runners captured).
+    Target,
+}
+
 /// Prometheus metric type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -150,6 +165,8 @@ struct LineRaw {
     regex: String,
     #[serde(default)]
     scope: Scope,
+    #[serde(default)]
+    runner: Runner,
     separators: Option<Vec<String>>,
     kv: Option<Vec<String>>,
     stop: Option<String>,
@@ -210,6 +227,8 @@ pub struct LineKind {
     pub class: Class,
     /// Per rank or per server (facts only).
     pub scope: Scope,
+    /// Whose figures the line gives on a rank with a draft model (startup facts only).
+    pub runner: Runner,
     /// The compiled regex.
     pub regex: Regex,
     /// The regex treats the ten ASCII digits alike (see [`digits_alike`]).
@@ -755,6 +774,7 @@ fn compile_line(
         name: l.name,
         class: l.class,
         scope: l.scope,
+        runner: l.runner,
         separators: l.separators.unwrap_or_else(|| vec![", ".into()]),
         kv: l.kv.unwrap_or_else(|| vec![": ".into()]),
         group_fields: Vec::new(),

@@ -112,6 +112,12 @@ pub struct RankState {
     /// By draft twin (see [`draft`]): the server's stats-line count when the rank last wrote
     /// that target figure.
     startup_marks: Vec<Option<u64>>,
+    /// The server's stats-line count at the rank's latest weight line, and whether that line
+    /// was the draft model's (see [`draft`]): the runner its next pool lines belong to.
+    loaded: Option<(u64, bool)>,
+    /// The hybrid SWA split announced at that count: full-attention and sliding-window pool
+    /// capacities in tokens (see [`draft`]).
+    hybrid_split: Option<(u64, f64, f64)>,
     /// `last_stats` before its last change (what an outlier's time is undone to).
     prev_stats: Option<f64>,
     /// Values from the server's HTTP API (see [`live`]), when it fed this rank.
@@ -122,6 +128,8 @@ impl RankState {
     fn new(n: usize) -> RankState {
         RankState {
             startup_marks: Vec::new(),
+            loaded: None,
+            hybrid_split: None,
             prev_stats: None,
             values: vec![f64::NAN; n],
             last_stats: None,
@@ -448,7 +456,7 @@ struct Derived {
     full_usage: Option<MetricId>,
     /// (metric, default value, line class) of the rank-scope metrics with a `default`.
     defaults: Vec<(MetricId, f64, Class)>,
-    /// Startup figures a draft model runner prints in the target's words.
+    /// The pool metrics a startup line is routed among (target, draft, hybrid pools).
     drafts: draft::DraftTwins,
     /// The rank's KV pool capacity and the server's capacity line, against which a stats
     /// line's used tokens are checked.
@@ -1067,15 +1075,18 @@ fn apply_rank_line(
     let slot_of = |id: MetricId| {
         pat.metrics[id as usize].scope == Scope::Server || line_scope == Scope::Server
     };
-    // A draft model's figure printed in the target's words goes to the draft's metric; decided
-    // for the whole line before any of its values is written. Only startup lines (rare) are
+    // A draft model's figure printed in the target's words goes to the draft's metric, a hybrid
+    // model's sliding-window pool to the SWA pool's (see `draft`); decided for the whole line
+    // before any of its values is written. Only startup lines (rare) are
     // copied; a stats line's values are used as they are.
     let draft::Routed {
         values: routed,
         bad,
     } = if class == Class::Fact {
         let no_draft = srv.args.as_ref().is_some_and(ServerArgs::without_draft);
-        d.drafts.route_line(rec, rank, srv.stats_lines, no_draft)
+        let runner = pat.lines[rec.kind].runner;
+        d.drafts
+            .route_line(rec, runner, rank, srv.stats_lines, no_draft)
     } else {
         draft::Routed::as_printed(rec)
     };

@@ -166,10 +166,10 @@ fn every_census_format_is_read_with_its_printed_values() {
     assert!(checked > 1500, "only {checked} values checked");
 }
 
-/// A KV-pool or graph-capture line that names the draft model (`draft KV Cache is allocated`,
-/// `Capture draft extend cuda graph end`, `Capture Frozen-KV MTP draft ...`) in any release is
-/// read as the draft's (a `*_draft` kind, whose figures go to the `draft_*` metrics); one that
-/// does not name it is the target's.
+/// A KV-pool or graph-capture line that names the draft model (`Post-capture KV sizing: draft
+/// KV cache allocated`, `Capture draft extend cuda graph end`, `Capture Frozen-KV MTP draft ...`)
+/// in any release is read as the draft's (a `*_draft` kind, whose figures go to the `draft_*`
+/// metrics); one that does not name it is the target's.
 #[test]
 fn census_lines_that_name_the_draft_are_the_drafts() {
     let pat = Arc::new(Patterns::embedded().unwrap());
@@ -282,4 +282,79 @@ fn look_alike_server_args_lines_are_not_the_dump() {
         let class = parser.parse(line).map(|r| r.class);
         assert_ne!(class, Some(Class::ServerArgs), "{line}");
     }
+}
+
+/// The pool each `allocation_label` names (v0.5.17+ `mem_cache/memory_pool.py` prints
+/// `{label} KV Cache is allocated. ...`; the census renders every value its release's callers
+/// pass): the line kind that must read it, and the metrics its figures go to.
+const POOL_LABELS: &[(Option<&str>, &str, &[&str])] = &[
+    // No label: every pool before v0.5.17, and any pool built without one since.
+    (
+        None,
+        "kv_cache",
+        &["kv_pool_capacity_tokens", "kv_pool_size_bytes"],
+    ),
+    // v0.5.17+ `mem_cache/swa_memory_pool.py`: a hybrid SWA model's full-attention pool.
+    (
+        Some("Full"),
+        "kv_cache",
+        &["kv_pool_capacity_tokens", "kv_pool_size_bytes"],
+    ),
+    // v0.5.17+ `mem_cache/swa_memory_pool.py`: its sliding-window pool.
+    (
+        Some("SWA"),
+        "kv_cache_swa",
+        &["swa_pool_capacity_tokens", "swa_layer_pool_size_bytes"],
+    ),
+    // v0.5.23 `mem_cache/minimax_m3_nvfp4_pool.py`: a MiniMax sparse model's main pool.
+    (
+        Some("MiniMax MSA-v1 main NVFP4"),
+        "kv_cache",
+        &["kv_pool_capacity_tokens", "kv_pool_size_bytes"],
+    ),
+    // v0.5.23 `mem_cache/minimax_m3_nvfp4_pool.py`: its indexer's K-only side cache, no KV pool.
+    (Some("MiniMax MSA-v1 index"), "kv_cache_index", &[]),
+];
+
+/// Every `[label ]KV Cache is allocated.` line of the census is read as the pool its label names
+/// (a sliding-window pool or an index cache is never the rank's KV pool), with every figure in
+/// that pool's metrics; a label no entry places fails (a new release built a pool the pattern
+/// file does not know).
+#[test]
+fn census_kv_pool_lines_are_read_as_the_pool_their_label_names() {
+    let pat = Arc::new(Patterns::embedded().unwrap());
+    let mut parser = Parser::new(pat.clone());
+    let mut seen = vec![0; POOL_LABELS.len()];
+    for row in rows().iter().filter(|r| r.id.starts_with("kv_pool-")) {
+        let msg = row
+            .line
+            .split_once("] ")
+            .map_or(row.line.as_str(), |(_, m)| m);
+        let Some((label, _)) = msg.split_once("KV Cache is allocated. ") else {
+            continue;
+        };
+        let label = label.strip_suffix(' ');
+        let Some(i) = POOL_LABELS.iter().position(|(l, _, _)| *l == label) else {
+            panic!("{}: pool label {label:?} is placed by no line kind", row.id);
+        };
+        let (_, kind, metrics) = POOL_LABELS[i];
+        seen[i] += 1;
+        let rec = parser.parse(&row.line).expect(&row.id);
+        assert_eq!(pat.lines[rec.kind].name, kind, "{}: {}", row.id, row.line);
+        let got: Vec<&str> = rec
+            .values
+            .iter()
+            .map(|&(id, _)| pat.metrics[id as usize].id.as_str())
+            .collect();
+        // Every figure goes to that pool's metrics (lines before v0.4.3.post3 print no
+        // `#tokens`); a side cache's to none.
+        assert!(
+            got.iter().all(|m| metrics.contains(m)) && got.is_empty() == metrics.is_empty(),
+            "{}: {got:?}, not in {metrics:?}: {}",
+            row.id,
+            row.line
+        );
+    }
+    // Every label of every release is in the census (v0.5.17-v0.5.23).
+    assert!(seen.iter().all(|&n| n > 0), "{seen:?}");
 }
