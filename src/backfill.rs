@@ -15,7 +15,14 @@
 //! the input (the latest time read), comes more than idle-after after its previous one, its
 //! activity gauges are written as 0 and `sglang_idle` as 1 at previous + idle-after, and
 //! `sglang_idle` reads 0 again with the next stats line. Without these samples Prometheus would
-//! carry the last busy values across the gap (5 minutes of lookback).
+//! carry the last busy values across the gap (5 minutes of lookback). The end of an input is its
+//! last timed line, also one no kind reads (see [`crate::source::last_timed`]).
+//!
+//! Times follow the log clock's rule ([`crate::state::clock`]), as `--once`'s do, with one line
+//! of look-ahead ([`Lookahead`]): each input has its own clock, a line whose time the clock
+//! cannot judge yet (a first line, one more than an hour from the clock) waits for the next
+//! timed line, and an outlier (a wrong day that no neighbour confirms) is applied at the
+//! clock's time: no sample is ever written at an outlier's time, and it makes no rank idle.
 
 use std::io::{IsTerminal, Read, Write};
 use std::path::Path;
@@ -30,9 +37,12 @@ use crate::family::{Kind, Labels};
 use crate::parse::patterns::Class;
 use crate::parse::prefix::TimeResolver;
 use crate::parse::Parser;
-use crate::record::{LogTime, Ranks};
+use crate::record::{LogTime, OwnedRecord, Ranks, Record};
+use crate::source::last_timed::LastTimed;
 use crate::source::linebuf::{Event, LineBuf};
+use crate::source::nodes::Nodes;
 use crate::source::{now_unix, parallel, plausible_time, Outcome, Pipeline};
+use crate::state::clock::{Lookahead, Verdict};
 use crate::state::{ServerKey, SourceDelta, State, StateConfig};
 use crate::view;
 
@@ -160,6 +170,8 @@ pub fn backfill(a: &BackfillArgs) -> Result<Summary, BackfillError> {
     let bar = progress_bar(&inputs);
     let now = now_unix();
     let mut idle_written = IdleWritten::new();
+    // The latest time of all inputs: their end, when every rank is judged.
+    let mut end: Option<f64> = None;
     for (server, path) in &inputs {
         let mut times = TimeResolver::new(tz.clone(), a.read.date);
         let mut reader = open_input(path.as_deref())?;
@@ -184,6 +196,9 @@ pub fn backfill(a: &BackfillArgs) -> Result<Summary, BackfillError> {
             key: ServerKey::plain(server),
             idle_written: &mut idle_written,
             nodes: Default::default(),
+            look: Lookahead::default(),
+            placed: Vec::new(),
+            last_timed: LastTimed::default(),
         };
         let read = &a.read;
         feed(
@@ -195,6 +210,10 @@ pub fn backfill(a: &BackfillArgs) -> Result<Summary, BackfillError> {
             read.max_line_bytes,
             read.threads,
         )?;
+        ctx.input_ended(&pipeline);
+        if let Some(t) = ctx.look.now() {
+            end = Some(end.map_or(t, |e| e.max(t)));
+        }
     }
     bar.finish_and_clear();
     let mut out = Out {
@@ -203,7 +222,7 @@ pub fn backfill(a: &BackfillArgs) -> Result<Summary, BackfillError> {
         extra: &extra,
         buf: Vec::new(),
     };
-    idle_at_end(&state, &mut out, idle_after, &idle_written);
+    idle_at_end(&state, &mut out, end, idle_after, &idle_written);
     sum.recent = om.count_after(now - RECENT);
     sum.samples = write_output(&a.output, &mut om)?;
     Ok(sum)
@@ -411,17 +430,36 @@ struct Ctx<'a> {
     /// The idle samples written so far.
     idle_written: &'a mut IdleWritten,
     /// The nodes stream prefixes named (one server's hosts, or servers apart).
-    nodes: crate::source::nodes::Nodes,
+    nodes: Nodes,
+    /// This input's log clock, with the lines it holds until the next one tells.
+    look: Lookahead<Deferred>,
+    /// Lines the clock placed, to apply (reused).
+    placed: Vec<(Deferred, Option<f64>)>,
+    /// The last timed lines no kind reads, for the input's end.
+    last_timed: LastTimed,
+}
+
+/// A line held until the log clock can place it.
+#[derive(Debug)]
+struct Deferred {
+    rec: OwnedRecord,
+    key: ServerKey,
 }
 
 /// Per rank, the last stats time whose idle sample (at that time + `--idle-after`) is written,
 /// so it is written once whichever line finds the rank idle first.
 type IdleWritten = std::collections::HashMap<(ServerKey, Ranks), f64>;
 
-/// The end of the input: every rank whose last stats line is more than `idle_after` before the
-/// log clock gets its idle sample.
-fn idle_at_end(state: &State, out: &mut Out<'_>, idle_after: f64, written: &IdleWritten) {
-    let Some(end) = state.log_clock() else {
+/// The end of the inputs (`end`: their latest time): every rank whose last stats line is more
+/// than `idle_after` before it gets its idle sample.
+fn idle_at_end(
+    state: &State,
+    out: &mut Out<'_>,
+    end: Option<f64>,
+    idle_after: f64,
+    written: &IdleWritten,
+) {
+    let Some(end) = end else {
         return;
     };
     for (key, srv) in state.servers() {
@@ -501,30 +539,37 @@ impl Ctx<'_> {
     /// one (the capacity line, printed by rank 0) on every rank. So every rank of the server
     /// gets a sample at `ts`, those with no stats line yet included (a scrape shows them;
     /// without this a rank that only printed facts had no series at all).
-    fn fact_samples(&mut self, ts: f64) {
+    fn fact_samples(&mut self, key: &ServerKey, ts: f64) {
         let all: Vec<Ranks> = self
             .state
             .servers()
-            .get(&self.key)
+            .get(key)
             .map(|s| s.ranks.keys().copied().collect())
             .unwrap_or_default();
         for r in all {
             idle_before(
                 self.state,
-                &self.key,
+                key,
                 &mut self.out,
                 self.idle_written,
                 &r,
                 ts,
                 self.idle_after,
             );
-            self.out.rank(self.state, &self.key, &r, ts);
+            self.out.rank(self.state, key, &r, ts);
         }
     }
 
     /// Applies what the pipeline made of one line.
     fn apply(&mut self, outcome: Outcome<'_>) {
         self.sum.lines += 1;
+        // Apart from `self` while the line's engine borrows it.
+        let mut nodes = std::mem::take(&mut self.nodes);
+        self.apply_line(outcome, &mut nodes);
+        self.nodes = nodes;
+    }
+
+    fn apply_line<'n>(&mut self, outcome: Outcome<'n>, nodes: &'n mut Nodes) {
         let (rec, realtime) = match outcome {
             Outcome::Parsed {
                 rec,
@@ -534,10 +579,18 @@ impl Ctx<'_> {
             } => {
                 self.key.server.clear();
                 self.key.server.push_str(unit.unwrap_or(self.server));
-                let engine = self.nodes.engine_of(&self.key.server, node, &rec);
+                let engine = nodes.engine_of(&self.key.server, node, &rec);
                 (crate::record::Record { engine, ..rec }, realtime)
             }
-            Outcome::Skipped | Outcome::Unmatched(_) => return,
+            Outcome::Unmatched {
+                text,
+                realtime,
+                local,
+            } => {
+                self.last_timed.note(text, realtime, local);
+                return;
+            }
+            Outcome::Skipped => return,
             Outcome::Panicked => {
                 self.sum.panics += 1;
                 return;
@@ -558,12 +611,78 @@ impl Ctx<'_> {
         ) else {
             return;
         };
+        self.last_timed.read_timed();
+        let mut placed = std::mem::take(&mut self.placed);
+        let verdict = self.look.observe(ts, &mut placed);
+        self.apply_all(&mut placed);
+        match verdict {
+            Verdict::Place(t) => {
+                let key = std::mem::replace(&mut self.key, ServerKey::plain(""));
+                self.apply_at(&key, &rec, Some(t));
+                self.key = key;
+            }
+            Verdict::Hold => {
+                let d = Deferred {
+                    rec: OwnedRecord::of(&rec),
+                    key: self.key.clone(),
+                };
+                self.look.hold(d, &mut placed);
+                self.apply_all(&mut placed);
+            }
+        }
+        self.placed = placed;
+    }
+
+    /// Applies the lines the clock placed, in log order (`placed` is left empty).
+    fn apply_all(&mut self, placed: &mut Vec<(Deferred, Option<f64>)>) {
+        for (d, t) in placed.drain(..) {
+            self.apply_at(&d.key, &d.rec.record(), t);
+        }
+    }
+
+    /// The end of this input: the times of its last lines no kind reads move its clock, and
+    /// the lines still held are placed.
+    fn input_ended(&mut self, pipeline: &Pipeline) {
+        let parser = pipeline.parser();
+        let mut found = Vec::with_capacity(2);
+        let (times, date_given, now) = (&mut *self.times, self.date_given, self.now);
+        self.last_timed.take(|l| {
+            let t = match l.realtime {
+                Some(t) => Some(t),
+                None => parser
+                    .prefix_time(l.head)
+                    .or(l.local)
+                    // A time without a date is placed on no day without --date, as a line's.
+                    .filter(|t| t.date.is_some() || date_given)
+                    .and_then(|t| times.resolve(t)),
+            };
+            found.extend(t.filter(|t| plausible_time(*t, now)));
+        });
+        let mut placed = std::mem::take(&mut self.placed);
+        for t in found {
+            self.look.note(t, &mut placed);
+        }
+        self.look.finish(&mut placed);
+        self.apply_all(&mut placed);
+        self.placed = placed;
+    }
+
+    /// Applies one line at `ts`, the time the clock placed it at, and writes its samples there;
+    /// `None` (an outlier before the clock had a time): its values are applied, no sample is
+    /// written.
+    fn apply_at(&mut self, key: &ServerKey, rec: &Record<'_>, ts: Option<f64>) {
+        let Some(ts) = ts else {
+            self.state.apply_placed(self.source, key, rec, None);
+            return;
+        };
+        let stats = matches!(rec.class, Class::Prefill | Class::Decode | Class::Retract);
+        let request = rec.request.is_some_and(|r| r.counts());
         let ranks = rec.ranks;
         if matches!(rec.class, Class::Prefill | Class::Decode) {
             // The rank's first stats line after a gap: it went idle in between.
             idle_before(
                 self.state,
-                &self.key,
+                key,
                 &mut self.out,
                 self.idle_written,
                 &ranks,
@@ -572,15 +691,14 @@ impl Ctx<'_> {
             );
         }
         let class = rec.class;
-        self.state
-            .apply(self.source, &self.key.server, &rec, Some(ts));
+        self.state.apply_placed(self.source, key, rec, Some(ts));
         if stats {
-            self.out.rank(self.state, &self.key, &ranks, ts);
+            self.out.rank(self.state, key, &ranks, ts);
         } else if class == Class::Fact {
-            self.fact_samples(ts);
+            self.fact_samples(key, ts);
         }
         if request {
-            self.out.requests(self.state, &self.key, ts);
+            self.out.requests(self.state, key, ts);
         }
     }
 }

@@ -129,13 +129,13 @@ pub fn check<R: Read>(
                         }
                     }
                 }
-                Outcome::Unmatched(text) if stats_like(text) => {
+                Outcome::Unmatched { text, .. } if stats_like(text) => {
                     rep.suspicious_total += 1;
                     if rep.suspicious.len() < SAMPLES {
                         rep.suspicious.push(text.chars().take(300).collect());
                     }
                 }
-                Outcome::Unmatched(_) | Outcome::Skipped => {}
+                Outcome::Unmatched { .. } | Outcome::Skipped => {}
                 Outcome::Panicked => rep.panics += 1,
             }
         }

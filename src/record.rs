@@ -292,6 +292,75 @@ impl<'a> Record<'a> {
     }
 }
 
+/// A [`Record`] that borrows nothing, for a line kept past the parser's next line (`backfill`
+/// holds a line whose time the log clock cannot judge yet until the next one tells). Made only
+/// for such lines: the hot path never copies a record.
+#[derive(Debug, Clone)]
+pub struct OwnedRecord {
+    kind: usize,
+    class: Class,
+    time: Option<LogTime>,
+    ranks: Ranks,
+    values: Vec<(MetricId, f64)>,
+    bad_metrics: Vec<MetricId>,
+    line: String,
+    unknown_text: String,
+    unknown: Vec<(usize, usize)>,
+    bad_values: u32,
+    engine: Option<String>,
+    access: Option<(String, String, u16)>,
+    server_args: Option<Box<ServerArgs>>,
+    request: Option<RequestRecord>,
+}
+
+impl OwnedRecord {
+    /// A copy of `r`.
+    pub fn of(r: &Record<'_>) -> OwnedRecord {
+        OwnedRecord {
+            kind: r.kind,
+            class: r.class,
+            time: r.time,
+            ranks: r.ranks,
+            values: r.values.to_vec(),
+            bad_metrics: r.bad_metrics.to_vec(),
+            line: r.line.to_string(),
+            unknown_text: r.unknown_text.to_string(),
+            unknown: r.unknown.to_vec(),
+            bad_values: r.bad_values,
+            engine: r.engine.map(str::to_string),
+            access: r
+                .access
+                .map(|a| (a.method.to_string(), a.path.to_string(), a.status)),
+            server_args: r.server_args.clone(),
+            request: r.request.copied(),
+        }
+    }
+
+    /// The record, borrowing this copy.
+    pub fn record(&self) -> Record<'_> {
+        Record {
+            kind: self.kind,
+            class: self.class,
+            time: self.time,
+            ranks: self.ranks,
+            values: &self.values,
+            bad_metrics: &self.bad_metrics,
+            line: &self.line,
+            unknown_text: &self.unknown_text,
+            unknown: &self.unknown,
+            bad_values: self.bad_values,
+            engine: self.engine.as_deref(),
+            access: self.access.as_ref().map(|(m, p, s)| Access {
+                method: m,
+                path: p,
+                status: *s,
+            }),
+            server_args: self.server_args.clone(),
+            request: self.request.as_ref(),
+        }
+    }
+}
+
 /// A set of metric ids as bits, so that "does this line carry metric X" is a bit test instead of
 /// a search of its values. Ids from [`MetricSet::COVERED`] on (a pattern file with that many
 /// metrics) are never stored: asking about one answers `None`, and the caller searches.

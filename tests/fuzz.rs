@@ -1137,7 +1137,12 @@ fn check_outcome(o: &Outcome<'_>) -> Result<(), TestCaseError> {
                 prop_assert!(!u.ends_with(".service"));
             }
         }
-        Outcome::Unmatched(t) => {
+        Outcome::Unmatched {
+            text: t, realtime, ..
+        } => {
+            if let Some(t) = realtime {
+                prop_assert!(t.is_finite(), "wrapper time {}", t);
+            }
             prop_assert!(!t.contains(['\x1b', '\r']), "uncleaned text {:?}", t)
         }
         Outcome::Skipped => {}
@@ -1175,7 +1180,7 @@ fn fuzz_pipeline_wrappers_do_not_change_what_a_line_says() {
         let mut d = SourceDelta::default();
         let want = match plain.run(w.base.as_bytes(), &mut d) {
             Outcome::Parsed { rec, .. } => Some(said(&rec)),
-            Outcome::Unmatched(_) => None,
+            Outcome::Unmatched { .. } => None,
             other => return Err(TestCaseError::fail(format!("base line: {other:?}"))),
         };
         let (_, engine) = w.text();
@@ -1196,7 +1201,7 @@ fn fuzz_pipeline_wrappers_do_not_change_what_a_line_says() {
                     }
                     Some(said(&rec))
                 }
-                Outcome::Unmatched(_) => None,
+                Outcome::Unmatched { .. } => None,
                 other => return Err(TestCaseError::fail(format!("wrapped line: {other:?}"))),
             };
             // A wrapper's engine (Ray's prefix) is the line's; without one the line keeps what

@@ -32,13 +32,18 @@ fuzz_target!(|data: &[u8]| {
     for (i, line) in data.split(|&b| b == b'\n').enumerate() {
         match p.run(line, &mut d) {
             Outcome::Panicked => panic!("the pipeline panicked"),
-            Outcome::Parsed { rec, unit, realtime } => {
+            Outcome::Parsed {
+                rec,
+                unit,
+                realtime,
+                ..
+            } => {
                 assert!(rec.values.iter().all(|(_, v)| v.is_finite()));
                 assert!(realtime.is_none_or(f64::is_finite));
                 let ts = Some(1_780_480_800.0 + i as f64);
                 st.apply("src", unit.unwrap_or("srv"), &rec, ts);
             }
-            Outcome::Unmatched(t) => assert!(!t.contains(['\x1b', '\r'])),
+            Outcome::Unmatched { text: t, .. } => assert!(!t.contains(['\x1b', '\r'])),
             Outcome::Skipped => {}
         }
     }

@@ -201,7 +201,17 @@ pub struct Local {
 /// cannot be the host's own numbers), the smallest TP (and PP) rank seen is taken as the host's
 /// first when the ranks seen fill whole blocks above it (TP8-TP15 seen: 8; TP2-TP7: 0).
 pub fn local(r: &Ranks, args: Option<&ServerArgs>, all: &[Ranks], host_offset: bool) -> Local {
-    let (tp_size, pp_size) = sizes(args, all);
+    local_sized(r, args, all, host_offset, sizes(args, all))
+}
+
+/// [`local`] with `tp_size` and `pp_size` given (a layout's, see [`Layout`]).
+fn local_sized(
+    r: &Ranks,
+    args: Option<&ServerArgs>,
+    all: &[Ranks],
+    host_offset: bool,
+    (tp_size, pp_size): (u32, u32),
+) -> Local {
     let (tp, pp) = (r.tp.unwrap_or(0), r.pp.unwrap_or(0));
     match args {
         Some(a) => {
@@ -244,22 +254,154 @@ fn offset_seen(all: &[Ranks], f: fn(&Ranks) -> Option<u32>) -> u32 {
 /// The rank's position in SGLang's launch order on this host, which `--gpus` lists follow:
 /// `pp`·`tp_size_per_node` + `tp` of its [`local`] ranks, plus `dp_rank`·`tp_size`·`pp_size`
 /// for plain DP (where TP ranks restart at 0 in each replica; under DP attention TP ranks are
-/// already global). `tp_size`/`pp_size` come from `server_args`, else from the largest rank
-/// seen.
+/// already global). `None`: the ranks seen do not tell (the rank is left unmapped: a wrong GPU
+/// is worse than none).
 ///
-/// `gpus` is the length of the `--gpus` list. Ranks map by their own numbers whenever every
-/// rank seen fits the list, so a rank's GPU never changes as more ranks appear (a log that
-/// starts mid-run, with only DP2 TP2 and DP3 TP3 so far, maps them to the list's third and
-/// fourth GPU); only ranks that cannot fit (TP8-TP15 on an 8-GPU host of a multi-node server
-/// whose `server_args` line was not seen) are counted from the smallest seen.
-pub fn launch_slot(r: &Ranks, args: Option<&ServerArgs>, all: &[Ranks], gpus: usize) -> u32 {
-    let fits = all
-        .iter()
-        .all(|x| (slot(x, args, all, false) as usize) < gpus);
-    slot(r, args, all, !fits)
+/// `gpus` is the length of the `--gpus` list. What `server_args` does not say is inferred
+/// from what the ranks seen prove, never guessed where a guess could change later (see
+/// [`Layout`]): every layout left possible — DP attention where the ranks are consistent with
+/// it, plain DP with each `tp_size` from the largest TP rank seen up — under which every rank
+/// seen fits the list by its own numbers is tried, and a rank maps only when all of them put
+/// it at the same slot. With `DP1 TP0` and `DP1 TP1` seen on a 4-GPU list, `DP1 TP0` proves
+/// plain DP (under DP attention DP *n* holds TP ranks from *n*·tp/dp on), TP1 a `tp_size` of at
+/// least 2, and DP1 on 4 GPUs at most 2: slots 2 and 3; on an 8-GPU list `tp_size` could be 2
+/// to 6, and they stay unmapped. More ranks only rule layouts out, so a rank's slot, once
+/// known, never changes as more ranks appear (a log that starts mid-run, with only DP2 TP2 and
+/// DP3 TP3 so far, maps them to the list's third and fourth GPU). Only ranks that fit no
+/// layout (TP8-TP15 on an 8-GPU host of a multi-node server whose `server_args` line was not
+/// seen) are counted from the smallest seen.
+pub fn launch_slot(
+    r: &Ranks,
+    args: Option<&ServerArgs>,
+    all: &[Ranks],
+    gpus: usize,
+) -> Option<u32> {
+    Slots::new(args, all, gpus).of(r)
 }
 
-/// [`launch_slot`] with or without the host offset of ranks seen.
+/// [`launch_slot`] for the ranks of one server: the layouts are weighed once.
+#[derive(Debug)]
+struct Slots<'a> {
+    args: Option<&'a ServerArgs>,
+    all: &'a [Ranks],
+    sizes: (u32, u32),
+    /// The layouts under which every rank seen fits the list; none: counted from the
+    /// smallest rank seen.
+    fit: Vec<Layout>,
+}
+
+impl<'a> Slots<'a> {
+    fn new(args: Option<&'a ServerArgs>, all: &'a [Ranks], gpus: usize) -> Slots<'a> {
+        let mut s = Slots {
+            args,
+            all,
+            sizes: sizes(args, all),
+            fit: Vec::new(),
+        };
+        s.fit = layouts(args, all, gpus)
+            .into_iter()
+            .filter(|&l| all.iter().all(|x| (s.slot_in(x, l) as usize) < gpus))
+            .collect();
+        s
+    }
+
+    /// The slot of `r`, one of the server's ranks.
+    fn of(&self, r: &Ranks) -> Option<u32> {
+        let Some(&first) = self.fit.first() else {
+            return Some(slot(r, self.args, self.all, true));
+        };
+        let at = self.slot_in(r, first);
+        self.fit
+            .iter()
+            .all(|&l| self.slot_in(r, l) == at)
+            .then_some(at)
+    }
+
+    /// The rank's slot under `layout`, by its own numbers (no host offset).
+    fn slot_in(&self, r: &Ranks, layout: Layout) -> u32 {
+        let (tp_size, pp_size) = match layout {
+            Layout::Global => self.sizes,
+            Layout::PlainDp { tp_size } => (tp_size, self.sizes.1),
+        };
+        let l = local_sized(r, self.args, self.all, false, (tp_size, pp_size));
+        let dp_part = match layout {
+            Layout::Global => 0,
+            Layout::PlainDp { .. } => {
+                r.dp.unwrap_or(0)
+                    .saturating_mul(tp_size.saturating_mul(pp_size))
+            }
+        };
+        dp_part.saturating_add(l.pp.saturating_mul(l.tp_per_node).saturating_add(l.tp))
+    }
+}
+
+/// How a server's ranks sit on its GPUs, as far as `--gpus` slots go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// TP ranks are global: DP attention, or no plain DP (`tp_size` from `server_args`, else
+    /// the largest TP rank seen, as it only matters with PP).
+    Global,
+    /// Plain DP: each replica counts its TP ranks from 0 and takes `tp_size`·`pp_size` GPUs.
+    PlainDp {
+        /// The replica's TP size.
+        tp_size: u32,
+    },
+}
+
+/// The layouts `server_args` and the ranks seen leave possible (before the fit to the list of
+/// `gpus`): `server_args`' own when it says DP attention or plain DP; else, while no rank
+/// above DP0 is seen, [`Layout::Global`] (a DP0 rank's slot is the same under either); else DP
+/// attention where the ranks are consistent with it (see [`attention_possible`]) and plain DP
+/// with each `tp_size` from the largest TP rank seen up to the list's length.
+fn layouts(args: Option<&ServerArgs>, all: &[Ranks], gpus: usize) -> Vec<Layout> {
+    let said = args.and_then(|a| {
+        a.enable_dp_attention
+            .map(|att| !att && a.dp_size.unwrap_or(1) > 1)
+    });
+    let dp_seen = all.iter().any(|r| r.dp.is_some_and(|d| d > 0));
+    let (global, plain) = match said {
+        Some(plain) => (!plain, plain),
+        None => (!dp_seen || attention_possible(all), dp_seen),
+    };
+    let mut v = Vec::new();
+    if global {
+        v.push(Layout::Global);
+    }
+    if plain {
+        let least = sizes(None, all).0;
+        let most = u32::try_from(gpus).unwrap_or(u32::MAX).max(least);
+        let tp_sizes = match args.and_then(|a| a.tp_size).filter(|&t| t > 0) {
+            Some(t) => t..=t,
+            None => least..=most,
+        };
+        v.extend(tp_sizes.map(|tp_size| Layout::PlainDp { tp_size }));
+    }
+    v
+}
+
+/// Whether the ranks seen can be DP attention's: there DP rank *d* holds TP ranks *d*·`k` to
+/// *d*·`k` + `k` − 1 (`k` = tp_size / dp_size, SGLang's `attn_tp_size`), so every rank's DP is
+/// its TP rank divided by one same `k` (`DP1 TP0` is never DP attention's). Each rank bounds
+/// `k`: `d` = ⌊`t`/`k`⌋ holds for ⌊`t`/(`d`+1)⌋ < `k` ≤ ⌊`t`/`d`⌋.
+fn attention_possible(all: &[Ranks]) -> bool {
+    let (mut lo, mut hi) = (1u64, u64::MAX);
+    for r in all {
+        let Some(d) = r.dp.map(u64::from) else {
+            continue;
+        };
+        let t = u64::from(r.tp.unwrap_or(0));
+        lo = lo.max(t / (d + 1) + 1);
+        // DP0 bounds `k` from below only.
+        if let Some(most) = t.checked_div(d) {
+            hi = hi.min(most);
+        }
+    }
+    lo <= hi
+}
+
+/// A rank's slot as [`launch_slot`] counts ranks that fit no layout by their own numbers:
+/// from the smallest seen (`host_offset`), plain DP only where a `(pp, tp)` repeats under
+/// another DP rank.
 fn slot(r: &Ranks, args: Option<&ServerArgs>, all: &[Ranks], host_offset: bool) -> u32 {
     let (tp_size, pp_size) = sizes(args, all);
     let l = local(r, args, all, host_offset);
@@ -326,9 +468,12 @@ pub fn correlate(i: &Inputs<'_>) -> Vec<Mapping> {
         let Some(s) = i.servers.iter().find(|s| s.name == *name) else {
             continue;
         };
+        let slots = Slots::new(s.args.as_ref(), &s.ranks, list.len());
         for r in &s.ranks {
-            let slot = launch_slot(r, s.args.as_ref(), &s.ranks, list.len()) as usize;
-            if let Some(g) = list.get(slot).and_then(|x| x.find(i.gpus)) {
+            let Some(slot) = slots.of(r) else {
+                continue;
+            };
+            if let Some(g) = list.get(slot as usize).and_then(|x| x.find(i.gpus)) {
                 put(s, *r, g, Method::Explicit);
             }
         }
@@ -396,19 +541,63 @@ mod tests {
     fn slots_follow_sglang_launch_order() {
         // DP attention: TP global, DP derived.
         let att: Vec<Ranks> = (0..4).map(|t| rk(Some(t / 2), None, Some(t))).collect();
-        let slots: Vec<u32> = att.iter().map(|r| launch_slot(r, None, &att, 4)).collect();
-        assert_eq!(slots, [0, 1, 2, 3]);
+        let slots: Vec<_> = att.iter().map(|r| launch_slot(r, None, &att, 4)).collect();
+        assert_eq!(slots, [Some(0), Some(1), Some(2), Some(3)]);
         // Plain DP: TP restarts per replica.
         let plain: Vec<Ranks> = (0..4).map(|i| rk(Some(i / 2), None, Some(i % 2))).collect();
-        let slots: Vec<u32> = plain
+        let slots: Vec<_> = plain
             .iter()
             .map(|r| launch_slot(r, None, &plain, 4))
             .collect();
-        assert_eq!(slots, [0, 1, 2, 3]);
+        assert_eq!(slots, [Some(0), Some(1), Some(2), Some(3)]);
         // PP x TP.
         let pp: Vec<Ranks> = (0..4).map(|i| rk(None, Some(i / 2), Some(i % 2))).collect();
-        let slots: Vec<u32> = pp.iter().map(|r| launch_slot(r, None, &pp, 4)).collect();
-        assert_eq!(slots, [0, 1, 2, 3]);
+        let slots: Vec<_> = pp.iter().map(|r| launch_slot(r, None, &pp, 4)).collect();
+        assert_eq!(slots, [Some(0), Some(1), Some(2), Some(3)]);
+    }
+
+    /// Plain DP seen in part (hostile pass, `tests/data/gpu/plaindp-dp1-only.log`): `DP1 TP0`
+    /// proves plain DP, TP1 a `tp_size` of 2 or more, DP1 within 4 GPUs one of at most 2.
+    #[test]
+    fn a_partial_plain_dp_view_maps_what_it_proves_and_keeps_it() {
+        let dp1: Vec<Ranks> = (0..2).map(|t| rk(Some(1), None, Some(t))).collect();
+        let slots: Vec<_> = dp1.iter().map(|r| launch_slot(r, None, &dp1, 4)).collect();
+        assert_eq!(slots, [Some(2), Some(3)]);
+        // DP0 appears: DP1 keeps its slots.
+        let all: Vec<Ranks> = (0..4)
+            .map(|i| rk(Some(1 - i / 2), None, Some(i % 2)))
+            .collect();
+        let slots: Vec<_> = all.iter().map(|r| launch_slot(r, None, &all, 4)).collect();
+        assert_eq!(slots, [Some(2), Some(3), Some(0), Some(1)]);
+        // On 8 GPUs tp_size may be 2 to 6: DP1's slots are unknown, left unmapped.
+        let slots: Vec<_> = dp1.iter().map(|r| launch_slot(r, None, &dp1, 8)).collect();
+        assert_eq!(slots, [None, None]);
+        // `DP1 TP1` alone: DP attention (slot 1) or plain DP of TP2 (slot 3): unknown.
+        let one = [rk(Some(1), None, Some(1))];
+        assert_eq!(launch_slot(&one[0], None, &one, 4), None);
+        // Only the replicas' TP0 (plain DP's stats lines): DP0 TP0 is slot 0 whatever the
+        // TP size; DP1 TP0 is 1, 2 or 3.
+        let tp0 = [rk(Some(0), None, Some(0)), rk(Some(1), None, Some(0))];
+        let slots: Vec<_> = tp0.iter().map(|r| launch_slot(r, None, &tp0, 4)).collect();
+        assert_eq!(slots, [Some(0), None]);
+        // server_args saying plain DP of TP2 settles it.
+        let a = ServerArgs {
+            tp_size: Some(2),
+            dp_size: Some(2),
+            enable_dp_attention: Some(false),
+            ..ServerArgs::default()
+        };
+        let slots: Vec<_> = tp0
+            .iter()
+            .map(|r| launch_slot(r, Some(&a), &tp0, 4))
+            .collect();
+        assert_eq!(slots, [Some(0), Some(2)]);
+        // DP attention's own view stays mapped: DP1 TP2 and DP1 TP3 of k = 2.
+        let att: Vec<Ranks> = (2..4).map(|t| rk(Some(1), None, Some(t))).collect();
+        let slots: Vec<_> = att.iter().map(|r| launch_slot(r, None, &att, 4)).collect();
+        assert_eq!(slots, [Some(2), Some(3)]);
+        assert!(attention_possible(&att));
+        assert!(!attention_possible(&dp1));
     }
 
     #[test]
@@ -446,23 +635,23 @@ mod tests {
         assert_eq!(ids, (0..8).collect::<Vec<_>>());
         // Without server_args, on an 8-GPU list: TP8-TP15 cannot be the host's own numbers,
         // so they count from the smallest rank seen.
-        let slots: Vec<u32> = node1
+        let slots: Vec<_> = node1
             .iter()
             .map(|r| launch_slot(r, None, &node1, 8))
             .collect();
-        assert_eq!(slots, (0..8).collect::<Vec<_>>());
+        assert_eq!(slots, (0..8).map(Some).collect::<Vec<_>>());
         // A host that saw TP2-TP7 only (TP0-1 silent) is the first host.
         let part: Vec<Ranks> = (2..8).map(|t| rk(None, None, Some(t))).collect();
-        assert_eq!(launch_slot(&part[0], None, &part, 8), 2);
+        assert_eq!(launch_slot(&part[0], None, &part, 8), Some(2));
         // DP attention seen from its middle (DP2 TP2, DP3 TP3 of four on `--gpus 4,5,6,7`):
         // the ranks fit the list, so they map by their own numbers, and keep them as the
         // other ranks appear.
         let mid: Vec<Ranks> = (2..4).map(|t| rk(Some(t), None, Some(t))).collect();
-        let slots: Vec<u32> = mid.iter().map(|r| launch_slot(r, None, &mid, 4)).collect();
-        assert_eq!(slots, [2, 3]);
+        let slots: Vec<_> = mid.iter().map(|r| launch_slot(r, None, &mid, 4)).collect();
+        assert_eq!(slots, [Some(2), Some(3)]);
         let all: Vec<Ranks> = (0..4).map(|t| rk(Some(t), None, Some(t))).collect();
-        let slots: Vec<u32> = all.iter().map(|r| launch_slot(r, None, &all, 4)).collect();
-        assert_eq!(slots, [0, 1, 2, 3]);
+        let slots: Vec<_> = all.iter().map(|r| launch_slot(r, None, &all, 4)).collect();
+        assert_eq!(slots, [Some(0), Some(1), Some(2), Some(3)]);
         // PP2 x TP8 on two hosts: a PP stage per host, TP ranks 0-7 on each.
         let pp = ServerArgs {
             tp_size: Some(8),

@@ -356,6 +356,25 @@ impl Parser {
         })
     }
 
+    /// The time of SGLang's prefix at the start of `text` (after Ray's actor prefix, if any):
+    /// for a line no kind reads, whose time is wanted only now and then (see
+    /// [`crate::source::last_timed`]), so the prefix regex runs here, not on every such line.
+    /// `None` without a prefix there, or with a malformed one.
+    pub fn prefix_time(&self, text: &str) -> Option<LogTime> {
+        let text = text.strip_suffix('\r').unwrap_or(text);
+        let start = match text.starts_with('(') {
+            true => actor::actor_prefix(text)
+                .and_then(|_| text.find(") ["))
+                .map_or(0, |i| i + 2),
+            false => 0,
+        };
+        let c = self.pat.prefix.captures_at(text, start)?;
+        if c.get(0)?.start() != start {
+            return None;
+        }
+        prefix::read_prefix(&self.pat.rank_tags, &c)?.0
+    }
+
     /// Ray's actor prefix: notes the engine in the scratch and drops Ray's repeat note.
     fn engine<'a>(&mut self, line: &'a str) -> (&'a str, bool) {
         if !line.starts_with('(') {

@@ -711,6 +711,8 @@ pub fn read_once(cfg: &JournalConfig, unit: &str, ingest: &mut Ingest) -> Result
     let start = (&point.start, &mut until);
     let end = run_child(cfg, unit, start, false, ingest, &mut cursor, &mut entries)
         .map_err(|e| JournalError::Spawn(bin.clone(), e))?;
+    // The end of the input: its last entries that no kind reads move the log clock.
+    ingest.input_ended();
     match end {
         RunEnd::Exited {
             status: Some(s), ..

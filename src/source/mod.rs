@@ -12,6 +12,7 @@ pub mod file;
 pub mod framing;
 pub mod journal_export;
 pub mod journald;
+pub mod last_timed;
 pub mod linebuf;
 pub mod nodes;
 pub mod order;
@@ -25,7 +26,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use crate::parse::prefix::TimeResolver;
 use crate::parse::stream::{join, StreamInfo, StreamScratch};
 use crate::parse::Parser;
-use crate::record::Record;
+use crate::record::{LogTime, Record};
 use crate::state::{lock, SelfMetric, Shared, SourceDelta};
 use framing::{Framed, Framer};
 use linebuf::Event;
@@ -99,7 +100,14 @@ pub enum Outcome<'a> {
         node: Option<&'a str>,
     },
     /// A line of no known kind (other output), as cleaned: counted in the delta already.
-    Unmatched(&'a str),
+    Unmatched {
+        /// The line as cleaned (after a stream prefix).
+        text: &'a str,
+        /// The wrapper's time of the line (journald, container runtime, shipper), if any.
+        realtime: Option<f64>,
+        /// A stream prefix's local time, if any (see [`crate::parse::stream`]).
+        local: Option<LogTime>,
+    },
     /// A record not to parse (a partial container record, a JSON object without message, an
     /// over-long joined record): counted in the delta already.
     Skipped,
@@ -153,6 +161,11 @@ impl Pipeline {
     /// The line reader skipped a line as too long: a journal export entry it fell in is broken.
     pub fn oversized(&mut self) {
         self.framer.oversized();
+    }
+
+    /// The parser.
+    pub fn parser(&self) -> &Parser {
+        &self.steps.parser
     }
 
     /// Whether the framer holds no partial record (see [`framing::Framer::is_idle`]).
@@ -272,7 +285,11 @@ impl Steps {
         if streamed {
             if stream.broken {
                 d.unmatched += 1;
-                return Outcome::Unmatched(text);
+                return Outcome::Unmatched {
+                    text,
+                    realtime,
+                    local: None,
+                };
             }
             join(engine, &stream.engine);
             text = &text[stream.end..];
@@ -327,7 +344,11 @@ impl Steps {
             }
             None => {
                 d.unmatched += 1;
-                Outcome::Unmatched(text)
+                Outcome::Unmatched {
+                    text,
+                    realtime,
+                    local: if streamed { stream.local } else { None },
+                }
             }
         }
     }
@@ -499,6 +520,8 @@ struct Applier {
     now: Option<f64>,
     /// The nodes stream prefixes named.
     nodes: nodes::Nodes,
+    /// The last timed lines no kind reads, for the log clock at the input's end.
+    last_timed: last_timed::LastTimed,
 }
 
 /// How far a line's time may be ahead of the wall clock (clocks of two hosts, a wall clock read
@@ -538,6 +561,7 @@ impl Ingest {
                 panic_logged: false,
                 now: None,
                 nodes: nodes::Nodes::default(),
+                last_timed: last_timed::LastTimed::default(),
             },
         }
     }
@@ -581,8 +605,42 @@ impl Ingest {
         &self.ap.state
     }
 
+    /// The end of what is read as history (an input's end, or the catch-up of a followed one):
+    /// the times of the last lines no kind reads move the log clock (see [`last_timed`]), as
+    /// the times of lines a kind reads did. Read as each such line would be: the wrapper's
+    /// time, else SGLang's prefix in `--timezone`, else a stream prefix's; implausible ones
+    /// are not used.
+    fn settle_last_timed(&mut self) {
+        self.drain();
+        let Applier {
+            last_timed,
+            times,
+            state,
+            ..
+        } = &mut self.ap;
+        if last_timed.is_empty() {
+            return;
+        }
+        let parser = self.pipeline.parser();
+        let now = now_unix();
+        let mut found = Vec::with_capacity(2);
+        last_timed.take(|l| {
+            let t = l.realtime.filter(|t| plausible_time(*t, now)).or_else(|| {
+                parser
+                    .prefix_time(l.head)
+                    .or(l.local)
+                    .and_then(|t| times.resolve(t))
+                    .filter(|t| plausible_time(*t, now))
+            });
+            // Never later than when it was read, as any line's (see `Applier::not_ahead`).
+            found.extend(t.map(|t| if t > now + AHEAD_SLACK { now } else { t }));
+        });
+        lock(state).observe_times(&found);
+    }
+
     /// This source has caught up with what existed at start (see [`crate::state::ready`]).
     pub fn caught_up(&mut self) {
+        self.settle_last_timed();
         self.flush();
         let r = crate::state::lock(&self.ap.state).readiness().clone();
         r.caught_up(&self.ap.source);
@@ -591,7 +649,7 @@ impl Ingest {
     /// The input ended, or was rotated or truncated: container records whose last piece never
     /// came are dropped and counted as incomplete, never joined with the next file's pieces.
     pub fn input_ended(&mut self) {
-        self.drain();
+        self.settle_last_timed();
         let n = self.pipeline.drop_pending();
         if n > 0 {
             self.ap.delta.incomplete += n;
@@ -789,6 +847,9 @@ impl Applier {
                     self.key_is_own = self.key.server == self.server && self.key.engine.is_empty();
                 }
                 self.delta.count_record(rec);
+                if ts.is_some() {
+                    self.last_timed.read_timed();
+                }
                 let (state, key, source) = (&self.state, &self.key, &self.source);
                 // The counters travel with the values, under the same lock: a scrape that shows
                 // a line's values also counts that line (and every line read before it).
@@ -800,7 +861,18 @@ impl Applier {
                 });
                 std::panic::catch_unwind(apply).is_ok()
             }
-            Outcome::Skipped | Outcome::Unmatched(_) => true,
+            Outcome::Unmatched {
+                text,
+                realtime,
+                local,
+            } => {
+                // Live, a line's time is when it arrives: the wall clock judges idleness.
+                if self.timing == Timing::LogTime {
+                    self.last_timed.note(text, *realtime, *local);
+                }
+                true
+            }
+            Outcome::Skipped => true,
             Outcome::Panicked => false,
         };
         if !applied {

@@ -191,7 +191,7 @@ struct Parsed {
 #[derive(Debug)]
 enum Item {
     Parsed(Rec),
-    Unmatched(Text),
+    Unmatched(Text, Option<f64>, Option<LogTime>),
     Skipped,
     Panicked,
 }
@@ -289,7 +289,11 @@ impl Parsed {
                 realtime,
                 node,
             } => Item::Parsed(self.keep_record(arena, &rec, unit, realtime, node)),
-            Outcome::Unmatched(t) => Item::Unmatched(self.text(arena, t)),
+            Outcome::Unmatched {
+                text,
+                realtime,
+                local,
+            } => Item::Unmatched(self.text(arena, text), realtime, local),
             Outcome::Skipped => Item::Skipped,
             Outcome::Panicked => Item::Panicked,
         };
@@ -354,7 +358,13 @@ impl Parsed {
     fn outcome<'a>(&'a self, arena: &'a [u8], i: usize) -> Outcome<'a> {
         let r = match &self.items[i] {
             Item::Parsed(r) => r,
-            Item::Unmatched(t) => return Outcome::Unmatched(self.get(arena, t)),
+            Item::Unmatched(t, realtime, local) => {
+                return Outcome::Unmatched {
+                    text: self.get(arena, t),
+                    realtime: *realtime,
+                    local: *local,
+                }
+            }
             Item::Skipped => return Outcome::Skipped,
             Item::Panicked => return Outcome::Panicked,
         };

@@ -1,7 +1,16 @@
 //! The log's own clock, for reading finished inputs (`--once`, `backfill`): "now" is the time
 //! of the input's last timed line, so `--once old.log` shows the state at the end of that log,
-//! not "idle since June", and a log that went on quietly (access lines only) past
-//! `--idle-after` reads idle at its end, as the same file followed live does.
+//! not "idle since June", and a log that went on quietly (access lines, or SGLang's other
+//! output: `Cache flushed successfully!`, a scheduler's traceback) past `--idle-after` reads
+//! idle at its end, as the same file followed live does.
+//!
+//! One rule for both: [`LogClock`] says which times agree with their neighbours. `--once`
+//! applies each line at once with the time the clock gives it and mends a rank's time when the
+//! next line proves the clock wrong (see `State::apply_to`); `backfill` cannot take back a
+//! sample it wrote, so [`Lookahead`] holds a line the clock cannot judge yet until the line
+//! after it tells.
+
+use std::collections::VecDeque;
 
 /// The wall clock, Unix seconds.
 fn wall_clock() -> f64 {
@@ -95,6 +104,182 @@ impl LogClock {
     pub fn now(&self) -> Option<f64> {
         self.now.or(self.pending)
     }
+
+    /// The clock once two agreeing lines set it (`None` while its first line is provisional).
+    fn settled_now(&self) -> Option<f64> {
+        self.now
+    }
+
+    /// The clock is set and holds a line that disagreed with it (the line last observed),
+    /// until the next line confirms or drops it.
+    fn holds(&self) -> bool {
+        self.now.is_some() && self.pending.is_some()
+    }
+}
+
+/// What [`Lookahead::observe`] says of a line.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Verdict {
+    /// Its time agrees with the clock: use it now, at this time.
+    Place(f64),
+    /// The clock cannot tell yet (its first lines, or a line far from the clock): hand the line
+    /// to [`Lookahead::hold`]; it is placed when a later line tells.
+    Hold,
+}
+
+/// A line held by [`Lookahead`].
+#[derive(Debug)]
+struct Held<T> {
+    item: T,
+    own: f64,
+    /// What the clock gave it when observed: its own time on a provisional clock, else the
+    /// clock's time (what an outlier is placed at).
+    given: f64,
+    provisional: bool,
+}
+
+/// Most lines held while the clock has not been set by two agreeing lines (an input whose
+/// lines are each more than [`JUMP`] apart): past this the oldest is placed at its own time,
+/// as `--once` uses it (no neighbour says otherwise).
+const MAX_HELD: usize = 64;
+
+/// [`LogClock`] with one line of look-ahead, for `backfill`, which writes a sample at each
+/// line's time and cannot take it back: a line the clock cannot judge when it comes (a first
+/// line, or one more than [`JUMP`] from the clock) is held until the next timed line tells
+/// whether its time agrees with its neighbours. Then, in log order:
+/// - a held line within `JUMP` of the clock is placed at its own time (a log resumed after a
+///   quiet night: the second line of the morning confirms the first), and so is one of the
+///   input's first lines (held before two agreeing lines set the clock) that lies before it;
+/// - any other is an outlier: placed at the clock's time when it came (its values count, no
+///   sample is written at its own time), or with no time when the clock had none (a first
+///   line a day ahead: its values are applied, no sample is written for it).
+///
+/// Lines that agree with the clock are placed at once, at their own time. Items are whatever
+/// the caller needs to apply a line later; it makes one only for a held line.
+#[derive(Debug)]
+pub struct Lookahead<T> {
+    clock: LogClock,
+    held: VecDeque<Held<T>>,
+    /// The held line just observed: its own time, the clock's answer, whether provisional.
+    hold_next: Option<(f64, f64, bool)>,
+    /// The time of the latest line placed with a time (the clock's time for a provisional
+    /// outlier).
+    last: Option<f64>,
+}
+
+impl<T> Default for Lookahead<T> {
+    fn default() -> Self {
+        Lookahead {
+            clock: LogClock::default(),
+            held: VecDeque::new(),
+            hold_next: None,
+            last: None,
+        }
+    }
+}
+
+impl<T> Lookahead<T> {
+    /// Observes a timed line's own time (Unix seconds). Lines held before it that this time
+    /// tells about are appended to `placed` (in log order, with the time to apply them at;
+    /// `None`: no time), to be applied before this line; the verdict says what to do with this
+    /// one.
+    pub fn observe(&mut self, own: f64, placed: &mut Vec<(T, Option<f64>)>) -> Verdict {
+        let provisional = self.clock.settled_now().is_none();
+        let given = self.clock.observe(own);
+        self.clock.take_settled();
+        self.resolve(placed);
+        if self.clock.settled_now().is_none() || self.clock.holds() {
+            self.hold_next = Some((own, given, provisional));
+            return Verdict::Hold;
+        }
+        self.last = Some(self.last.map_or(given, |l| l.max(given)));
+        Verdict::Place(given)
+    }
+
+    /// Holds the line [`Lookahead::observe`] just answered [`Verdict::Hold`] for. On a clock
+    /// that has held [`MAX_HELD`] lines without being set, the oldest is appended to `placed`
+    /// at its own time.
+    pub fn hold(&mut self, item: T, placed: &mut Vec<(T, Option<f64>)>) {
+        let Some((own, given, provisional)) = self.hold_next.take() else {
+            return;
+        };
+        self.held.push_back(Held {
+            item,
+            own,
+            given,
+            provisional,
+        });
+        if self.held.len() > MAX_HELD {
+            if let Some(h) = self.held.pop_front() {
+                self.place(h.item, Some(h.own), placed);
+            }
+        }
+    }
+
+    /// Observes the time of a line that is not placed (a line no kind reads, at the end of an
+    /// input): it moves the clock, and confirms or drops a held line, as any timed line does.
+    pub fn note(&mut self, t: f64, placed: &mut Vec<(T, Option<f64>)>) {
+        self.clock.observe(t);
+        self.clock.take_settled();
+        self.resolve(placed);
+    }
+
+    /// The end of the input: every held line is placed (see [`Lookahead`]); on a clock never
+    /// set by two agreeing lines, each at its own time (no neighbour says otherwise).
+    pub fn finish(&mut self, placed: &mut Vec<(T, Option<f64>)>) {
+        self.hold_next = None;
+        if self.clock.settled_now().is_some() {
+            // A line held at the end was never confirmed: what `--once` gives it.
+            self.resolve_all(placed);
+        }
+        while let Some(h) = self.held.pop_front() {
+            self.place(h.item, Some(h.own), placed);
+        }
+    }
+
+    /// The clock (see [`LogClock::now`]).
+    pub fn now(&self) -> Option<f64> {
+        self.clock.now()
+    }
+
+    /// Once the clock is set, places the lines held before the last one observed (which is
+    /// itself held again when the clock holds it).
+    fn resolve(&mut self, placed: &mut Vec<(T, Option<f64>)>) {
+        if self.clock.settled_now().is_some() {
+            self.resolve_all(placed);
+        }
+    }
+
+    fn resolve_all(&mut self, placed: &mut Vec<(T, Option<f64>)>) {
+        let Some(now) = self.clock.settled_now() else {
+            return;
+        };
+        while let Some(h) = self.held.pop_front() {
+            // A line of the clock's first ones is judged as `--once` mends it
+            // (`State::clamp_outlier_times`): only one ahead of the clock is an outlier (it
+            // would write a sample, and keep its rank busy, on a later day); one before it
+            // is the log's start before a quiet spell, nothing before it to disagree with.
+            let agrees = match h.provisional {
+                true => h.own <= now + JUMP,
+                false => (h.own - now).abs() <= JUMP,
+            };
+            let at = if agrees {
+                Some(h.own)
+            } else if h.provisional {
+                self.last
+            } else {
+                Some(h.given)
+            };
+            self.place(h.item, at, placed);
+        }
+    }
+
+    fn place(&mut self, item: T, at: Option<f64>, placed: &mut Vec<(T, Option<f64>)>) {
+        if let Some(t) = at {
+            self.last = Some(self.last.map_or(t, |l| l.max(t)));
+        }
+        placed.push((item, at));
+    }
 }
 
 #[cfg(test)]
@@ -179,6 +364,113 @@ mod tests {
         let now = wall_clock();
         assert_eq!(c.observe(now), now);
         assert_eq!(c.now(), Some(now));
+    }
+
+    /// Feeds `times` (item `i` is line `i`) to a [`Lookahead`], then ends the input; returns
+    /// every line's placement in the order they were placed.
+    fn placed(times: &[f64], notes_at_end: &[f64]) -> (Vec<(usize, Option<f64>)>, Option<f64>) {
+        let mut l = Lookahead::default();
+        let mut out = Vec::new();
+        let mut placed = Vec::new();
+        for (i, &t) in times.iter().enumerate() {
+            let v = l.observe(t, &mut placed);
+            out.append(&mut placed);
+            match v {
+                Verdict::Place(at) => out.push((i, Some(at))),
+                Verdict::Hold => {
+                    l.hold(i, &mut placed);
+                    out.append(&mut placed);
+                }
+            }
+        }
+        for &t in notes_at_end {
+            l.note(t, &mut placed);
+            out.append(&mut placed);
+        }
+        l.finish(&mut placed);
+        out.append(&mut placed);
+        (out, l.now())
+    }
+
+    #[test]
+    fn lookahead_places_an_outlier_at_the_clocks_time_never_its_own() {
+        let t0 = 1780480800.0;
+        let day = 86_400.0;
+        // tests/data/clock/future-stats-mid-busy.log: the second line a day ahead, among the
+        // first lines (before the clock is set): placed at the time of the line before it.
+        let (p, now) = placed(&[t0, t0 + day + 5.0, t0 + 10.0, t0 + 15.0], &[]);
+        assert_eq!(
+            p,
+            [
+                (0, Some(t0)),
+                (1, Some(t0)),
+                (2, Some(t0 + 10.0)),
+                (3, Some(t0 + 15.0))
+            ]
+        );
+        assert_eq!(now, Some(t0 + 15.0));
+        // Once the clock is set: the clock's time when it came.
+        let (p, _) = placed(&[t0, t0 + 1.0, t0 + day, t0 + 2.0], &[]);
+        assert_eq!(
+            p,
+            [
+                (0, Some(t0)),
+                (1, Some(t0 + 1.0)),
+                (2, Some(t0 + 1.0)),
+                (3, Some(t0 + 2.0))
+            ]
+        );
+        // The last line (nothing after it confirms it).
+        let (p, now) = placed(&[t0, t0 + 1.0, t0 + day], &[]);
+        assert_eq!(p[2], (2, Some(t0 + 1.0)));
+        assert_eq!(now, Some(t0 + 1.0));
+        // The first line a day ahead: no clock time before it, no time at all.
+        let (p, _) = placed(&[t0 + 5.0 * day, t0, t0 + 1.0], &[]);
+        assert_eq!(p, [(0, None), (1, Some(t0)), (2, Some(t0 + 1.0))]);
+    }
+
+    #[test]
+    fn lookahead_places_a_confirmed_jump_at_its_own_time() {
+        let t0 = 1780480800.0;
+        let morning = t0 + 10.0 * 3600.0;
+        let (p, _) = placed(&[t0, t0 + 1.0, morning, morning + 1.0], &[]);
+        assert_eq!(
+            p,
+            [
+                (0, Some(t0)),
+                (1, Some(t0 + 1.0)),
+                (2, Some(morning)),
+                (3, Some(morning + 1.0))
+            ]
+        );
+        // A first line before a quiet spell keeps its time (as `--once` keeps it).
+        let (p, _) = placed(&[t0, t0 + 7200.0, t0 + 7205.0], &[]);
+        assert_eq!(
+            p,
+            [
+                (0, Some(t0)),
+                (1, Some(t0 + 7200.0)),
+                (2, Some(t0 + 7205.0))
+            ]
+        );
+        // A line no kind reads at the end confirms the last one.
+        let (p, now) = placed(&[t0, t0 + 1.0, morning], &[morning + 5.0]);
+        assert_eq!(p[2], (2, Some(morning)));
+        assert_eq!(now, Some(morning + 5.0));
+        // An input whose lines never agree: each at its own time.
+        let (p, _) = placed(&[t0, t0 + 7200.0], &[]);
+        assert_eq!(p, [(0, Some(t0)), (1, Some(t0 + 7200.0))]);
+    }
+
+    #[test]
+    fn lookahead_moves_the_clock_with_lines_no_kind_reads() {
+        let t0 = 1780480800.0;
+        // tests/data/clock/quiet-other-lines.log: the end is the last timed line.
+        let (_, now) = placed(&[t0, t0 + 10.0], &[t0 + 80.0, t0 + 140.0]);
+        assert_eq!(now, Some(t0 + 140.0));
+        // A lone one a day ahead does not move it.
+        let (_, now) = placed(&[t0, t0 + 10.0], &[t0 + 80.0, t0 + 86_400.0]);
+        assert_eq!(now, Some(t0 + 80.0));
     }
 
     #[test]

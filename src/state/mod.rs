@@ -869,7 +869,61 @@ impl State {
         // --idle-after reads idle at its end, as it would followed live); the clock's own rule
         // keeps a lone line with a wrong day from moving it.
         let own = ts;
-        let ts = ts.map(|t| self.clock.observe(t));
+        let ts = match ts {
+            Some(t) => Some(self.clock_step(t)),
+            None => {
+                self.held_time = None;
+                None
+            }
+        };
+        if let (Some(t), true) = (own, own != ts) {
+            if matches!(rec.class, Class::Prefill | Class::Decode) {
+                self.held_time = Some((key.clone(), rec.ranks, t));
+            }
+        }
+        self.apply_at(key, rec, ts);
+    }
+
+    /// Notes the times of lines that carry no record, in log order (SGLang's other output at
+    /// the end of an input: `Cache flushed successfully!`, a traceback's first line): they move
+    /// the log clock under its rule, as a record's time does, so an input that goes on past
+    /// `--idle-after` with them reads idle at its end.
+    pub fn observe_times(&mut self, times: &[f64]) {
+        if times.is_empty() {
+            return;
+        }
+        self.generation += 1;
+        for &t in times {
+            self.clock_step(t);
+        }
+    }
+
+    /// [`State::apply`] for a line whose time the caller placed with its own clock (`backfill`,
+    /// which looks a line ahead, see [`clock::Lookahead`]): `ts` is used as it is and the
+    /// state's clock is left alone (each input of a backfill has its own; one shared clock
+    /// would judge a second input's times by the first's).
+    pub fn apply_placed(
+        &mut self,
+        source: &str,
+        key: &ServerKey,
+        rec: &Record<'_>,
+        ts: Option<f64>,
+    ) {
+        let mut d = SourceDelta::default();
+        d.count_record(rec);
+        self.add_source_counts(source, &d);
+        self.generation += 1;
+        for k in rec.unknown_keys() {
+            self.count_unknown(k);
+        }
+        self.apply_at(key, rec, ts);
+    }
+
+    /// Observes one line's time on the log clock; returns the time to use for that line's
+    /// state. When the clock settles, a rank's time taken from an outlier is mended, and the
+    /// line held before (a disagreeing stats line) gets its own time back.
+    fn clock_step(&mut self, t: f64) -> f64 {
+        let given = self.clock.observe(t);
         let held = self.held_time.take();
         if self.clock.take_settled() {
             self.clamp_outlier_times();
@@ -882,11 +936,11 @@ impl State {
                 }
             }
         }
-        if let (Some(t), true) = (own, own != ts) {
-            if matches!(rec.class, Class::Prefill | Class::Decode) {
-                self.held_time = Some((key.clone(), rec.ranks, t));
-            }
-        }
+        given
+    }
+
+    /// Applies a line to its server at `ts`, the time already decided.
+    fn apply_at(&mut self, key: &ServerKey, rec: &Record<'_>, ts: Option<f64>) {
         let (max_ranks, max_total) = (self.cfg.max_ranks, self.cfg.max_ranks_total);
         let room = self.ranks_total < max_total;
         let max_http = self.cfg.max_http_series;

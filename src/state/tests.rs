@@ -482,3 +482,33 @@ fn the_logs_printer_takes_the_apis_values_at_its_first_stats_line() {
     f.state.apply_api("s", &reading, T + 2.0);
     assert_eq!(keys(&f), vec![(Some(0), tp(0)), (Some(1), tp(5))]);
 }
+
+/// Lines no kind reads at the end of an input move the clock (hostile pass,
+/// `tests/data/clock/quiet-other-lines.log`): the rank reads idle at the input's last timed
+/// line; a lone one a day ahead does not move it; one that confirms a held stats line's time
+/// gives that rank its own time back.
+#[test]
+fn times_of_lines_without_a_record_move_the_clock() {
+    let line = |tp: u32| {
+        format!("[2026-06-03 10:00:00 TP{tp}] Decode batch, #running-req: 3, #token: 100, token usage: 0.10, gen throughput (token/s): 1.00, #queue-req: 0")
+    };
+    let mut f = Fixture::new(StateConfig::default());
+    f.apply("s", &line(0), Some(T));
+    f.apply("s", &line(0), Some(T + 10.0));
+    f.state.observe_times(&[T + 80.0, T + 140.0]);
+    assert_eq!(f.state.log_clock(), Some(T + 140.0));
+    assert!(f.rank("s", tp(0)).is_idle(T + 140.0, 30.0));
+    f.state.observe_times(&[T + 140.0 + 86_400.0]);
+    assert_eq!(f.state.log_clock(), Some(T + 140.0));
+    // A stats line after a quiet night is held (the clock's time); a line without a record
+    // after it confirms the night.
+    let mut f = Fixture::new(StateConfig::default());
+    f.apply("s", &line(0), Some(T));
+    f.apply("s", &line(0), Some(T + 1.0));
+    let morning = T + 10.0 * 3600.0;
+    f.apply("s", &line(0), Some(morning));
+    assert_eq!(f.rank("s", tp(0)).last_stats, Some(T + 1.0));
+    f.state.observe_times(&[morning + 5.0]);
+    assert_eq!(f.rank("s", tp(0)).last_stats, Some(morning));
+    assert_eq!(f.state.log_clock(), Some(morning + 5.0));
+}

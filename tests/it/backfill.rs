@@ -264,33 +264,39 @@ fn last_samples_equal_what_once_shows() {
     ] {
         // The same idle policy on both sides: the default, and none.
         for idle in ["30s", "100000000"] {
-            let path = sample(log);
-            let om = backfill_utc(&path, idle);
-            let last: BTreeMap<String, f64> = series(&om)
-                .into_iter()
-                .map(|(k, v)| (k, v.last().unwrap().1))
-                .collect();
-            let now = exposition(&crate::common::once(&[
-                "--gpu.disable",
-                "--idle-after",
-                idle,
-                path.to_str().unwrap(),
-            ]));
-            let shown: BTreeMap<String, f64> = now
-                .into_iter()
-                .filter(|(k, _)| {
-                    let name = k.split('{').next().unwrap();
-                    !name.starts_with("sglang_log_exporter_") && !LIVE_ONLY.contains(&name)
-                })
-                .collect();
-            let only_backfill: Vec<_> = last.keys().filter(|k| !shown.contains_key(*k)).collect();
-            let only_once: Vec<_> = shown.keys().filter(|k| !last.contains_key(*k)).collect();
-            assert_eq!(only_backfill, Vec::<&String>::new(), "{log} {idle}");
-            assert_eq!(only_once, Vec::<&String>::new(), "{log} {idle}");
-            for (k, v) in &last {
-                assert_eq!(shown[k], *v, "{log} {idle}: {k}");
-            }
+            assert_ends_as_once_shows(&sample(log), idle);
         }
+    }
+}
+
+/// Every series backfill writes of `path` ends on the value `--once` shows, and every series
+/// `--once` shows but the live-only ones is in backfill with that last value.
+fn assert_ends_as_once_shows(path: &std::path::Path, idle: &str) {
+    let om = backfill_utc(path, idle);
+    let last: BTreeMap<String, f64> = series(&om)
+        .into_iter()
+        .map(|(k, v)| (k, v.last().unwrap().1))
+        .collect();
+    let now = exposition(&crate::common::once(&[
+        "--gpu.disable",
+        "--idle-after",
+        idle,
+        path.to_str().unwrap(),
+    ]));
+    let shown: BTreeMap<String, f64> = now
+        .into_iter()
+        .filter(|(k, _)| {
+            let name = k.split('{').next().unwrap();
+            !name.starts_with("sglang_log_exporter_") && !LIVE_ONLY.contains(&name)
+        })
+        .collect();
+    let log = path.display();
+    let only_backfill: Vec<_> = last.keys().filter(|k| !shown.contains_key(*k)).collect();
+    let only_once: Vec<_> = shown.keys().filter(|k| !last.contains_key(*k)).collect();
+    assert_eq!(only_backfill, Vec::<&String>::new(), "{log} {idle}");
+    assert_eq!(only_once, Vec::<&String>::new(), "{log} {idle}");
+    for (k, v) in &last {
+        assert_eq!(shown[k], *v, "{log} {idle}: {k}");
     }
 }
 
@@ -387,4 +393,128 @@ fn idle_ranks_read_zero_after_idle_after() {
     assert!(all[&format!("sglang_idle{{{DP0}}}")]
         .iter()
         .all(|p| p.1 == 0.0));
+}
+
+/// 2026-06-03 10:00:00 UTC.
+const T0: f64 = 1780480800.0;
+
+/// The series of `backfill` (UTC, `--idle-after 30s`) of `tests/data/DIR/NAME`.
+fn backfill_data(dir: &str, name: &str) -> BTreeMap<String, Vec<(f64, f64)>> {
+    let p = crate::common::root()
+        .join("tests/data")
+        .join(dir)
+        .join(name);
+    series(&backfill_utc(&p, "30s"))
+}
+
+/// A rank's labels in the clock fixtures (no model, unified).
+fn rank(server: &str, dp: Option<u32>, tp: u32) -> String {
+    let dp = dp.map_or(String::new(), |d| format!("dp_rank=\"{d}\","));
+    format!("{{server=\"{server}\",model_name=\"\",engine_type=\"unified\",{dp}pp_rank=\"0\",tp_rank=\"{tp}\",moe_ep_rank=\"0\"}}")
+}
+
+/// The latest sample time of a backfill.
+fn latest(all: &BTreeMap<String, Vec<(f64, f64)>>) -> f64 {
+    all.values().flatten().map(|p| p.0).fold(f64::MIN, f64::max)
+}
+
+/// A lone stats line with a wrong date (hostile pass, `tests/data/clock/`) is an outlier: the
+/// log clock follows the times that agree with their neighbours, in backfill as in `--once`.
+/// No sample is written at the outlier's time, and it turns no busy rank idle: its values
+/// count at the clock's time.
+#[test]
+fn an_outlier_time_writes_no_sample_and_turns_no_rank_idle() {
+    // A day ahead among the first lines of a busy rank: the same samples as without it, but
+    // for the stats-line count (the outlier's line counts, at 10:00:00).
+    let with = backfill_data("clock", "future-stats-mid-busy.log");
+    let without = backfill_data("clock", "no-outlier.log");
+    let l = rank("future-stats-mid-busy", None, 0);
+    let busy = [(T0, 0.0), (T0 + 10.0, 0.0), (T0 + 15.0, 0.0)];
+    assert_eq!(with[&format!("sglang_idle{l}")], busy);
+    assert_eq!(
+        with[&format!("sglang:num_running_reqs{l}")],
+        [(T0, 3.0), (T0 + 10.0, 3.0), (T0 + 15.0, 3.0)]
+    );
+    assert_eq!(
+        with[&format!("sglang_decode_stats_lines_total{l}")],
+        [(T0, 2.0), (T0 + 10.0, 3.0), (T0 + 15.0, 4.0)]
+    );
+    assert_eq!(latest(&with), T0 + 15.0);
+    let renamed: BTreeMap<String, Vec<(f64, f64)>> = without
+        .into_iter()
+        .map(|(k, v)| (k.replace("no-outlier", "future-stats-mid-busy"), v))
+        .collect();
+    for (k, v) in &with {
+        if !k.starts_with("sglang_decode_stats_lines_total") {
+            assert_eq!(Some(v), renamed.get(k), "{k}");
+        }
+    }
+    assert_eq!(with.len(), renamed.len());
+    // The last line a day ahead, of the DP rank that is still busy: DP0 turns idle 30 s after
+    // its last line (10:00:40); DP1's outlier counts at the clock's time (10:00:45).
+    let all = backfill_data("clock", "dp-one-quiet-outlier.log");
+    let dp = |d: u32| rank("dp-one-quiet-outlier", Some(d), d);
+    assert_eq!(
+        all[&format!("sglang_idle{}", dp(0))],
+        [(T0, 0.0), (T0 + 10.0, 0.0), (T0 + 40.0, 1.0)]
+    );
+    assert_eq!(
+        all[&format!("sglang_idle{}", dp(1))],
+        [(T0 + 20.0, 0.0), (T0 + 45.0, 0.0)]
+    );
+    assert_eq!(
+        all[&format!("sglang_decode_stats_lines_total{}", dp(1))],
+        [(T0 + 20.0, 1.0), (T0 + 45.0, 3.0)]
+    );
+    assert_eq!(latest(&all), T0 + 45.0);
+    // Last round's case (`tests/data/hostile21/clock-future-stats.log`): the second line five
+    // days ahead; access lines to 10:10 end the input. Idle 30 s after 10:00:00, nothing on
+    // June 8.
+    let all = backfill_data("hostile21", "clock-future-stats.log");
+    let l = rank("clock-future-stats", None, 0);
+    assert_eq!(
+        all[&format!("sglang_idle{l}")],
+        [(T0, 0.0), (T0 + 30.0, 1.0)]
+    );
+    assert_eq!(
+        all[&format!("sglang_last_stats_timestamp_seconds{l}")],
+        [(T0, T0), (T0 + 30.0, T0)]
+    );
+    assert_eq!(latest(&all), T0 + 30.0);
+}
+
+/// The end of a backfilled input is its last timed line, also one no kind reads (hostile pass):
+/// a log that goes on past `--idle-after` with SGLang's other output (and a crash's
+/// traceback) ends idle, 30 s after its last stats line.
+#[test]
+fn lines_no_kind_reads_end_the_input_idle() {
+    let all = backfill_data("clock", "quiet-other-lines.log");
+    let l = rank("quiet-other-lines", None, 0);
+    assert_eq!(
+        all[&format!("sglang_idle{l}")],
+        [(T0, 0.0), (T0 + 10.0, 0.0), (T0 + 40.0, 1.0)]
+    );
+    assert_eq!(
+        all[&format!("sglang:num_running_reqs{l}")],
+        [(T0, 3.0), (T0 + 10.0, 3.0), (T0 + 40.0, 0.0)]
+    );
+    let all = backfill_data("clock", "crash-traceback.log");
+    assert_eq!(
+        all[&format!("sglang_idle{}", rank("crash-traceback", None, 0))],
+        [(T0, 0.0), (T0 + 10.0, 0.0), (T0 + 40.0, 1.0)]
+    );
+}
+
+/// Backfill and `--once` agree on every clock fixture: each series ends on what `--once` shows.
+#[test]
+fn clock_fixtures_end_as_once_shows() {
+    for name in [
+        "quiet-other-lines.log",
+        "crash-traceback.log",
+        "future-stats-mid-busy.log",
+        "dp-one-quiet-outlier.log",
+    ] {
+        let p = crate::common::root().join("tests/data/clock").join(name);
+        assert_ends_as_once_shows(&p, "30s");
+    }
 }

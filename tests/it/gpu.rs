@@ -631,3 +631,56 @@ fn an_explicit_list_maps_a_partial_view_of_ranks_by_their_numbers() {
         [info(0, 0), info(1, 1), info(2, 2), info(3, 3)]
     );
 }
+
+/// A fake NVML script of `n` idle GPUs, `GPU-iiii` each.
+fn gpus(n: u32) -> String {
+    let mut s = String::from("driver 560.35.03\n");
+    for i in 0..n {
+        s += &format!(
+            "gpu {i} GPU-{i}{i}{i}{i} 00000000:{:02X}:00.0 {} 0 {} {} NVIDIA H100 80GB HBM3\n",
+            0x10 + i,
+            80 * GIB,
+            GIB,
+            79 * GIB
+        );
+    }
+    s
+}
+
+/// Plain DP seen in part (hostile pass, `tests/data/gpu/plaindp-dp1-only.log`: the start-up
+/// lines of `DP1 TP0` and `DP1 TP1` only, no `server_args`) on `--gpus …=4,5,6,7`: `DP1 TP0`
+/// proves plain DP (under DP attention DP1 holds TP ranks from tp/dp on), TP1 a TP size of 2
+/// or more, and a second replica within 4 GPUs a TP size of 2: DP1 is on the list's last two,
+/// GPUs 6 and 7, and stays there when DP0 appears. On an 8-GPU list the TP size could be 2 to
+/// 6: DP1 is left unmapped rather than mapped wrongly.
+#[test]
+fn a_partial_plain_dp_view_maps_only_what_it_proves() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = fake_nvml(dir.path());
+    let s = script_file(dir.path());
+    script(&s, &gpus(8));
+    let src = crate::common::root().join("tests/data/gpu/plaindp-dp1-only.log");
+    let log = dir.path().join("plaindp.log");
+    std::fs::copy(&src, &log).unwrap();
+    let input = format!("plaindp={}", log.display());
+    let info = |dp: u32, tp: u32, gpu: u32| {
+        format!("sglang_rank_gpu_info{{server=\"plaindp\",engine_type=\"unified\",dp_rank=\"{dp}\",pp_rank=\"0\",tp_rank=\"{tp}\",moe_ep_rank=\"0\",gpu=\"{gpu}\",uuid=\"GPU-{gpu}{gpu}{gpu}{gpu}\",method=\"explicit\"}} 1")
+    };
+    let (out, _) = once(&lib, &s, &["--gpus", "plaindp=4,5,6,7", &input]);
+    assert_eq!(
+        samples(&out, "sglang_rank_gpu_info"),
+        [info(1, 0, 6), info(1, 1, 7)]
+    );
+    let (out, _) = once(&lib, &s, &["--gpus", "plaindp=0,1,2,3,4,5,6,7", &input]);
+    assert_eq!(samples(&out, "sglang_rank_gpu_info"), Vec::<&str>::new());
+    // DP0 appears: DP1 keeps GPUs 6 and 7.
+    let dp0 = (0..2)
+        .map(|tp| format!("[2026-06-03 09:00:01 DP0 TP{tp}] Load weight end. elapsed=1.00 s, type=X, avail mem=1.00 GB, mem usage=1.00 GB.\n"))
+        .collect::<String>();
+    crate::common::append(&log, dp0.as_bytes());
+    let (out, _) = once(&lib, &s, &["--gpus", "plaindp=4,5,6,7", &input]);
+    assert_eq!(
+        samples(&out, "sglang_rank_gpu_info"),
+        [info(0, 0, 4), info(0, 1, 5), info(1, 0, 6), info(1, 1, 7)]
+    );
+}

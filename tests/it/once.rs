@@ -654,3 +654,79 @@ fn once_without_inputs_and_its_help() {
          input, a bad pattern file or a bad argument"
     );
 }
+
+/// `--once` on `tests/data/clock/NAME`: (stdout, stderr).
+fn once_clock(name: &str) -> (String, String) {
+    let p = crate::common::root().join("tests/data/clock").join(name);
+    let out = run(&[
+        "--once",
+        "--gpu.disable",
+        "--timezone",
+        "UTC",
+        p.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    (
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// Lines no kind reads move the log clock too (hostile pass): a log that goes on past
+/// `--idle-after` with `Cache flushed successfully!`, `The server is fired up…` and a
+/// scheduler's traceback reads idle at its last timed line (10:02:20), as it does followed
+/// live; a crashed server whose log ends in a traceback's untimed lines is not busy; a lone
+/// wrong-day line among them does not move the clock; a newest-first copy reads the same.
+#[test]
+fn lines_no_kind_reads_move_the_clock_to_the_inputs_last_timed_line() {
+    let labels = |s: &str| {
+        format!("{{server=\"{s}\",model_name=\"\",engine_type=\"unified\",pp_rank=\"0\",tp_rank=\"0\",moe_ep_rank=\"0\"}}")
+    };
+    let (expo, err) = once_clock("quiet-other-lines.log");
+    let l = labels("quiet-other-lines");
+    assert_eq!(get(&expo, "sglang_idle", &l), 1.0);
+    assert_eq!(get(&expo, "sglang:num_running_reqs", &l), 0.0);
+    assert_eq!(
+        get(&expo, "sglang_last_stats_timestamp_seconds", &l),
+        1780480810.0
+    );
+    assert!(
+        err.contains("KV cache at the end of the input (2026-06-03 10:02:20):\n  quiet-other-lines (unified)\n    TP0  idle since 10:00:10, last busy: KV cache 10.0%, 3 running, 0 queued\n"),
+        "{err}"
+    );
+    // Untimed traceback lines after the last timed one, and a day-ahead `Killed` line among
+    // the last: the end is 10:01:01.
+    let (expo, err) = once_clock("crash-traceback.log");
+    assert_eq!(get(&expo, "sglang_idle", &labels("crash-traceback")), 1.0);
+    assert!(
+        err.contains("KV cache at the end of the input (2026-06-03 10:01:01):\n  crash-traceback (unified)\n    TP0  idle since 10:00:10"),
+        "{err}"
+    );
+    // Newest first (`tac`): read from its end, the same state.
+    let dir = tempfile::tempdir().unwrap();
+    let src = crate::common::root().join("tests/data/clock/quiet-other-lines.log");
+    let text = std::fs::read_to_string(src).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.reverse();
+    let p = dir.path().join("quiet-other-lines.log");
+    std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+    let out = run(&[
+        "--once",
+        "--gpu.disable",
+        "--timezone",
+        "UTC",
+        p.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("KV cache at the end of the input (2026-06-03 10:02:20):\n  quiet-other-lines (unified)\n    TP0  idle since 10:00:10"),
+        "{err}"
+    );
+    assert_eq!(
+        value(
+            &String::from_utf8_lossy(&out.stdout),
+            &format!("sglang_idle{l}")
+        ),
+        Some(1.0)
+    );
+}
