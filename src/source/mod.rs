@@ -522,6 +522,8 @@ struct Applier {
     nodes: nodes::Nodes,
     /// The last timed lines no kind reads, for the log clock at the input's end.
     last_timed: last_timed::LastTimed,
+    /// The source's log clock in the state ([`crate::state::State::clock_id`]).
+    clock: usize,
 }
 
 /// How far a line's time may be ahead of the wall clock (clocks of two hosts, a wall clock read
@@ -540,7 +542,11 @@ impl Ingest {
     ) -> Ingest {
         // The source is listed in the self metrics at once; a server appears with its first
         // record (a journald stream names its own servers, so `stdin` may never be one).
-        lock(&state).add_source_counts(source, &SourceDelta::default());
+        let clock = {
+            let mut st = lock(&state);
+            st.add_source_counts(source, &SourceDelta::default());
+            st.clock_id(source)
+        };
         Ingest {
             pipeline,
             writer: writer::Writer::default(),
@@ -562,6 +568,7 @@ impl Ingest {
                 now: None,
                 nodes: nodes::Nodes::default(),
                 last_timed: last_timed::LastTimed::default(),
+                clock,
             },
         }
     }
@@ -616,6 +623,7 @@ impl Ingest {
             last_timed,
             times,
             state,
+            clock,
             ..
         } = &mut self.ap;
         if last_timed.is_empty() {
@@ -635,7 +643,7 @@ impl Ingest {
             // Never later than when it was read, as any line's (see `Applier::not_ahead`).
             found.extend(t.map(|t| if t > now + AHEAD_SLACK { now } else { t }));
         });
-        lock(state).observe_times(&found);
+        lock(state).observe_times(*clock, &found);
     }
 
     /// This source has caught up with what existed at start (see [`crate::state::ready`]).
@@ -850,14 +858,15 @@ impl Applier {
                 if ts.is_some() {
                     self.last_timed.read_timed();
                 }
-                let (state, key, source) = (&self.state, &self.key, &self.source);
+                let (state, key, source, clock) =
+                    (&self.state, &self.key, &self.source, self.clock);
                 // The counters travel with the values, under the same lock: a scrape that shows
                 // a line's values also counts that line (and every line read before it).
                 let d = std::mem::take(&mut self.delta);
                 let apply = std::panic::AssertUnwindSafe(|| {
                     let mut st = lock(state);
                     st.add_source_counts(source, &d);
-                    st.apply_to(key, rec, ts);
+                    st.apply_to(key, rec, ts, clock);
                 });
                 std::panic::catch_unwind(apply).is_ok()
             }

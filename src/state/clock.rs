@@ -117,6 +117,65 @@ impl LogClock {
     }
 }
 
+/// Most inputs with a clock of their own; later ones share the first clock (a discovered pod
+/// log churning for weeks must not grow this for ever).
+pub const MAX_CLOCKS: usize = 4096;
+
+/// One [`LogClock`] per input, with what the caller keeps beside it (`H`), found by the
+/// input's source name: each finished input's times are judged by its own neighbours (a log
+/// of 09:00 read after one of 12:00 is no outlier of the other's), and "now" at the end of all
+/// of them is the latest clock.
+#[derive(Debug)]
+pub struct Clocks<H> {
+    ids: std::collections::HashMap<String, usize>,
+    clocks: Vec<(LogClock, H)>,
+}
+
+impl<H: Default> Default for Clocks<H> {
+    fn default() -> Self {
+        Clocks {
+            ids: std::collections::HashMap::new(),
+            clocks: vec![(LogClock::default(), H::default())],
+        }
+    }
+}
+
+impl<H: Default> Clocks<H> {
+    /// The clock of source `source` (a new one for a new source; the shared first one past
+    /// [`MAX_CLOCKS`]).
+    pub fn id(&mut self, source: &str) -> usize {
+        if let Some(&id) = self.ids.get(source) {
+            return id;
+        }
+        if self.clocks.len() >= MAX_CLOCKS {
+            return 0;
+        }
+        self.clocks.push(Default::default());
+        let id = self.clocks.len() - 1;
+        self.ids.insert(source.to_string(), id);
+        id
+    }
+
+    /// Clock `id` and what is kept beside it (the shared first one for an unknown id).
+    pub fn get_mut(&mut self, id: usize) -> &mut (LogClock, H) {
+        let id = if id < self.clocks.len() { id } else { 0 };
+        &mut self.clocks[id]
+    }
+
+    /// The latest of the clocks, `None` before any timed line.
+    pub fn now(&self) -> Option<f64> {
+        self.clocks
+            .iter()
+            .filter_map(|(c, _)| c.now())
+            .reduce(f64::max)
+    }
+
+    /// Clock `id`'s time.
+    pub fn now_of(&self, id: usize) -> Option<f64> {
+        self.clocks.get(id).and_then(|(c, _)| c.now())
+    }
+}
+
 /// What [`Lookahead::observe`] says of a line.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Verdict {

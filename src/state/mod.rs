@@ -248,6 +248,8 @@ pub struct ServerState {
     pub requests: Option<Box<requests::RequestStats>>,
     /// Time of the last line (Unix seconds), for the expiry of engines.
     pub last_seen: Option<f64>,
+    /// The log clock of the input its last line came from ([`State::clock_id`]).
+    clock: usize,
     /// When its source went away (a discovered file deleted); its series are removed
     /// `retired_expiry` later.
     pub retired_at: Option<f64>,
@@ -278,6 +280,7 @@ impl ServerState {
             http: BTreeMap::new(),
             requests: None,
             last_seen: None,
+            clock: 0,
             retired_at: None,
             unclaimed_since: None,
             source_labels: Vec::new(),
@@ -404,11 +407,10 @@ pub struct State {
     pub(crate) servers: BTreeMap<ServerKey, ServerState>,
     pub(crate) sources: BTreeMap<String, SourceStats>,
     pub(crate) unknown_fields: BTreeMap<String, u64>,
-    /// The log clock of finished inputs (see [`LogClock`]).
-    pub(crate) clock: LogClock,
-    /// The last line's server, ranks and own time when the clock gave it its own time instead
-    /// (it disagreed): if the next line confirms that time, the rank gets it back.
-    held_time: Option<(ServerKey, Ranks, f64)>,
+    /// The log clocks of finished inputs, one per source (see [`LogClock`]), each with the last
+    /// line's server, ranks and own time when the clock gave it its own time instead (it
+    /// disagreed): if the next line confirms that time, the rank gets it back.
+    clocks: clock::Clocks<Option<(ServerKey, Ranks, f64)>>,
     pub(crate) dropped_series: u64,
     /// Refusals by cap (the `cap` label of the dropped-series counter).
     pub(crate) dropped_by_cap: BTreeMap<caps::Cap, u64>,
@@ -515,8 +517,7 @@ impl State {
             servers: BTreeMap::new(),
             sources: BTreeMap::new(),
             unknown_fields: BTreeMap::new(),
-            clock: LogClock::default(),
-            held_time: None,
+            clocks: clock::Clocks::default(),
             dropped_series: 0,
             dropped_by_cap: BTreeMap::new(),
             warned_caps: caps::Warned::default(),
@@ -557,7 +558,7 @@ impl State {
     /// The log clock: the latest plausible time of the lines that carry rank state, in Unix
     /// seconds ("now" for a finished input).
     pub fn log_clock(&self) -> Option<f64> {
-        self.clock.now()
+        self.clocks.now()
     }
 
     /// Servers by key.
@@ -855,53 +856,60 @@ impl State {
         let mut d = SourceDelta::default();
         d.count_record(rec);
         self.add_source_counts(source, &d);
-        self.apply_to(&key, rec, ts);
+        let clock = self.clock_id(source);
+        self.apply_to(&key, rec, ts, clock);
+    }
+
+    /// The log clock of source `source`, for [`State::apply_to`] and [`State::observe_times`]:
+    /// each input's times are judged by its own neighbours.
+    pub fn clock_id(&mut self, source: &str) -> usize {
+        self.clocks.id(source)
     }
 
     /// [`State::apply`] for a caller that keeps the server's key (and counts the record in its
-    /// own [`SourceDelta`], [`SourceDelta::count_record`]): no allocation per line.
-    pub fn apply_to(&mut self, key: &ServerKey, rec: &Record<'_>, ts: Option<f64>) {
+    /// own [`SourceDelta`], [`SourceDelta::count_record`]) and its source's clock
+    /// ([`State::clock_id`]): no allocation per line.
+    pub fn apply_to(&mut self, key: &ServerKey, rec: &Record<'_>, ts: Option<f64>, clock: usize) {
         self.generation += 1;
         for k in rec.unknown_keys() {
             self.count_unknown(k);
         }
-        // Every timed line moves the log's clock (a log that goes on with access lines past
+        // Every timed line moves its input's clock (a log that goes on with access lines past
         // --idle-after reads idle at its end, as it would followed live); the clock's own rule
         // keeps a lone line with a wrong day from moving it.
         let own = ts;
         let ts = match ts {
-            Some(t) => Some(self.clock_step(t)),
+            Some(t) => Some(self.clock_step(clock, t)),
             None => {
-                self.held_time = None;
+                self.clocks.get_mut(clock).1 = None;
                 None
             }
         };
         if let (Some(t), true) = (own, own != ts) {
             if matches!(rec.class, Class::Prefill | Class::Decode) {
-                self.held_time = Some((key.clone(), rec.ranks, t));
+                self.clocks.get_mut(clock).1 = Some((key.clone(), rec.ranks, t));
             }
         }
-        self.apply_at(key, rec, ts);
+        self.apply_at(key, rec, ts, clock);
     }
 
     /// Notes the times of lines that carry no record, in log order (SGLang's other output at
     /// the end of an input: `Cache flushed successfully!`, a traceback's first line): they move
-    /// the log clock under its rule, as a record's time does, so an input that goes on past
-    /// `--idle-after` with them reads idle at its end.
-    pub fn observe_times(&mut self, times: &[f64]) {
+    /// the clock of their input (`clock`, [`State::clock_id`]) under its rule, as a record's
+    /// time does, so an input that goes on past `--idle-after` with them reads idle at its end.
+    pub fn observe_times(&mut self, clock: usize, times: &[f64]) {
         if times.is_empty() {
             return;
         }
         self.generation += 1;
         for &t in times {
-            self.clock_step(t);
+            self.clock_step(clock, t);
         }
     }
 
     /// [`State::apply`] for a line whose time the caller placed with its own clock (`backfill`,
     /// which looks a line ahead, see [`clock::Lookahead`]): `ts` is used as it is and the
-    /// state's clock is left alone (each input of a backfill has its own; one shared clock
-    /// would judge a second input's times by the first's).
+    /// state's clocks are left alone.
     pub fn apply_placed(
         &mut self,
         source: &str,
@@ -916,17 +924,19 @@ impl State {
         for k in rec.unknown_keys() {
             self.count_unknown(k);
         }
-        self.apply_at(key, rec, ts);
+        self.apply_at(key, rec, ts, 0);
     }
 
-    /// Observes one line's time on the log clock; returns the time to use for that line's
-    /// state. When the clock settles, a rank's time taken from an outlier is mended, and the
-    /// line held before (a disagreeing stats line) gets its own time back.
-    fn clock_step(&mut self, t: f64) -> f64 {
-        let given = self.clock.observe(t);
-        let held = self.held_time.take();
-        if self.clock.take_settled() {
-            self.clamp_outlier_times();
+    /// Observes one line's time on clock `clock`; returns the time to use for that line's
+    /// state. When the clock settles, a rank's time taken from an outlier is mended (on the
+    /// servers that clock judges), and the line held before (a disagreeing stats line) gets its
+    /// own time back.
+    fn clock_step(&mut self, clock: usize, t: f64) -> f64 {
+        let (c, held) = self.clocks.get_mut(clock);
+        let given = c.observe(t);
+        let held = held.take();
+        if c.take_settled() {
+            self.clamp_outlier_times(clock);
             // The line before was no outlier after all (a log resumed after a quiet spell):
             // its rank's last stats time is its own.
             if let Some((k, r, t)) = held {
@@ -939,8 +949,9 @@ impl State {
         given
     }
 
-    /// Applies a line to its server at `ts`, the time already decided.
-    fn apply_at(&mut self, key: &ServerKey, rec: &Record<'_>, ts: Option<f64>) {
+    /// Applies a line to its server at `ts`, the time already decided, by its input's clock
+    /// `clock` (the server is judged by that clock from now on).
+    fn apply_at(&mut self, key: &ServerKey, rec: &Record<'_>, ts: Option<f64>, clock: usize) {
         let (max_ranks, max_total) = (self.cfg.max_ranks, self.cfg.max_ranks_total);
         let room = self.ranks_total < max_total;
         let max_http = self.cfg.max_http_series;
@@ -969,6 +980,7 @@ impl State {
         if let Some(t) = ts {
             srv.last_seen = Some(srv.last_seen.map_or(t, |l| l.max(t)));
         }
+        srv.clock = clock;
         // A line of it: its source exists (a restored server is no one else's).
         srv.unclaimed_since = None;
         let mut restarted = 0;
@@ -986,6 +998,7 @@ impl State {
                         source_labels: std::mem::take(&mut srv.source_labels),
                         api: srv.api.take(),
                         last_seen: srv.last_seen,
+                        clock: srv.clock,
                         ..ServerState::new(pat.metrics.len())
                     };
                     *srv = fresh;
@@ -1049,16 +1062,16 @@ impl State {
         }
     }
 
-    /// After the log's clock settled: a rank's last stats time more than an hour ahead of it came
-    /// from an outlier line read before the clock could tell (a first line with a wrong day),
-    /// and would keep the rank busy for days: it goes back to the time before it (else the
-    /// clock's).
-    fn clamp_outlier_times(&mut self) {
-        let Some(now) = self.clock.now() else {
+    /// After an input's clock (`clock`) settled: a rank's last stats time more than an hour ahead
+    /// of it came from an outlier line read before the clock could tell (a first line with a
+    /// wrong day), and would keep the rank busy for days: it goes back to the time before it
+    /// (else the clock's). Only the servers that clock judges.
+    fn clamp_outlier_times(&mut self, clock: usize) {
+        let Some(now) = self.clocks.now_of(clock) else {
             return;
         };
         let sane = |t: &f64| *t <= now + clock::JUMP;
-        for srv in self.servers.values_mut() {
+        for srv in self.servers.values_mut().filter(|s| s.clock == clock) {
             for rank in srv.ranks.values_mut() {
                 if rank.last_stats.is_some_and(|t| !sane(&t)) {
                     rank.last_stats = Some(rank.prev_stats.filter(sane).unwrap_or(now));

@@ -495,10 +495,11 @@ fn times_of_lines_without_a_record_move_the_clock() {
     let mut f = Fixture::new(StateConfig::default());
     f.apply("s", &line(0), Some(T));
     f.apply("s", &line(0), Some(T + 10.0));
-    f.state.observe_times(&[T + 80.0, T + 140.0]);
+    let src = f.state.clock_id("src");
+    f.state.observe_times(src, &[T + 80.0, T + 140.0]);
     assert_eq!(f.state.log_clock(), Some(T + 140.0));
     assert!(f.rank("s", tp(0)).is_idle(T + 140.0, 30.0));
-    f.state.observe_times(&[T + 140.0 + 86_400.0]);
+    f.state.observe_times(src, &[T + 140.0 + 86_400.0]);
     assert_eq!(f.state.log_clock(), Some(T + 140.0));
     // A stats line after a quiet night is held (the clock's time); a line without a record
     // after it confirms the night.
@@ -508,7 +509,38 @@ fn times_of_lines_without_a_record_move_the_clock() {
     let morning = T + 10.0 * 3600.0;
     f.apply("s", &line(0), Some(morning));
     assert_eq!(f.rank("s", tp(0)).last_stats, Some(T + 1.0));
-    f.state.observe_times(&[morning + 5.0]);
+    let src = f.state.clock_id("src");
+    f.state.observe_times(src, &[morning + 5.0]);
     assert_eq!(f.rank("s", tp(0)).last_stats, Some(morning));
     assert_eq!(f.state.log_clock(), Some(morning + 5.0));
+}
+
+/// Each input has its own log clock (hostile pass): a log of 09:00 read after one of 12:00 is
+/// no outlier of the other's: its rank keeps its own last stats time (and reads idle at the
+/// end of both, 12:00), and a first line a day ahead in it is mended by its own clock.
+#[test]
+fn each_input_has_its_own_log_clock() {
+    let line = |tp: u32| {
+        format!("[2026-06-03 10:00:00 TP{tp}] Decode batch, #running-req: 3, #token: 100, token usage: 0.10, gen throughput (token/s): 1.00, #queue-req: 0")
+    };
+    let mut f = Fixture::new(StateConfig::default());
+    let noon = T + 4.0 * 3600.0;
+    let mut p = Parser::new(f.pat.clone());
+    let text = line(0);
+    let rec = p.parse(&text).unwrap();
+    for i in 0..8 {
+        f.state
+            .apply("a.log", "a", &rec, Some(T + 1800.0 * f64::from(i)));
+    }
+    f.state.apply("a.log", "a", &rec, Some(noon));
+    // b: a first line a day ahead, then two lines at T - 3600 (an hour before a's first).
+    let early = T - 3600.0;
+    f.state.apply("b.log", "b", &rec, Some(early + 86_400.0));
+    f.state.apply("b.log", "b", &rec, Some(early));
+    f.state.apply("b.log", "b", &rec, Some(early + 10.0));
+    assert_eq!(f.rank("a", tp(0)).last_stats, Some(noon));
+    assert_eq!(f.rank("b", tp(0)).last_stats, Some(early + 10.0));
+    assert_eq!(f.state.log_clock(), Some(noon));
+    assert!(f.rank("b", tp(0)).is_idle(noon, 30.0));
+    assert!(!f.rank("a", tp(0)).is_idle(noon, 30.0));
 }

@@ -730,3 +730,58 @@ fn lines_no_kind_reads_move_the_clock_to_the_inputs_last_timed_line() {
         Some(1.0)
     );
 }
+
+/// Each input has its own log clock (hostile pass): `b.log` (09:00:00-09:00:10) read after
+/// `a.log` (10:00-12:00) keeps its own times (not a's 12:00), and at the end of both (12:00)
+/// its rank reads idle since 09:00:10 while a's is busy.
+#[test]
+fn each_input_is_judged_by_its_own_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let line = |t: &str, n: u32| {
+        format!("[2026-06-03 {t} TP0] Decode batch, #running-req: {n}, #token: 100, token usage: 0.01, #queue-req: 0\n")
+    };
+    let mut a = String::new();
+    for h in 10..12 {
+        for m in (0..60).step_by(10) {
+            a += &line(&format!("{h:02}:{m:02}:00"), 5);
+        }
+    }
+    a += &line("12:00:00", 7);
+    let b = line("09:00:00", 3) + &line("09:00:10", 4);
+    let (pa, pb) = (dir.path().join("a.log"), dir.path().join("b.log"));
+    std::fs::write(&pa, a).unwrap();
+    std::fs::write(&pb, b).unwrap();
+    let out = crate::common::run(&[
+        "--once",
+        "--gpu.disable",
+        "--timezone",
+        "UTC",
+        pa.to_str().unwrap(),
+        pb.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    let expo = String::from_utf8(out.stdout).unwrap();
+    let all = crate::common::parse_exposition(&expo);
+    let at = |server: &str, name: &str| {
+        let found: Vec<f64> = all
+            .iter()
+            .filter(|s| s.name == name && s.label("server") == Some(server))
+            .map(|s| s.value)
+            .collect();
+        assert_eq!(found.len(), 1, "{name} of {server}: {found:?}");
+        found[0]
+    };
+    // 2026-06-03 12:00:00 and 09:00:10 UTC.
+    assert_eq!(at("a", "sglang_last_stats_timestamp_seconds"), 1780488000.0);
+    assert_eq!(at("b", "sglang_last_stats_timestamp_seconds"), 1780477210.0);
+    assert_eq!(at("a", "sglang_idle"), 0.0);
+    assert_eq!(at("b", "sglang_idle"), 1.0);
+    assert_eq!(at("a", "sglang:num_running_reqs"), 7.0);
+    assert_eq!(at("b", "sglang:num_running_reqs"), 0.0);
+    let summary = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        summary.contains("KV cache at the end of the input (2026-06-03 12:00:00)")
+            && summary.contains("idle since 09:00:10"),
+        "{summary}"
+    );
+}
