@@ -577,8 +577,8 @@ impl Ctx<'_> {
                 unit,
                 node,
             } => {
-                self.key.server.clear();
-                self.key.server.push_str(unit.unwrap_or(self.server));
+                // Bounded as the state keeps it (`crate::label`): the key names the samples.
+                crate::label::set("server", &mut self.key.server, unit.unwrap_or(self.server));
                 let engine = nodes.engine_of(&self.key.server, node, &rec);
                 (crate::record::Record { engine, ..rec }, realtime)
             }
@@ -596,8 +596,7 @@ impl Ctx<'_> {
                 return;
             }
         };
-        self.key.engine.clear();
-        self.key.engine.push_str(rec.engine.unwrap_or(""));
+        crate::label::set("engine", &mut self.key.engine, rec.engine.unwrap_or(""));
         let stats = matches!(rec.class, Class::Prefill | Class::Decode | Class::Retract);
         let request = rec.request.is_some_and(|r| r.counts());
         let Some(ts) = place(

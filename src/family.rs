@@ -46,6 +46,8 @@ pub fn is_exported_label(name: &str) -> bool {
         "driver_version",
         "pid",
         "call",
+        "label",
+        "cap",
     ];
     OURS.contains(&name) || name.ends_with("_rank") || name.ends_with("_size")
 }

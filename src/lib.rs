@@ -10,7 +10,8 @@
 //! * [`parse`]: one line to a [`record::Record`] (prefix, pattern file, fields, `server_args`,
 //!   request records), pure, no I/O; [`record`] is its output type, a leaf module.
 //! * [`state`]: current values per server, engine and rank, the log clock, the idle policy,
-//!   cardinality caps, self metrics, the state file.
+//!   cardinality caps, self metrics, the state file; [`label`] bounds the length of every label
+//!   value taken from the input.
 //! * [`gpu`]: NVML readings and which GPUs each server uses.
 //! * [`view`] (what a scrape shows of the state), [`family`] (the exposition data model) and
 //!   [`export`] (`/metrics` over HTTP or HTTPS, the Pushgateway, OpenMetrics, `--once`'s
@@ -50,6 +51,7 @@ pub mod export;
 pub mod family;
 pub mod generate;
 pub mod gpu;
+pub mod label;
 pub mod logging;
 pub mod parse;
 pub mod record;

@@ -234,6 +234,30 @@ pub struct ServerArgs {
 }
 
 impl ServerArgs {
+    /// These arguments with their texts bounded in length ([`crate::label`]): `model_name` is a
+    /// label of every series of the server; the mode and the algorithm are only compared with
+    /// short words, and are bounded so that a server's kept arguments are small whatever the
+    /// line (or the API's answer, or the state file) said. What the state keeps is this.
+    pub fn bounded(&self) -> ServerArgs {
+        let b = |label, v: &Option<String>| {
+            v.as_deref()
+                .map(|t| crate::label::bounded(label, t).into_owned())
+        };
+        ServerArgs {
+            model_name: b("model_name", &self.model_name),
+            disaggregation_mode: b("disaggregation_mode", &self.disaggregation_mode),
+            speculative_algorithm: b("speculative_algorithm", &self.speculative_algorithm),
+            tp_size: self.tp_size,
+            dp_size: self.dp_size,
+            pp_size: self.pp_size,
+            nnodes: self.nnodes,
+            node_rank: self.node_rank,
+            base_gpu_id: self.base_gpu_id,
+            gpu_id_step: self.gpu_id_step,
+            enable_dp_attention: self.enable_dp_attention,
+        }
+    }
+
     /// Whether the server is known to run without a speculative-decoding draft model.
     pub fn without_draft(&self) -> bool {
         self.speculative_algorithm.as_deref() == Some("None")

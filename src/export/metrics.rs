@@ -200,6 +200,13 @@ fn self_families(state: &State) -> Vec<Family> {
     for (cap, n) in &state.dropped_by_cap {
         by_cap.push(vec![("cap", cap.label().to_string())], *n as f64);
     }
+    let mut shortened = counter(
+        "sglang_log_exporter_label_values_shortened_total",
+        "Label values read from the input (server, engine and node names, model_name, Kubernetes labels, source paths, the state file's) longer than 256 bytes, shown as their first bytes, ~ and a hash of the whole; each distinct value counted once, by label.",
+    );
+    for (label, n) in crate::label::shortened() {
+        shortened.push(vec![("label", label.to_string())], n as f64);
+    }
     let build = Family::new(
         "sglang_log_exporter_build_info",
         "Always 1; the labels name the exporter build: its version and git revision.",
@@ -214,7 +221,7 @@ fn self_families(state: &State) -> Vec<Family> {
     );
     let mut out = vec![
         build, lines, bytes, matched, unmatched, oversized, incomplete, invalid, errors, bad,
-        control, json_none, nul, unknown, dropped, by_cap,
+        control, json_none, nul, unknown, dropped, by_cap, shortened,
     ];
     for m in SelfMetric::ALL {
         let (name, help, kind, label) = m.def();

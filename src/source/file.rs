@@ -120,6 +120,24 @@ struct Open {
     /// as a stream: no positioned reads, no truncation or rotation checks.
     regular: bool,
     lb: LineBuf,
+    /// A partial last line not held in memory (see [`Spill`]).
+    spilled: Option<Spill>,
+    /// Bytes up to this offset were counted as read ([`Sink::bytes`]): a line read again after a
+    /// spill is not counted twice.
+    counted_to: u64,
+}
+
+/// A regular file's partial last line longer than half a [`LineBuf`] at rest, which is not kept
+/// in memory: the writer may stay mid-line for hours, and 256 followed files each holding up to
+/// `--max-line-bytes` would be 256 MiB. The bytes after it are only looked through for its `\n`
+/// ([`LineBuf::scan`]); when it comes, the line is read again from the file, whole. What stays
+/// in memory for a followed file is an idle buffer ([`crate::source::linebuf::IDLE_SIZE`]).
+#[derive(Debug, Clone, Copy)]
+struct Spill {
+    /// Offset of the line's first byte.
+    from: u64,
+    /// It is longer than the limit: reported as oversized already, skipped when it ends.
+    oversized: bool,
 }
 
 /// Most rotated-away files still read at once (rotations faster than the grace period).
@@ -151,6 +169,8 @@ impl Open {
             tail: Vec::new(),
             regular: m.file_type().is_file(),
             lb: LineBuf::new(max_line),
+            spilled: None,
+            counted_to: 0,
         };
         if o.regular {
             o.seek_to(0)?;
@@ -190,6 +210,7 @@ impl Open {
         }
         io::Seek::seek(&mut self.file, io::SeekFrom::Start(at))?;
         self.offset = at;
+        self.spilled = None;
         self.lb.set_position(at);
         self.tail = if at > 0 {
             self.read_tail()?
@@ -203,24 +224,83 @@ impl Open {
     /// boundary, a hole ahead (the writer of a truncated file went on at its old offset) is
     /// skipped first rather than read.
     fn drain(&mut self, sink: &mut dyn Sink) -> io::Result<()> {
-        if self.regular && self.lb.pending() == 0 {
+        if self.regular && self.lb.pending() == 0 && self.spilled.is_none() {
             self.skip_hole()?;
         }
         let start = self.offset;
-        loop {
-            let n = self
-                .lb
-                .fill(&mut self.file as &mut dyn Read, |e| sink.event(e))?;
-            if n == 0 {
-                break;
+        if self.scan_spilled(sink)? {
+            loop {
+                let n = self
+                    .lb
+                    .fill(&mut self.file as &mut dyn Read, |e| sink.event(e))?;
+                if n == 0 {
+                    break;
+                }
+                self.advance(n, sink);
             }
-            self.offset += n as u64;
-            sink.bytes(n);
+            // At rest: a long partial line of a regular file is let go (read again when it
+            // ends), so what a followed file holds stays an idle buffer.
+            if self.regular && self.lb.pending() > 0 && !self.lb.rest() {
+                // What is held may be the rest of a line over the limit, reported already:
+                // it stays skipped.
+                self.spilled = Some(Spill {
+                    from: self.lb.position(),
+                    oversized: self.lb.skipping(),
+                });
+                self.lb.release();
+            }
         }
         if self.regular && self.offset != start {
             self.tail = self.read_tail()?;
         }
         Ok(())
+    }
+
+    /// Moves the offset past `n` bytes just read, counting those not counted before.
+    fn advance(&mut self, n: usize, sink: &mut dyn Sink) {
+        let end = self.offset + n as u64;
+        let fresh = end.saturating_sub(self.offset.max(self.counted_to));
+        self.offset = end;
+        self.counted_to = self.counted_to.max(end);
+        if fresh > 0 {
+            sink.bytes(fresh as usize);
+        }
+    }
+
+    /// With a spilled partial line ([`Spill`]): reads on, keeping nothing, until its `\n`.
+    /// Whether it came (or there was no spilled line): the file is then back at the line's
+    /// start (or just past it, for a line over the limit, skipped) for reading as usual.
+    fn scan_spilled(&mut self, sink: &mut dyn Sink) -> io::Result<bool> {
+        let Some(mut spill) = self.spilled else {
+            return Ok(true);
+        };
+        let max_line = self.lb.max_line() as u64;
+        loop {
+            let at = self.offset;
+            let (n, nl) = self.lb.scan(&mut self.file as &mut dyn Read)?;
+            if n == 0 {
+                self.spilled = Some(spill);
+                return Ok(false);
+            }
+            self.advance(n, sink);
+            let len = match nl {
+                Some(i) => at + i as u64 - spill.from,
+                None => self.offset - spill.from,
+            };
+            // Over the limit: reported once, as the line buffer does.
+            if len > max_line && !std::mem::replace(&mut spill.oversized, true) {
+                sink.event(Event::Oversized);
+            }
+            let Some(i) = nl else {
+                continue;
+            };
+            if spill.oversized {
+                self.seek_to(at + i as u64 + 1)?;
+            } else {
+                self.seek_to(spill.from)?;
+            }
+            return Ok(true);
+        }
     }
 
     /// Moves past a hole at the offset, if the filesystem reports one (`SEEK_DATA`).
@@ -243,8 +323,12 @@ impl Open {
         Ok(())
     }
 
-    /// Drops the partial last line (reported as cut).
+    /// Drops the partial last line (reported as cut, unless it was over the limit: reported as
+    /// oversized already, as the line buffer does).
     fn flush_partial(&mut self, sink: &mut dyn Sink) {
+        if self.spilled.take().is_some_and(|s| !s.oversized) {
+            sink.event(Event::Incomplete);
+        }
         self.lb.flush_partial(|e| sink.event(e));
         sink.input_ended();
     }
@@ -304,6 +388,15 @@ impl Tailer {
     /// out (the line being read when it failed is not read again), forgetting the partial line.
     pub fn recover(&mut self) {
         if let Some(o) = self.open.as_mut() {
+            if o.spilled.is_some() {
+                // Looking for a spilled line's end: nothing of it was handed out; go on there.
+                let at = io::SeekFrom::Start(o.offset);
+                if io::Seek::seek(&mut o.file, at).is_err() {
+                    o.spilled = None;
+                    o.lb.reset();
+                }
+                return;
+            }
             let pos = o.lb.position();
             if !o.regular || o.seek_to(pos).is_err() {
                 o.lb.reset();
@@ -445,6 +538,8 @@ impl Tailer {
             return Step::Again;
         };
         o.flush_partial(sink);
+        // Another content: its bytes are read anew, and counted.
+        o.counted_to = 0;
         if let Err(e) = o.seek_to(0) {
             tracing::warn!(path = %self.path.display(), "seek failed: {e}; reopening");
             self.open = None;
@@ -544,6 +639,8 @@ mod tests {
     struct Rec {
         lines: Vec<String>,
         nuls: usize,
+        oversized: usize,
+        incomplete: usize,
         bytes: usize,
         errors: usize,
     }
@@ -553,7 +650,8 @@ mod tests {
             match e {
                 Event::Line(l, _) => self.lines.push(String::from_utf8_lossy(l).into_owned()),
                 Event::NulRun(_) => self.nuls += 1,
-                _ => {}
+                Event::Oversized => self.oversized += 1,
+                Event::Incomplete => self.incomplete += 1,
             }
         }
         fn bytes(&mut self, n: usize) {
@@ -654,5 +752,214 @@ mod tests {
             .unwrap();
         t.step(&mut rec);
         assert_eq!(rec.lines, ["a", "b", "c", "d"]);
+    }
+
+    fn append(p: &Path, b: &[u8]) {
+        let mut f = std::fs::OpenOptions::new().append(true).open(p).unwrap();
+        io::Write::write_all(&mut f, b).unwrap();
+    }
+
+    /// What a followed file holds at rest: the line buffer's allocation and its partial line.
+    fn held(t: &Tailer) -> (usize, usize) {
+        let o = t.open.as_ref().unwrap();
+        (o.lb.capacity(), o.lb.pending())
+    }
+
+    const STATS: &str = "[2026-11-30 15:00:00 TP0] Decode batch, #running-req: 1, #token: 1, token usage: 0.01, #queue-req: 0";
+
+    /// The hostile pass's F5: a followed file ending in a 1,000,000-byte line with no newline
+    /// held a buffer of that size (256 such files: 297 MB). At rest it now holds an idle buffer
+    /// of 4 KiB and nothing of the line; when the line ends it is read again, whole, once, and
+    /// its bytes are counted once.
+    #[test]
+    fn a_long_partial_line_is_not_held_and_is_read_whole_when_it_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f0.log");
+        let long = "x".repeat(1_000_000);
+        std::fs::write(&p, format!("{STATS}\n{long}")).unwrap();
+        let mut t = Tailer::new(
+            &p,
+            TailConfig {
+                max_line: 1 << 20,
+                ..cfg()
+            },
+        );
+        let mut rec = Rec::default();
+        assert_eq!(t.step(&mut rec), Step::Wait);
+        assert_eq!(rec.lines, [STATS]);
+        assert_eq!(held(&t), (4096, 0));
+        let spill = t.open.as_ref().unwrap().spilled.unwrap();
+        assert_eq!(
+            (spill.from, spill.oversized),
+            (STATS.len() as u64 + 1, false)
+        );
+        // More of the line, still no newline: looked through, not kept.
+        append(&p, b"yyy");
+        assert_eq!(t.step(&mut rec), Step::Wait);
+        assert_eq!(held(&t), (4096, 0));
+        append(&p, b"z\nnext\n");
+        assert_eq!(t.step(&mut rec), Step::Wait);
+        assert_eq!(rec.lines.len(), 3);
+        assert_eq!(rec.lines[1], format!("{long}yyyz"));
+        assert_eq!(rec.lines[2], "next");
+        assert_eq!((rec.oversized, rec.incomplete), (0, 0));
+        assert_eq!(rec.bytes as u64, std::fs::metadata(&p).unwrap().len());
+        assert_eq!(held(&t), (4096, 0));
+        assert!(t.open.as_ref().unwrap().spilled.is_none());
+    }
+
+    /// A short partial line stays in memory (it fits an idle buffer): no read again.
+    #[test]
+    fn a_short_partial_line_is_kept_in_an_idle_buffer() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.log");
+        std::fs::write(&p, format!("{}\n{STATS}\n#running", "a".repeat(100_000))).unwrap();
+        let mut t = Tailer::new(&p, cfg());
+        let mut rec = Rec::default();
+        t.step(&mut rec);
+        assert_eq!(rec.lines, [STATS]);
+        assert_eq!(rec.oversized, 1);
+        assert_eq!(held(&t), (4096, 8));
+        assert!(t.open.as_ref().unwrap().spilled.is_none());
+        append(&p, b"-req: 3\n");
+        t.step(&mut rec);
+        assert_eq!(rec.lines, [STATS, "#running-req: 3"]);
+    }
+
+    /// A spilled line that grows past the limit is reported once as oversized and skipped when
+    /// it ends (as the line buffer does with a line it holds), never reported as cut.
+    #[test]
+    fn a_spilled_line_over_the_limit_is_skipped_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.log");
+        std::fs::write(&p, format!("first\n{}", "y".repeat(3000))).unwrap();
+        let mut t = Tailer::new(
+            &p,
+            TailConfig {
+                max_line: 4096,
+                ..cfg()
+            },
+        );
+        let mut rec = Rec::default();
+        t.step(&mut rec);
+        assert!(t.open.as_ref().unwrap().spilled.is_some());
+        append(&p, &[b'y'; 2000]);
+        t.step(&mut rec);
+        assert_eq!(rec.oversized, 1);
+        append(&p, b"y\nnext\n");
+        t.step(&mut rec);
+        assert_eq!(rec.lines, ["first", "next"]);
+        assert_eq!((rec.oversized, rec.incomplete), (1, 0));
+        assert_eq!(rec.bytes as u64, std::fs::metadata(&p).unwrap().len());
+    }
+
+    /// Rotation while a spilled line waits for its end: the writer ends it in the renamed file,
+    /// which is finished first; then the new file.
+    #[test]
+    fn a_spilled_line_ended_in_the_rotated_file_is_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.log");
+        let long = "y".repeat(5000);
+        std::fs::write(&p, format!("a\n{long}")).unwrap();
+        let mut t = Tailer::new(&p, cfg_long());
+        let mut rec = Rec::default();
+        t.step(&mut rec);
+        assert!(t.open.as_ref().unwrap().spilled.is_some());
+        let old = dir.path().join("x.log.1");
+        std::fs::rename(&p, &old).unwrap();
+        std::fs::write(&p, "new\n").unwrap();
+        append(&old, b"z\n");
+        while t.step(&mut rec) == Step::Again {}
+        assert_eq!(
+            rec.lines,
+            ["a".to_string(), format!("{long}z"), "new".into()]
+        );
+        assert_eq!(rec.incomplete, 0);
+        assert_eq!(rec.bytes, 2 + 5000 + 2 + 4);
+    }
+
+    /// Truncation while a spilled line waits: the line is counted as cut (never joined with the
+    /// new content), and the file is read from its start.
+    #[test]
+    fn a_spilled_line_cut_by_truncation_is_counted_not_joined() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.log");
+        std::fs::write(&p, format!("a\n{}", "y".repeat(5000))).unwrap();
+        let mut t = Tailer::new(&p, cfg_long());
+        let mut rec = Rec::default();
+        t.step(&mut rec);
+        assert!(t.open.as_ref().unwrap().spilled.is_some());
+        std::fs::write(&p, "b\n").unwrap();
+        while t.step(&mut rec) == Step::Again {}
+        assert_eq!(rec.lines, ["a", "b"]);
+        assert_eq!((rec.incomplete, rec.oversized), (1, 0));
+        assert_eq!(rec.bytes, 5002 + 2);
+    }
+
+    fn cfg_long() -> TailConfig {
+        TailConfig {
+            max_line: 1 << 20,
+            ..cfg()
+        }
+    }
+
+    /// Writes of random sizes (lines from empty to over the limit, cut anywhere, so partial
+    /// lines of every length wait at each look, held or spilled, also the rest of a line over
+    /// the limit): the lines handed out are the input's split at `\n`, the oversized ones
+    /// skipped once each, every byte counted once, and what a file holds at rest stays an idle
+    /// buffer. Several seeds.
+    #[test]
+    fn random_writes_read_as_the_input_splits_them() {
+        for seed in 1..=12u64 {
+            random_writes(seed.wrapping_mul(0x2545_f491_4f6c_dd1d));
+        }
+    }
+
+    fn random_writes(mut seed: u64) {
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let max_line = 8192;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.log");
+        std::fs::write(&p, "").unwrap();
+        let mut t = Tailer::new(&p, TailConfig { max_line, ..cfg() });
+        let mut rec = Rec::default();
+        let mut all = Vec::new();
+        const LENS: [usize; 10] = [0, 10, 100, 2048, 2049, 4096, 8192, 8193, 9000, 20000];
+        for i in 0..300 {
+            let len = LENS[next(LENS.len() as u64) as usize];
+            let mut line: Vec<u8> = (0..len).map(|j| b'a' + ((i + j) % 26) as u8).collect();
+            line.push(b'\n');
+            let mut rest = &line[..];
+            while !rest.is_empty() {
+                let n = (1 + next(rest.len() as u64 + 3000) as usize).min(rest.len());
+                append(&p, &rest[..n]);
+                all.extend_from_slice(&rest[..n]);
+                rest = &rest[n..];
+                t.step(&mut rec);
+                assert!(held(&t).0 <= 4096, "held at rest: {:?}", held(&t));
+            }
+        }
+        let want: Vec<&[u8]> = all.split(|&b| b == b'\n').collect();
+        let want = &want[..want.len() - 1];
+        let kept: Vec<String> = want
+            .iter()
+            .filter(|l| l.len() <= max_line)
+            .map(|l| String::from_utf8_lossy(l).into_owned())
+            .collect();
+        // Compared by their lengths first: the lines are long to print.
+        let lens = |v: &[String]| v.iter().map(String::len).collect::<Vec<_>>();
+        let (got, exp) = (lens(&rec.lines), lens(&kept));
+        let first = got.iter().zip(&exp).position(|(a, b)| a != b);
+        assert_eq!(got.len(), exp.len(), "first difference at {first:?}");
+        assert_eq!(first, None);
+        assert!(rec.lines == kept);
+        assert_eq!(rec.oversized, want.len() - kept.len());
+        assert_eq!(rec.incomplete, 0);
+        assert_eq!(rec.bytes, all.len());
     }
 }

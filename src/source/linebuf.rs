@@ -9,8 +9,9 @@ pub const READ_SIZE: usize = 64 * 1024;
 
 /// The buffer of an idle reader: after a read that was small and left nothing held, the buffer
 /// shrinks to this (a followed file that gets a line now and then holds 4 KiB, not 64), and
-/// grows back to [`READ_SIZE`] reads as soon as a read fills it.
-const IDLE_SIZE: usize = 4 * 1024;
+/// grows back to [`READ_SIZE`] reads as soon as a read fills it. A reader at rest with a
+/// partial line keeps it in a buffer of this size too when it fits in half of one ([`LineBuf::rest`]).
+pub const IDLE_SIZE: usize = 4 * 1024;
 
 /// One read into `buf`, retried when interrupted.
 ///
@@ -201,6 +202,62 @@ impl LineBuf {
         self.end = 0;
         self.skipping = false;
         self.in_nul_run = false;
+    }
+
+    /// At rest (the input read to its end for now): keeps a partial line of at most half
+    /// [`IDLE_SIZE`] in a buffer of that size, as an idle reader without one has. Whether the
+    /// buffer is now that small: `false` for a longer partial line, which a reader that can read
+    /// it again ([`crate::source::file`]) lets go ([`LineBuf::release`]) rather than hold a
+    /// buffer of up to `max_line` for each file whose writer stopped mid-line.
+    pub fn rest(&mut self) -> bool {
+        if self.buf.len() <= IDLE_SIZE {
+            return true;
+        }
+        let held = self.end - self.start;
+        if held > IDLE_SIZE / 2 {
+            return false;
+        }
+        let mut buf = vec![0; IDLE_SIZE];
+        buf[..held].copy_from_slice(&self.buf[self.start..self.end]);
+        self.buf = buf;
+        self.start = 0;
+        self.end = held;
+        self.idle = true;
+        true
+    }
+
+    /// Forgets the partial line held without reporting it, and keeps a buffer of [`IDLE_SIZE`]:
+    /// for a reader that reads the line again from its file when its `\n` comes
+    /// ([`LineBuf::scan`] looks for it). [`LineBuf::position`] stays the line's start.
+    pub fn release(&mut self) {
+        self.start = 0;
+        self.end = 0;
+        self.skipping = false;
+        self.in_nul_run = false;
+        self.buf = vec![0; IDLE_SIZE];
+        self.idle = true;
+    }
+
+    /// After [`LineBuf::release`]: reads once into the buffer and keeps nothing. Returns the
+    /// bytes read (0 at end of input) and the index of the first `\n` among them.
+    ///
+    /// # Errors
+    /// The read error (`Interrupted` is retried).
+    pub fn scan<R: Read + ?Sized>(&mut self, r: &mut R) -> io::Result<(usize, Option<usize>)> {
+        debug_assert_eq!(self.start, self.end, "scan holds nothing");
+        let n = read_retrying(r, &mut self.buf)?;
+        Ok((n, memchr::memchr(b'\n', &self.buf[..n])))
+    }
+
+    /// Whether the bytes held are the rest of a line over the limit (reported as
+    /// [`Event::Oversized`] already, dropped when its `\n` comes).
+    pub fn skipping(&self) -> bool {
+        self.skipping
+    }
+
+    /// The longest line handed out.
+    pub fn max_line(&self) -> usize {
+        self.max_line
     }
 
     /// Bytes held for an incomplete line.

@@ -554,7 +554,9 @@ impl Ingest {
             ap: Applier {
                 state,
                 source: source.to_string(),
-                server: server.to_string(),
+                // Bounded once here (a label value, see `crate::label`), so the key of its
+                // lines is compared with it as the state keeps it.
+                server: crate::label::bounded("server", server).into_owned(),
                 times,
                 timing: Timing::LogTime,
                 fallback_time: None,
@@ -846,11 +848,10 @@ impl Applier {
                 let engine = self.nodes.engine_of(server, *node, rec);
                 if !(self.key_is_own && unit.is_none() && engine.is_none()) {
                     let engine = engine.unwrap_or("");
+                    // A name longer than a label value is set (bounded) again on each of its
+                    // lines: only a garbled or hostile input pays that.
                     if self.key.server != server || self.key.engine != engine {
-                        self.key.server.clear();
-                        self.key.server.push_str(server);
-                        self.key.engine.clear();
-                        self.key.engine.push_str(engine);
+                        self.key.set(server, engine);
                     }
                     self.key_is_own = self.key.server == self.server && self.key.engine.is_empty();
                 }

@@ -67,6 +67,9 @@ impl Nodes {
     /// node is one of a multi-node server's, else the node after it.
     pub fn engine<'s>(&'s mut self, server: &str, node: &str, rec: &Record<'s>) -> Option<&'s str> {
         let (class, ranks, engine) = (rec.class, rec.ranks, rec.engine);
+        // Kept (up to 64 per source) and part of an `engine` label: bounded as label values are.
+        let node = crate::label::bounded("node", node);
+        let node = &*node;
         let at = self
             .list
             .iter()

@@ -97,7 +97,11 @@ impl State {
     /// New servers and ranks count against the same caps as the log's.
     pub fn apply_api(&mut self, server: &str, r: &ApiReading, now: f64) {
         self.generation += 1;
+        let server = crate::label::bounded("server", server);
+        let server = &*server;
         let key = ServerKey::plain(server);
+        // `/server_info`'s arguments, kept and compared as the log's are: bounded.
+        let info_args = r.info.as_ref().map(|i| i.args.bounded());
         let n = self.pat.metrics.len();
         if !self.servers.contains_key(&key) {
             let State {
@@ -125,6 +129,7 @@ impl State {
         // Each DP rank refused by a cap is a series dropped.
         let mut refused = Vec::new();
         let mut added = 0;
+        let mut gave_way = 0;
         let srv = self.servers.get_mut(&key).expect("added above");
         srv.unclaimed_since = None;
         let ep_size = r.info.as_ref().and_then(|i| i.ep_size);
@@ -143,16 +148,16 @@ impl State {
             status.ep_size = ep_size;
         }
         let ep_size = status.ep_size;
-        if let Some(info) = &r.info {
+        if let Some(args) = info_args {
             match &srv.args {
                 None => {
-                    srv.args = Some(info.args.clone());
+                    srv.args = Some(args);
                     status.args_from_api = true;
                 }
                 // A new answer of the API replaces what an earlier one said (a restart).
-                Some(_) if status.args_from_api => srv.args = Some(info.args.clone()),
+                Some(_) if status.args_from_api => srv.args = Some(args),
                 Some(log) => {
-                    if let Some(why) = contradiction(log, &info.args) {
+                    if let Some(why) = contradiction(log, &args) {
                         // Two servers under one name: neither's numbers go to the other's series.
                         let first = !status.warned;
                         status.warned = true;
@@ -173,7 +178,10 @@ impl State {
             }
         }
         let many = r.loads.len() > 1;
-        for (load, values) in r.loads.iter().zip(&ids) {
+        // DP ranks new to the state that found the ranks in all at their cap: they get a
+        // restored rank's room, if one is left, once this server is no longer borrowed.
+        let mut waiting = Vec::new();
+        for (i, load) in r.loads.iter().enumerate() {
             let want = rank_for(srv, load.dp_rank, many, ep_size);
             // The values move when the log shows another rank prints for this DP rank.
             for (ranks, rank) in srv.ranks.iter_mut() {
@@ -187,34 +195,49 @@ impl State {
                 }
             }
             let new_rank = !srv.ranks.contains_key(&want);
+            // The server's own restored rank gives way to one its API feeds.
+            if new_rank && srv.ranks.len() >= max_ranks && super::give_way(srv) {
+                self.ranks_total -= 1;
+                gave_way += 1;
+            }
             if new_rank && srv.ranks.len() >= max_ranks {
                 refused.push(caps::Cap::Ranks);
                 continue;
             }
             if new_rank && self.ranks_total + added >= max_total {
-                refused.push(caps::Cap::RanksTotal);
+                waiting.push((i, want));
                 continue;
             }
             added += usize::from(new_rank);
-            let rank = srv
-                .ranks
-                .entry(want)
-                .or_insert_with(|| super::RankState::new(n));
-            let mut live = vec![f64::NAN; n].into_boxed_slice();
-            for &(id, v) in values {
-                live[id] = v;
-            }
-            if let (Some(c), Some(info)) = (capacity, &r.info) {
-                let c = c as usize;
-                if live[c].is_nan() {
-                    live[c] = info.max_total_num_tokens.unwrap_or(f64::NAN);
-                }
-            }
-            rank.live = Some(Live {
-                dp_rank: load.dp_rank,
-                values: live,
-            });
+            feed(srv, want, load, &ids[i], capacity, r, n);
         }
+        self.ranks_total += added;
+        for _ in 0..gave_way {
+            self.gave_way();
+        }
+        for (i, want) in waiting {
+            // Checked again: an earlier one may have made this rank, or filled the server.
+            let (exists, full) = self.servers.get(&key).map_or((false, false), |s| {
+                (s.ranks.contains_key(&want), s.ranks.len() >= max_ranks)
+            });
+            if !exists {
+                if full {
+                    refused.push(caps::Cap::Ranks);
+                    continue;
+                }
+                if self.restored_left {
+                    self.make_room(&key, Some(&want));
+                }
+                if self.ranks_total >= max_total {
+                    refused.push(caps::Cap::RanksTotal);
+                    continue;
+                }
+                self.ranks_total += 1;
+            }
+            let srv = self.servers.get_mut(&key).expect("added above");
+            feed(srv, want, &r.loads[i], &ids[i], capacity, r, n);
+        }
+        let srv = self.servers.get_mut(&key).expect("added above");
         // DP ranks the answer no longer lists keep no values of it.
         let listed: Vec<u32> = r.loads.iter().map(|l| l.dp_rank).collect();
         for rank in srv.ranks.values_mut() {
@@ -229,7 +252,7 @@ impl State {
         // A rank made for the API alone that no longer holds its values is gone.
         let before = srv.ranks.len();
         srv.ranks.retain(|_, r| r.live.is_some() || r.from_log());
-        self.ranks_total = self.ranks_total + added - (before - srv.ranks.len());
+        self.ranks_total -= before - srv.ranks.len();
         for cap in refused {
             self.refuse(cap, server);
         }
@@ -238,6 +261,7 @@ impl State {
     /// Records that `server`'s API did not answer (or answered what cannot be read): its status
     /// turns down, so the activity gauges of the ranks it fed are withdrawn until it answers.
     pub fn api_failed(&mut self, server: &str) {
+        // Bounded as `apply_api` keeps it.
         let key = ServerKey::plain(server);
         if let Some(status) = self.servers.get_mut(&key).and_then(|s| s.api.as_mut()) {
             if status.up {
@@ -246,6 +270,39 @@ impl State {
             }
         }
     }
+}
+
+/// Gives DP rank `load`'s values (`values`, by metric index) to rank `want` of `srv`, made if
+/// new (the caller counted it against the caps); with `/server_info`'s capacity where the load
+/// gives none.
+fn feed(
+    srv: &mut super::ServerState,
+    want: Ranks,
+    load: &DpLoad,
+    values: &[(usize, f64)],
+    capacity: Option<crate::parse::patterns::MetricId>,
+    r: &ApiReading,
+    n: usize,
+) {
+    let rank = srv
+        .ranks
+        .entry(want)
+        .or_insert_with(|| super::RankState::new(n));
+    super::confirm(&mut srv.restored_ranks, rank);
+    let mut live = vec![f64::NAN; n].into_boxed_slice();
+    for &(id, v) in values {
+        live[id] = v;
+    }
+    if let (Some(c), Some(info)) = (capacity, &r.info) {
+        let c = c as usize;
+        if live[c].is_nan() {
+            live[c] = info.max_total_num_tokens.unwrap_or(f64::NAN);
+        }
+    }
+    rank.live = Some(Live {
+        dp_rank: load.dp_rank,
+        values: live,
+    });
 }
 
 /// A `server_args` line of the log: the server's arguments are the log's from now on (an API

@@ -19,6 +19,7 @@ pub mod selfmetric;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use crate::label;
 use crate::parse::patterns::{Class, MetricId, MetricKind, Patterns, Scope};
 use crate::record::{Ranks, Record, ServerArgs};
 pub use clock::LogClock;
@@ -122,6 +123,9 @@ pub struct RankState {
     prev_stats: Option<f64>,
     /// Values from the server's HTTP API (see [`live`]), when it fed this rank.
     pub live: Option<live::Live>,
+    /// Restored from the state file ([`persist`]) and not named since by a line or the API:
+    /// it gives way to a rank an input names when a rank cap is full.
+    restored: bool,
 }
 
 impl RankState {
@@ -138,6 +142,7 @@ impl RankState {
             retractions: 0,
             last_retraction: None,
             live: None,
+            restored: false,
         }
     }
 
@@ -221,11 +226,35 @@ fn word(b: &[u8]) -> u64 {
 }
 
 impl ServerKey {
+    /// The key of `server` and `engine` (empty: a log of one engine), each bounded in length
+    /// ([`crate::label`]): every key the state keeps is made by these.
+    pub fn new(server: &str, engine: &str) -> ServerKey {
+        ServerKey {
+            server: label::bounded("server", server).into_owned(),
+            engine: label::bounded("engine", engine).into_owned(),
+        }
+    }
+
     /// A key for a server of one engine.
     pub fn plain(server: &str) -> ServerKey {
-        ServerKey {
-            server: server.to_string(),
-            engine: String::new(),
+        ServerKey::new(server, "")
+    }
+
+    /// Makes this the key of `server` and `engine` (as [`ServerKey::new`]), reusing its
+    /// allocations: a caller that keeps a key from line to line sets it only when the line's
+    /// server or engine differs from the last.
+    pub fn set(&mut self, server: &str, engine: &str) {
+        label::set("server", &mut self.server, server);
+        label::set("engine", &mut self.engine, engine);
+    }
+
+    /// This key with its names bounded: itself (no copy) when they are short, as every key made
+    /// by [`ServerKey::new`] is. The state bounds every key it is handed, whoever made it.
+    fn bounded(&self) -> std::borrow::Cow<'_, ServerKey> {
+        if self.server.len() <= label::MAX_BYTES && self.engine.len() <= label::MAX_BYTES {
+            std::borrow::Cow::Borrowed(self)
+        } else {
+            std::borrow::Cow::Owned(ServerKey::new(&self.server, &self.engine))
         }
     }
 }
@@ -262,6 +291,9 @@ pub struct ServerState {
     pub source_labels: Vec<(&'static str, String)>,
     /// Stats lines of all its ranks (only some ranks print them), to tell start-up from serving.
     stats_lines: u64,
+    /// How many of its ranks may still be restored and unconfirmed ([`RankState::restored`]):
+    /// 0 spares looking for one; a search that finds none sets it to 0.
+    restored_ranks: usize,
     /// The `node_rank`s (below 64) of a multi-node server whose `server_args` dump this
     /// process has printed: each host prints one (a SkyPilot or Slurm stream carries them all),
     /// and only a second dump of one node is a restart.
@@ -285,6 +317,7 @@ impl ServerState {
             unclaimed_since: None,
             source_labels: Vec::new(),
             stats_lines: 0,
+            restored_ranks: 0,
             dumped_nodes: 0,
             api: None,
         }
@@ -417,6 +450,12 @@ pub struct State {
     warned_caps: caps::Warned,
     /// Ranks in all servers (bounded by `max_ranks_total`).
     ranks_total: usize,
+    /// Something restored from the state file may still give way ([`State::make_room`]): set
+    /// by a restore, cleared when nothing is left to (nothing is restored later), so a state at
+    /// its caps without one costs no search per line.
+    restored_left: bool,
+    /// Restored servers and ranks removed to make room for an input's own were warned about.
+    warned_gave_way: bool,
     /// Self metrics set by other parts (journalctl restarts, push results…), by label value.
     pub(crate) self_metrics: BTreeMap<(SelfMetric, String), f64>,
     /// Families produced by collectors that run on their own timer (the GPU sampler), by
@@ -522,6 +561,8 @@ impl State {
             dropped_by_cap: BTreeMap::new(),
             warned_caps: caps::Warned::default(),
             ranks_total: 0,
+            restored_left: false,
+            warned_gave_way: false,
             self_metrics: BTreeMap::new(),
             collected: BTreeMap::new(),
             generation: 0,
@@ -571,19 +612,22 @@ impl State {
         self.generation
     }
 
-    /// Adds `by` to a self-metric counter, labelled `label` (empty for a metric without label).
+    /// Adds `by` to a self-metric counter, labelled `label` (empty for a metric without label;
+    /// bounded in length, [`crate::label`], as every label value the state keeps).
     pub fn add_self(&mut self, m: SelfMetric, label: &str, by: f64) {
         self.generation += 1;
+        let label = label::bounded(m.def().3, label);
         *self
             .self_metrics
-            .entry((m, label.to_string()))
+            .entry((m, label.into_owned()))
             .or_insert(0.0) += by;
     }
 
-    /// Sets a self-metric gauge.
+    /// Sets a self-metric gauge (its label bounded as in [`State::add_self`]).
     pub fn set_self(&mut self, m: SelfMetric, label: &str, v: f64) {
         self.generation += 1;
-        self.self_metrics.insert((m, label.to_string()), v);
+        let label = label::bounded(m.def().3, label);
+        self.self_metrics.insert((m, label.into_owned()), v);
     }
 
     /// Replaces the families of collector `name` (e.g. `gpu`), shown on every scrape until the
@@ -622,8 +666,13 @@ impl State {
     /// `namespace`, `pod`, `container`): those that exist now (every engine) and those created
     /// later, so a server's first series already carry them. It also undoes a
     /// [`State::retire_server`] of that name (the source is back). Creates no server.
-    pub fn set_source_labels(&mut self, server: &str, labels: Vec<(&'static str, String)>) {
+    pub fn set_source_labels(&mut self, server: &str, mut labels: Vec<(&'static str, String)>) {
         self.generation += 1;
+        let server = label::bounded("server", server);
+        let server = &*server;
+        for (k, v) in labels.iter_mut() {
+            label::bound(k, v);
+        }
         for (k, s) in self.servers.iter_mut() {
             if k.server == server {
                 s.source_labels = labels.clone();
@@ -661,6 +710,8 @@ impl State {
     /// Notes that an input names servers called `server` (every engine): those restored from the
     /// state file are kept (see [`ServerState::unclaimed_since`]).
     pub fn claim(&mut self, server: &str) {
+        let server = label::bounded("server", server);
+        let server = &*server;
         for (k, s) in self.servers.iter_mut() {
             if k.server == server {
                 s.unclaimed_since = None;
@@ -671,6 +722,8 @@ impl State {
     /// Notes the Kubernetes pod UID of the source of the servers named `server` (a discovered
     /// pod log), which ties GPU processes to them (their cgroup names it); `None` forgets it.
     pub fn set_source_pod(&mut self, server: &str, uid: Option<&str>) {
+        let server = label::bounded("server", server);
+        let server = &*server;
         match uid {
             Some(u) => self.source_pods.insert(server.to_string(), u.to_string()),
             None => self.source_pods.remove(server),
@@ -679,7 +732,8 @@ impl State {
 
     /// The pod UID noted for the servers named `server`.
     pub fn source_pod(&self, server: &str) -> Option<&str> {
-        self.source_pods.get(server).map(String::as_str)
+        let server = label::bounded("server", server);
+        self.source_pods.get(&*server).map(String::as_str)
     }
 
     /// Marks the servers named `server` (every engine) as gone with their source at `at`: their
@@ -687,6 +741,8 @@ impl State {
     /// logged a line are forgotten now.
     pub fn retire_server(&mut self, server: &str, at: f64) {
         self.generation += 1;
+        let server = label::bounded("server", server);
+        let server = &*server;
         let mut any = false;
         for (k, s) in self.servers.iter_mut() {
             if k.server == server {
@@ -705,6 +761,8 @@ impl State {
     /// grow the exposition. `None`: the source is back, keep it.
     pub fn retire_source(&mut self, source: &str, at: Option<f64>) {
         self.generation += 1;
+        let source = label::bounded("source", source);
+        let source = &*source;
         match at {
             Some(t) => {
                 self.retired_sources.insert(source.to_string(), t);
@@ -818,6 +876,79 @@ impl State {
         Ok(servers.entry(key.clone()).or_insert(srv))
     }
 
+    /// Makes room for what a line of an input brings when a cap is full: a server restored from
+    /// the state file that no input has named gives way to a new server (or engine), and a
+    /// restored rank not named since to a new rank (`rank`: the line's, for a line that makes
+    /// one). The inputs' own come first: restored ones never crowd them out. Called only when
+    /// the servers or the ranks in all are at their cap.
+    fn make_room(&mut self, key: &ServerKey, rank: Option<&Ranks>) {
+        let cfg = &self.cfg;
+        if !self.servers.contains_key(key) {
+            let unclaimed = |s: &ServerState| s.unclaimed_since.is_some();
+            let victim = if self.servers.len() >= cfg.max_servers {
+                self.servers.iter().find(|(_, s)| unclaimed(s))
+            } else if !key.engine.is_empty() {
+                let engine_of_name = |k: &ServerKey| k.server == key.server && !k.engine.is_empty();
+                let engines = self.servers.keys().filter(|k| engine_of_name(k)).count();
+                (engines >= cfg.max_engines)
+                    .then(|| {
+                        self.servers
+                            .iter()
+                            .find(|(k, s)| engine_of_name(k) && unclaimed(s))
+                    })
+                    .flatten()
+            } else {
+                None
+            };
+            if let Some(victim) = victim.map(|(k, _)| k.clone()) {
+                self.remove_servers(|k, _| *k == victim);
+                self.gave_way();
+            }
+        }
+        let Some(rank) = rank else {
+            return;
+        };
+        // A rank it has, or one the server's own cap decides (where its own restored rank
+        // gives way, which makes room in all too): nothing to remove here.
+        let max_ranks = self.cfg.max_ranks;
+        if self.ranks_total < self.cfg.max_ranks_total
+            || self
+                .servers
+                .get(key)
+                .is_some_and(|s| s.ranks.contains_key(rank) || s.ranks.len() >= max_ranks)
+        {
+            return;
+        }
+        // A rank of a server no input named first (it is likely gone), then any restored one.
+        let order = [true, false];
+        for unclaimed in order {
+            for srv in self.servers.values_mut() {
+                if srv.unclaimed_since.is_some() == unclaimed && give_way(srv) {
+                    self.ranks_total -= 1;
+                    self.gave_way();
+                    return;
+                }
+            }
+        }
+        // No restored rank is left; once no restored server is either, nothing will give way.
+        if !self.servers.values().any(|s| s.unclaimed_since.is_some()) {
+            self.restored_left = false;
+        }
+    }
+
+    /// Counts a restored server or rank removed for an input's own, warning once.
+    fn gave_way(&mut self) {
+        self.generation += 1;
+        self.add_self(SelfMetric::RestoredGaveWay, "", 1.0);
+        if !std::mem::replace(&mut self.warned_gave_way, true) {
+            tracing::warn!(
+                "a cap is full: servers and ranks restored from the state file that no input has \
+                 named since give way to the inputs' own \
+                 (sglang_log_exporter_restored_gave_way_total); warned once"
+            );
+        }
+    }
+
     /// Counts what `cap` refused for `server`, warning once per cap and server.
     fn refuse(&mut self, cap: caps::Cap, server: &str) {
         self.dropped_series += 1;
@@ -834,25 +965,24 @@ impl State {
     }
 
     fn source_mut(&mut self, source: &str) -> Option<&mut SourceStats> {
-        if !self.sources.contains_key(source) {
+        // The `source` label: bounded as every label value the state keeps.
+        let source = label::bounded("source", source);
+        if !self.sources.contains_key(&*source) {
             if self.sources.len() >= self.cfg.max_sources {
-                self.refuse(caps::Cap::Sources, source);
+                self.refuse(caps::Cap::Sources, &source);
                 return None;
             }
             self.sources
                 .insert(source.to_string(), SourceStats::default());
         }
-        self.sources.get_mut(source)
+        self.sources.get_mut(&*source)
     }
 
     /// Applies one parsed line from `source` to server `server` (and the line's engine, if it
     /// names one). `ts` is the line's time in Unix seconds (journald's or a wrapper's timestamp,
     /// the prefix time, or the arrival time); `None` for a line without a usable time.
     pub fn apply(&mut self, source: &str, server: &str, rec: &Record<'_>, ts: Option<f64>) {
-        let key = ServerKey {
-            server: server.to_string(),
-            engine: rec.engine.unwrap_or("").to_string(),
-        };
+        let key = ServerKey::new(server, rec.engine.unwrap_or(""));
         let mut d = SourceDelta::default();
         d.count_record(rec);
         self.add_source_counts(source, &d);
@@ -863,13 +993,16 @@ impl State {
     /// The log clock of source `source`, for [`State::apply_to`] and [`State::observe_times`]:
     /// each input's times are judged by its own neighbours.
     pub fn clock_id(&mut self, source: &str) -> usize {
-        self.clocks.id(source)
+        self.clocks.id(&crate::label::bounded("source", source))
     }
 
     /// [`State::apply`] for a caller that keeps the server's key (and counts the record in its
     /// own [`SourceDelta`], [`SourceDelta::count_record`]) and its source's clock
     /// ([`State::clock_id`]): no allocation per line.
     pub fn apply_to(&mut self, key: &ServerKey, rec: &Record<'_>, ts: Option<f64>, clock: usize) {
+        // Keys made by `ServerKey::new`/`set` are bounded already: two length checks.
+        let key = key.bounded();
+        let key = &*key;
         self.generation += 1;
         for k in rec.unknown_keys() {
             self.count_unknown(k);
@@ -953,7 +1086,15 @@ impl State {
     /// `clock` (the server is judged by that clock from now on).
     fn apply_at(&mut self, key: &ServerKey, rec: &Record<'_>, ts: Option<f64>, clock: usize) {
         let (max_ranks, max_total) = (self.cfg.max_ranks, self.cfg.max_ranks_total);
-        let room = self.ranks_total < max_total;
+        if self.restored_left
+            && (self.ranks_total >= max_total || self.servers.len() >= self.cfg.max_servers)
+        {
+            let makes_rank = !matches!(
+                rec.class,
+                Class::ServerArgs | Class::Request | Class::Access
+            );
+            self.make_room(key, makes_rank.then_some(&rec.ranks));
+        }
         let max_http = self.cfg.max_http_series;
         // The state's fields borrowed apart (no reference counting per line); one lookup for
         // a known server (each costs string comparisons).
@@ -985,9 +1126,12 @@ impl State {
         srv.unclaimed_since = None;
         let mut restarted = 0;
         let mut contradictions = 0;
+        let mut gave_way = 0;
         let refused = match rec.class {
             Class::ServerArgs => {
-                let other_node = other_node(srv, rec.server_args.as_deref());
+                // Kept and compared bounded (a long model name is kept shortened).
+                let args = rec.server_args.as_deref().map(ServerArgs::bounded);
+                let other_node = other_node(srv, args.as_ref());
                 if !other_node && (srv.args.is_some() || !srv.ranks.is_empty()) {
                     // A new process of this server (a restart, a new journald invocation, a pod
                     // replaced under the same name): its ranks, facts and counts start over,
@@ -1003,13 +1147,13 @@ impl State {
                     };
                     *srv = fresh;
                 }
-                if let Some(a) = &rec.server_args {
+                if let Some(a) = args {
                     if let Some(n) = a.node_rank.filter(|&n| n < 64) {
                         srv.dumped_nodes |= 1 << n;
                     }
                     // Node 0's arguments stand for the server (its placement is the first).
                     if !other_node || a.node_rank == Some(0) {
-                        srv.args = Some((**a).clone());
+                        srv.args = Some(a);
                         live::args_from_log(srv);
                     }
                 }
@@ -1039,9 +1183,14 @@ impl State {
             }),
             class => {
                 let new_rank = !srv.ranks.contains_key(&rec.ranks);
+                // The server's own restored rank gives way to one its input prints.
+                if new_rank && srv.ranks.len() >= max_ranks && give_way(srv) {
+                    *ranks_total -= 1;
+                    gave_way += 1;
+                }
                 if new_rank && srv.ranks.len() >= max_ranks {
                     Some(caps::Cap::Ranks)
-                } else if new_rank && !room {
+                } else if new_rank && *ranks_total >= max_total {
                     Some(caps::Cap::RanksTotal)
                 } else {
                     contradictions = apply_rank_line(pat, d, srv, class, rec, ts, fact_metrics);
@@ -1054,6 +1203,9 @@ impl State {
             }
         };
         *ranks_total -= restarted;
+        for _ in 0..gave_way {
+            self.gave_way();
+        }
         if let Some(cap) = refused {
             self.refuse(cap, &key.server);
         }
@@ -1121,6 +1273,40 @@ impl State {
 /// `sglang_log_exporter_unknown_fields_total` stays short. Real SGLang keys are under 40.
 const MAX_UNKNOWN_KEY_LEN: usize = 64;
 
+/// Removes one of `srv`'s restored ranks that nothing named since (the last in label order), to
+/// make room for an input's own; whether there was one. A search that finds none notes that
+/// none is left.
+fn give_way(srv: &mut ServerState) -> bool {
+    if srv.restored_ranks == 0 {
+        return false;
+    }
+    let victim = srv
+        .ranks
+        .iter()
+        .rev()
+        .find(|(_, r)| r.restored)
+        .map(|(k, _)| *k);
+    match victim {
+        Some(k) => {
+            srv.ranks.remove(&k);
+            srv.restored_ranks -= 1;
+            true
+        }
+        None => {
+            srv.restored_ranks = 0;
+            false
+        }
+    }
+}
+
+/// A line or the API named `rank` of `srv`: a restored rank is confirmed (it no longer gives
+/// way).
+fn confirm(srv_restored: &mut usize, rank: &mut RankState) {
+    if std::mem::replace(&mut rank.restored, false) {
+        *srv_restored = srv_restored.saturating_sub(1);
+    }
+}
+
 /// Applies a stats, retraction or startup line to its rank (created if new), marking the
 /// metrics a startup line set in `facts`. Returns how many ranks now hold used tokens above
 /// their known capacity because of this line (a contradiction, counted by the caller).
@@ -1139,6 +1325,7 @@ fn apply_rank_line(
         .ranks
         .entry(rec.ranks)
         .or_insert_with(|| RankState::new(n));
+    confirm(&mut srv.restored_ranks, rank);
     let slot_of = |id: MetricId| {
         pat.metrics[id as usize].scope == Scope::Server || line_scope == Scope::Server
     };

@@ -253,20 +253,19 @@ pub fn restore(
         }
     };
     for s in f.servers {
-        let key = ServerKey {
-            server: s.server,
-            engine: s.engine,
-        };
+        // Names and the model are label values: bounded as the inputs' are.
+        let key = ServerKey::new(&s.server, &s.engine);
         if state.servers.len() >= state.cfg.max_servers || state.servers.contains_key(&key) {
             continue;
         }
         let mut srv = ServerState::new(n);
-        srv.args = s.args;
+        srv.args = s.args.as_ref().map(ServerArgs::bounded);
         srv.last_seen = s.last_seen;
         srv.unclaimed_since = Some(s.unclaimed_since.unwrap_or(now).min(now));
         put(&s.facts, &mut srv.values, &mut state.fact_metrics);
         for r in s.ranks {
-            // The caps hold for restored ranks too: they must not crowd out the inputs' own.
+            // The caps hold for restored ranks too, and each gives way to a rank an input
+            // names when a cap is full (`State::make_room`): they never crowd out the inputs'.
             if srv.ranks.len() >= state.cfg.max_ranks
                 || state.ranks_total >= state.cfg.max_ranks_total
             {
@@ -278,12 +277,15 @@ pub fn restore(
             }
             let mut rs = RankState::new(n);
             put(&r.facts, &mut rs.values, &mut state.fact_metrics);
+            rs.restored = true;
             srv.ranks.insert(ranks, rs);
+            srv.restored_ranks += 1;
             state.ranks_total += 1;
         }
         state.servers.insert(key, srv);
     }
     state.generation += 1;
+    state.restored_left = true;
     state.journal_cursors = f.journal_cursors.clone();
     Ok(f.journal_cursors)
 }
@@ -425,5 +427,191 @@ mod tests {
         fresh.expire(t0 + 301.0);
         assert_eq!(ranks(&fresh, "gone"), None);
         assert_eq!(ranks(&fresh, "kept"), Some(20));
+    }
+
+    /// A state file's JSON text of `servers` servers `s0`, `s1`... holding `ranks` restored
+    /// ranks (TP0, TP1...) each, every rank with a KV pool capacity: no input names them.
+    fn restored_file(dir: &Path, servers: u32, ranks: u32) -> PathBuf {
+        let rank = |t: u32| {
+            format!(
+                r#"{{"dp":null,"pp":null,"attn_cp":null,"moe_dp":null,"tp":{t},"ep":null,"facts":{{"kv_pool_capacity_tokens":1000.0}}}}"#
+            )
+        };
+        let server = |s: u32| {
+            let ranks: Vec<String> = (0..ranks).map(rank).collect();
+            format!(
+                r#"{{"server":"s{s}","engine":"","args":null,"facts":{{}},"last_seen":1.0,"ranks":[{}]}}"#,
+                ranks.join(",")
+            )
+        };
+        let all: Vec<String> = (0..servers).map(server).collect();
+        let file = path(dir);
+        std::fs::write(
+            &file,
+            format!(
+                r#"{{"version":1,"journal_cursors":{{}},"servers":[{}]}}"#,
+                all.join(",")
+            ),
+        )
+        .unwrap();
+        file
+    }
+
+    const DECODE: &str = "[2026-11-30 15:00:00 TP0] Decode batch, #running-req: 1, #token: 1, token usage: 0.01, #queue-req: 0";
+
+    /// The hostile pass's F4: a state file of 16 servers x 2,000 ranks that no input names took
+    /// the whole budget of 2,048 ranks, and the input's own TP0 was refused. A restored rank no
+    /// line or API named gives way to it (one of a server no input named first), counted.
+    #[test]
+    fn restored_ranks_give_way_to_the_inputs_own() {
+        let pat = Arc::new(Patterns::embedded().unwrap());
+        let mut p = Parser::new(pat.clone());
+        let dir = tempfile::tempdir().unwrap();
+        let file = restored_file(dir.path(), 16, 2000);
+        let mut s = State::new(pat.clone(), StateConfig::default());
+        restore(&mut s, &file, 1780480800.0).unwrap();
+        let ranks =
+            |st: &State, n: &str| st.servers.get(&ServerKey::plain(n)).map(|x| x.ranks.len());
+        // Within the caps: 1,024 per server, 2,048 in all.
+        assert_eq!(
+            (ranks(&s, "s0"), ranks(&s, "s1"), ranks(&s, "s2")),
+            (Some(1024), Some(1024), Some(0))
+        );
+        assert_eq!(s.ranks_total, 2048);
+        s.apply("src", "s", &p.parse(DECODE).unwrap(), Some(1780480800.0));
+        let running = pat.metric_by_id("num_running_reqs").unwrap() as usize;
+        let own = &s.servers[&ServerKey::plain("s")].ranks[&Ranks {
+            tp: Some(0),
+            ..Ranks::default()
+        }];
+        assert_eq!(own.values[running], 1.0);
+        assert_eq!(s.dropped_series, 0);
+        assert_eq!(
+            s.self_metrics[&(crate::state::SelfMetric::RestoredGaveWay, String::new())],
+            1.0
+        );
+        // The last rank of the first restored server no input named gave way.
+        assert_eq!(ranks(&s, "s0"), Some(1023));
+        assert!(!s.servers[&ServerKey::plain("s0")]
+            .ranks
+            .contains_key(&Ranks {
+                tp: Some(1023),
+                ..Ranks::default()
+            }));
+        assert_eq!(s.ranks_total, 2048);
+    }
+
+    /// Restored ranks of a server an input names give way too, after those of unnamed servers,
+    /// one per rank the input brings; a rank a line named is kept, and once no restored rank is
+    /// left the cap refuses as before. The per-server cap and the servers cap work alike.
+    #[test]
+    fn only_unconfirmed_restored_entries_give_way_and_then_the_caps_refuse() {
+        let pat = Arc::new(Patterns::embedded().unwrap());
+        let mut p = Parser::new(pat.clone());
+        let dir = tempfile::tempdir().unwrap();
+        let file = restored_file(dir.path(), 2, 3);
+        let cfg = StateConfig {
+            max_ranks: 4,
+            max_ranks_total: 6,
+            max_servers: 3,
+            ..StateConfig::default()
+        };
+        let mut s = State::new(pat.clone(), cfg);
+        restore(&mut s, &file, 1780480800.0).unwrap();
+        s.claim("s1");
+        let line = |tp: u32| DECODE.replace("TP0", &format!("TP{tp}"));
+        let mut apply = |s: &mut State, srv: &str, tp: u32| {
+            s.apply("src", srv, &p.parse(&line(tp)).unwrap(), Some(1780480800.0));
+        };
+        let tps = |s: &State, n: &str| -> Vec<u32> {
+            s.servers[&ServerKey::plain(n)]
+                .ranks
+                .keys()
+                .filter_map(|r| r.tp)
+                .collect()
+        };
+        // s1's TP0 is named by a line: confirmed.
+        apply(&mut s, "s1", 0);
+        // A third server fits (3 servers); its ranks take the unnamed s0's first.
+        for tp in 0..3 {
+            apply(&mut s, "new", tp);
+        }
+        assert_eq!(tps(&s, "s0"), Vec::<u32>::new());
+        assert_eq!(tps(&s, "new"), [0, 1, 2]);
+        // Then s1's restored ranks (the last first), never its confirmed TP0; nothing gives
+        // way for a rank its server's own cap refuses.
+        apply(&mut s, "new", 3);
+        assert_eq!(tps(&s, "s1"), [0, 1]);
+        apply(&mut s, "new", 4);
+        assert_eq!(tps(&s, "s1"), [0, 1]);
+        assert_eq!(
+            s.dropped_by_cap[&crate::state::caps::Cap::Ranks],
+            1,
+            "new's TP4 is over its own cap of 4"
+        );
+        apply(&mut s, "s1", 5);
+        assert_eq!(tps(&s, "s1"), [0, 5]);
+        assert_eq!(s.ranks_total, 6);
+        // Nothing restored is left: the cap refuses.
+        apply(&mut s, "s1", 6);
+        assert_eq!(s.dropped_by_cap[&crate::state::caps::Cap::RanksTotal], 1);
+        // A fourth server takes the place of the unnamed, emptied s0.
+        apply(&mut s, "fourth", 0);
+        assert!(!s.servers.contains_key(&ServerKey::plain("s0")));
+        assert!(s.servers[&ServerKey::plain("fourth")].ranks.is_empty());
+        assert_eq!(s.dropped_by_cap[&crate::state::caps::Cap::RanksTotal], 2);
+        assert_eq!(
+            s.self_metrics[&(crate::state::SelfMetric::RestoredGaveWay, String::new())],
+            6.0
+        );
+        // The server cap refuses when no restored server is left to give way.
+        apply(&mut s, "fifth", 0);
+        assert_eq!(s.dropped_by_cap[&crate::state::caps::Cap::Servers], 1);
+    }
+
+    /// A server's own restored rank gives way to one its input prints when the server is at
+    /// its own cap; the ranks the server's API feeds come first as well.
+    #[test]
+    fn the_servers_own_cap_and_the_api_make_restored_ranks_give_way() {
+        use crate::state::live::{ApiReading, DpLoad};
+        let pat = Arc::new(Patterns::embedded().unwrap());
+        let mut p = Parser::new(pat.clone());
+        let dir = tempfile::tempdir().unwrap();
+        let file = restored_file(dir.path(), 2, 4);
+        let cfg = StateConfig {
+            max_ranks: 4,
+            max_ranks_total: 8,
+            ..StateConfig::default()
+        };
+        let mut s = State::new(pat.clone(), cfg);
+        restore(&mut s, &file, 1780480800.0).unwrap();
+        s.claim("s0");
+        let line = DECODE.replace("TP0", "TP9");
+        s.apply("src", "s0", &p.parse(&line).unwrap(), Some(1780480800.0));
+        let tps = |s: &State, n: &str| -> Vec<u32> {
+            s.servers[&ServerKey::plain(n)]
+                .ranks
+                .keys()
+                .filter_map(|r| r.tp)
+                .collect()
+        };
+        assert_eq!(tps(&s, "s0"), [0, 1, 2, 9]);
+        assert_eq!((s.dropped_series, s.ranks_total), (0, 8));
+        // The API of a new server: its DP rank 0 takes s1's (unnamed) last restored rank.
+        let reading = ApiReading {
+            endpoint: "/v1/loads",
+            info: None,
+            loads: vec![DpLoad {
+                dp_rank: 0,
+                values: vec![("num_running_reqs", 9.0)],
+                bad: 0,
+            }],
+        };
+        s.apply_api("api", &reading, 1780480800.0);
+        assert_eq!(tps(&s, "s1"), [0, 1, 2]);
+        assert_eq!(s.servers[&ServerKey::plain("api")].ranks.len(), 1);
+        assert_eq!((s.dropped_series, s.ranks_total), (0, 8));
+        let gave = (crate::state::SelfMetric::RestoredGaveWay, String::new());
+        assert_eq!(s.self_metrics[&gave], 2.0);
     }
 }

@@ -46,11 +46,13 @@ pub enum SelfMetric {
     ApiBadValues,
     /// `sglang_log_exporter_api_contradictions_total{server}`.
     ApiContradictions,
+    /// `sglang_log_exporter_restored_gave_way_total`.
+    RestoredGaveWay,
 }
 
 impl SelfMetric {
     /// Every self metric, in exposition order.
-    pub const ALL: [SelfMetric; 20] = [
+    pub const ALL: [SelfMetric; 21] = [
         SelfMetric::SourceUp,
         SelfMetric::SourcePanics,
         SelfMetric::JournalctlRestarts,
@@ -71,6 +73,7 @@ impl SelfMetric {
         SelfMetric::ApiDuration,
         SelfMetric::ApiBadValues,
         SelfMetric::ApiContradictions,
+        SelfMetric::RestoredGaveWay,
     ];
 
     /// Name, HELP, type and label name (empty: no label).
@@ -196,6 +199,12 @@ impl SelfMetric {
                 "API answers whose /server_info contradicts the server_args line of the log of the same name (another model or dp_size: another server?); their loads are not applied.",
                 Kind::Counter,
                 "server",
+            ),
+            S::RestoredGaveWay => (
+                "sglang_log_exporter_restored_gave_way_total",
+                "Servers and ranks restored from the state file (--state.dir) that no input had named since, removed to make room for an input's own when a cap (servers, engines, ranks) was full: restored ones never crowd out the inputs'.",
+                Kind::Counter,
+                "",
             ),
         }
     }

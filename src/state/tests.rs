@@ -544,3 +544,79 @@ fn each_input_has_its_own_log_clock() {
     assert!(f.rank("b", tp(0)).is_idle(noon, 30.0));
     assert!(!f.rank("a", tp(0)).is_idle(noon, 30.0));
 }
+
+/// The hostile pass's F3: 64 engines (kubectl `--prefix`) naming pods of 200 KB made a 333 MB
+/// exposition. Every label value the state keeps from the input is bounded where it comes in:
+/// the engine and server of a line, `model_name`, the source's Kubernetes labels, the source
+/// and the self metrics' labels; two long names stay two series.
+#[test]
+fn label_values_from_the_input_are_bounded_where_they_come_in() {
+    let mut f = Fixture::new(StateConfig::default());
+    let line = "[2026-06-03 10:00:00 TP0] Decode batch, #running-req: 1, #token: 1, token usage: 0.01, #queue-req: 0";
+    let engines: Vec<String> = (0..2)
+        .map(|e| format!("pod/{}{e}/sglang", "p".repeat(200_000)))
+        .collect();
+    for e in &engines {
+        let mut rec = f.parser.parse(line).unwrap();
+        rec.engine = Some(e);
+        f.state.apply(&"s".repeat(1000), "x", &rec, Some(T));
+    }
+    let long_server = "v".repeat(300);
+    f.state.set_source_labels(
+        &long_server,
+        vec![("namespace", "n".repeat(400)), ("pod", "sglang-0".into())],
+    );
+    f.apply(
+        &long_server,
+        &format!(
+            "[2026-06-03 10:00:00] server_args=ServerArgs(model_path='{m}', served_model_name='{m}', tp_size=1)",
+            m = "m".repeat(5000)
+        ),
+        Some(T),
+    );
+    f.state
+        .add_self(SelfMetric::SourceUp, &"/var/log/".repeat(100), 1.0);
+    let keys: Vec<ServerKey> = f.state.servers().keys().cloned().collect();
+    assert_eq!(keys.len(), 3);
+    let engine_keys: Vec<&str> = keys
+        .iter()
+        .filter(|k| k.server == "x")
+        .map(|k| k.engine.as_str())
+        .collect();
+    assert_eq!(
+        engine_keys,
+        [
+            format!("pod/{}~058cc8104aa33e0f", "p".repeat(235)),
+            format!("pod/{}~43d3c9728fe5c1d2", "p".repeat(235)),
+        ]
+    );
+    let srv = keys.iter().find(|k| k.server != "x").unwrap().clone();
+    assert_eq!(srv.server.len(), crate::label::MAX_BYTES);
+    assert!(srv.server.starts_with("vvv"));
+    let s = &f.state.servers()[&srv];
+    assert_eq!(s.model_name().len(), crate::label::MAX_BYTES);
+    assert_eq!(s.source_labels[0].1.len(), crate::label::MAX_BYTES);
+    assert_eq!(s.source_labels[1].1, "sglang-0");
+    // The source named by `apply` and the self metric's label.
+    assert!(f
+        .state
+        .sources
+        .keys()
+        .chain(f.state.self_metrics.keys().map(|(_, l)| l))
+        .all(|l| l.len() <= crate::label::MAX_BYTES));
+    // The same long name again is the same server (bounded the same way), not a new one.
+    f.state.claim(&long_server);
+    f.state.retire_server(&long_server, T);
+    assert!(f.state.servers()[&srv].retired_at.is_some());
+    // Every label value of the exposition is bounded: 27 series of 3 servers, not 333 MB.
+    let fams = crate::export::metrics::families(&f.state, T);
+    let text = crate::export::metrics::encode_text(&fams);
+    for fam in &fams {
+        for (labels, _) in &fam.samples {
+            assert!(labels
+                .iter()
+                .all(|(_, v)| v.len() <= crate::label::MAX_BYTES));
+        }
+    }
+    assert!(text.len() < 200_000, "{}", text.len());
+}

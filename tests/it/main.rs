@@ -13,6 +13,7 @@ mod formats;
 pub mod gpu;
 mod hostile;
 mod hostile21;
+mod hostile23;
 mod inputs;
 mod journald;
 mod journald_export;
