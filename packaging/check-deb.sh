@@ -48,6 +48,8 @@ unitdir=$(dirname "$(dpkg -L "$pkg" | grep '/systemd/system/sglang-log-exporter.
 for f in /usr/bin/$pkg "$unitdir/$pkg.service" "$unitdir/$pkg@.service" /etc/default/$pkg \
   /usr/share/$pkg/patterns/sglang.yaml /usr/share/$pkg/monitoring/alerts.yml \
   /usr/share/$pkg/monitoring/grafana-dashboard.json /usr/share/$pkg/examples/pd-decode-session.log \
+  /usr/share/$pkg/monitoring/provisioning/dashboards/sglang.yaml \
+  /usr/share/$pkg/monitoring/provisioning/datasources/prometheus.yaml \
   /usr/share/man/man1/$pkg.1.gz /usr/share/bash-completion/completions/$pkg \
   /usr/share/zsh/vendor-completions/_$pkg /usr/share/fish/vendor_completions.d/$pkg.fish; do
   [[ -f $f ]] || fail "$f is not installed"

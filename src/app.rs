@@ -9,7 +9,7 @@ use jiff::tz::TimeZone;
 
 use crate::cli::{split_input, RunArgs};
 use crate::export::cache::Exposition;
-use crate::export::{http, listen, live, metrics, notify, push, signals, webconfig};
+use crate::export::{http, listen, live, metrics, notify, push, signals, webconfig, worker};
 use crate::parse::patterns::{PatternError, Patterns};
 use crate::parse::prefix::TimeResolver;
 use crate::parse::Parser;
@@ -503,6 +503,7 @@ pub fn write_stdout(bytes: &[u8]) -> Written {
 /// A [`ConfigError`] when a thread cannot start or the listen address cannot be bound.
 pub fn run_live(cfg: Config) -> Result<(), ConfigError> {
     raise_fd_limit();
+    warn_task_limit(&cfg);
     let mut cfg = cfg;
     cfg.http.max_connections = cfg
         .http
@@ -580,7 +581,7 @@ fn serve(
     exposition: Arc<Exposition>,
     live: Arc<live::Live>,
 ) -> Result<(), ConfigError> {
-    // Two async workers: connections are few and cheap; encoding runs on the blocking pool.
+    // Two async workers: connections are few and cheap; encoding runs on a thread of its own.
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -602,7 +603,11 @@ fn serve(
             tracing::info!(address = %bound, path = %cfg.http.telemetry_path, "serving metrics");
             listeners.push(l);
         }
-        let app = http::router(&cfg.http.telemetry_path, exposition, live);
+        // Threads for the encodings and the live page's status, started now: one that the
+        // system refuses later (followers used up `TasksMax`) would fail scrapes.
+        let worker = worker::Worker::start("http-encode", 1)
+            .map_err(|e| ConfigError(format!("cannot start the HTTP encoder thread: {e}")))?;
+        let app = http::router(&cfg.http.telemetry_path, exposition, live, worker);
         webconfig::serve(listeners, app, web, cfg.http.max_connections, shutdown)
             .await
             .map_err(|e| ConfigError(format!("HTTP server failed: {e}")))
@@ -899,6 +904,40 @@ fn raise_fd_limit() {
                 tracing::debug!("cannot raise the open-file limit");
             }
         }
+    }
+}
+
+/// Threads (and `journalctl` children) the inputs of `cfg` may need at most: one per input
+/// file and discovered file, two per journal unit (its reader and its child), one per
+/// `--sglang.url`, and a few of the exporter's own.
+fn tasks_needed(cfg: &Config) -> u64 {
+    let files = cfg.inputs.len() + cfg.discover.as_ref().map_or(0, |d| d.max_files);
+    let units = cfg.journal.units.len();
+    let apis = cfg.api.as_ref().map_or(0, |a| a.targets.len());
+    (files + 2 * units + apis + 16) as u64
+}
+
+/// The task limit of the cgroup this process runs in (cgroup v2 `pids.max`; a systemd unit's
+/// `TasksMax=`), if there is one.
+fn cgroup_task_limit() -> Option<u64> {
+    let cgroup = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let path = cgroup.lines().find_map(|l| l.strip_prefix("0::"))?;
+    let max = std::fs::read_to_string(format!("/sys/fs/cgroup{}/pids.max", path.trim())).ok()?;
+    max.trim().parse().ok()
+}
+
+/// Warns at start when the cgroup's task limit is below what the inputs may need: a follower
+/// that cannot start a thread reads nothing (warned each time it tries).
+fn warn_task_limit(cfg: &Config) {
+    let needed = tasks_needed(cfg);
+    if let Some(limit) = cgroup_task_limit().filter(|&l| l < needed) {
+        tracing::warn!(
+            limit,
+            needed,
+            "the cgroup allows fewer tasks (pids.max, a unit's TasksMax=) than the inputs may need \
+             (a thread per followed file and --sglang.url, two per journal unit): raise TasksMax \
+             or lower --input.max-files"
+        );
     }
 }
 

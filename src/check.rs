@@ -67,6 +67,9 @@ pub fn run(a: &crate::cli::CheckArgs) -> ExitCode {
 pub struct Report {
     /// Lines read.
     pub lines: u64,
+    /// Messages those lines made (fewer where a record takes several lines: a journal export
+    /// entry, a container record's pieces).
+    pub messages: u64,
     /// Lines per line kind name.
     pub kinds: BTreeMap<String, u64>,
     /// Unknown field keys and their counts.
@@ -114,7 +117,11 @@ pub fn check<R: Read>(
         }
         Event::Line(l, _) => {
             rep.lines += 1;
-            match pipeline.run(l, &mut d) {
+            let outcome = pipeline.run(l, &mut d);
+            if !matches!(outcome, Outcome::Skipped) {
+                rep.messages += 1;
+            }
+            match outcome {
                 Outcome::Parsed { rec, .. } => {
                     *rep.kinds
                         .entry(patterns.lines[rec.kind].name.clone())
@@ -170,7 +177,17 @@ impl Report {
     pub fn render(&self, name: &str) -> String {
         let mut s = String::new();
         let matched: u64 = self.kinds.values().sum();
-        let _ = writeln!(s, "{name}: {} lines, {matched} matched", self.lines);
+        if self.messages == self.lines {
+            let _ = writeln!(s, "{name}: {} lines, {matched} matched", self.lines);
+        } else {
+            // Records of several lines (journal export entries, container pieces): the share
+            // matched is of the messages.
+            let _ = writeln!(
+                s,
+                "{name}: {} lines, {} messages, {matched} matched",
+                self.lines, self.messages
+            );
+        }
         for (k, n) in &self.kinds {
             let _ = writeln!(s, "  {k:<22} {n}");
         }

@@ -148,8 +148,8 @@ pub struct RunArgs {
     pub log_level: String,
 
     /// Format of the exporter's own messages on stderr: `text` (time, level, message,
-    /// `key=value` fields), `logfmt` (`ts=… level=info message=… key=value`) or `json` (one
-    /// object a line: `timestamp`, `level`, `message` and the fields).
+    /// `key=value` fields), `logfmt` (`ts=… level=info msg=… key=value`) or `json` (one object a
+    /// line: `ts`, `level`, `msg`, then the fields).
     #[arg(long = "log.format", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 
@@ -195,7 +195,8 @@ pub struct RunArgs {
 #[derive(Debug, Clone, Args)]
 pub struct ApiArgs {
     /// Poll this SGLang server's HTTP API for live values (repeatable): `/v1/loads` (v0.5.8+)
-    /// or `/get_load` (v0.5.3+), and `/server_info`. `NAME=` joins the log input of that server name
+    /// or `/get_load` (per DP rank v0.5.3-v0.5.20; v0.4.7-v0.5.2 answer only that the server is
+    /// up), and `/server_info`. `NAME=` joins the log input of that server name
     /// (`NAME=PATH`, a --journal-unit's name); without it the server is named HOST:PORT.
     #[arg(long = "sglang.url", value_name = "[NAME=]URL")]
     pub api_urls: Vec<String>,
@@ -219,9 +220,9 @@ pub struct ApiArgs {
 pub enum LogFormat {
     /// tracing-subscriber's plain text: `2026-06-03T10:00:00.123456Z  INFO message key=value`.
     Text,
-    /// logfmt (tracing-logfmt): `ts=… level=info message=… key=value`.
+    /// logfmt: `ts=… level=info msg=… key=value`.
     Logfmt,
-    /// One JSON object a line (tracing-subscriber's JSON, fields flattened).
+    /// One JSON object a line: `ts`, `level`, `msg`, then the fields.
     Json,
 }
 
@@ -346,7 +347,7 @@ pub fn parse_label(s: &str) -> Result<(String, String), String> {
 /// journald units to follow: shared by the main mode and `top`.
 #[derive(Debug, Args, Clone, Default)]
 pub struct JournalArgs {
-    /// A systemd unit to follow through a supervised `journalctl --follow --output=json -u UNIT`
+    /// A systemd unit to follow through a supervised `journalctl --follow --output=export -u UNIT`
     /// (repeatable; `.service` may be omitted). The `server` label is the unit name.
     #[arg(long = "journal-unit", value_name = "UNIT")]
     pub units: Vec<String>,
@@ -397,9 +398,10 @@ pub struct ReadArgs {
     #[arg(long = "input.json-message-key", value_name = "KEY")]
     pub json_message_key: Option<String>,
 
-    /// Threads that parse an input read to its end (`--once`, `backfill`; 0: every core). The
-    /// state is applied in log order whatever the number, so the output is the same; `1` reads
-    /// sequentially. Stdin, the journal and live following are always read on one thread, and
+    /// Threads that parse an input read to its end (`--once`, `backfill`). 0 (the default): a
+    /// file under 256 MiB on one thread, a larger one on every core where that measures faster
+    /// as it is read; N: N threads. The state is applied in log order whatever the number, so
+    /// the output is the same; `1` reads sequentially. Stdin, the journal and live following are always read on one thread, and
     /// so is every input when --max-line-bytes is above 512 MiB.
     #[arg(long = "threads", value_name = "N", default_value_t = 0)]
     pub threads: usize,
@@ -482,7 +484,7 @@ pub struct TopArgs {
 
     /// "Now" as Unix seconds, instead of the clock (or the log's last time for --snapshot):
     /// for stable ages in tests and bug reports.
-    #[arg(long, hide = true)]
+    #[arg(long, value_name = "UNIX_SECONDS")]
     pub now: Option<f64>,
 
     /// How lines are read (patterns, times, idle policy, line limit), as in the main mode.

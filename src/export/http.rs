@@ -10,6 +10,7 @@ use axum::Router;
 use super::cache::Exposition;
 use super::live::{Live, PAGE};
 use super::metrics::TEXT_CONTENT_TYPE;
+use super::worker::Worker;
 use crate::source::now_unix;
 
 /// Paths answered without credentials even when `--web.config.file` sets basic auth, as
@@ -47,12 +48,18 @@ pub fn check_telemetry_path(p: &str) -> Result<(), String> {
 /// 503 naming those still reading) and `telemetry_path` (the exposition, gzip-compressed when
 /// the scraper accepts it, as Prometheus does; at `/` it replaces the page). `telemetry_path`
 /// has passed [`check_telemetry_path`].
-pub fn router(telemetry_path: &str, exposition: Arc<Exposition>, live: Arc<Live>) -> Router {
+pub fn router(
+    telemetry_path: &str,
+    exposition: Arc<Exposition>,
+    live: Arc<Live>,
+    worker: Arc<Worker>,
+) -> Router {
     let status = live.clone();
     // One heavy job (an encoding, the live page's status) at a time: requests wait for their
     // turn without a thread, and scrapes that waited take the encoding done meanwhile.
     let gate = Arc::new(tokio::sync::Semaphore::new(1));
     let status_gate = gate.clone();
+    let status_worker = worker.clone();
     let mut r = Router::new();
     if telemetry_path != "/" {
         r = r.route("/", get(|| async { Html(PAGE) }));
@@ -63,19 +70,20 @@ pub fn router(telemetry_path: &str, exposition: Arc<Exposition>, live: Arc<Live>
             get(move || {
                 let live = status.clone();
                 let gate = status_gate.clone();
+                let worker = status_worker.clone();
                 async move {
                     // The families of a big state take a while: off the async workers, one
                     // at a time (many clients at once must not each hold a thread and a copy).
                     let Ok(_turn) = gate.acquire_owned().await else {
                         return StatusCode::SERVICE_UNAVAILABLE.into_response();
                     };
-                    match tokio::task::spawn_blocking(move || live.status()).await {
-                        Ok(s) => (
+                    match worker.run(move || live.status()).await {
+                        Some(s) => (
                             [(header::CONTENT_TYPE, "application/json")],
                             serde_json::to_vec(&s).unwrap_or_default(),
                         )
                             .into_response(),
-                        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+                        None => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
                     }
                 }
             }),
@@ -102,6 +110,7 @@ pub fn router(telemetry_path: &str, exposition: Arc<Exposition>, live: Arc<Live>
         get(move |headers: HeaderMap| {
             let x = exposition.clone();
             let gate = gate.clone();
+            let worker = worker.clone();
             async move {
                 // An encoding at hand is answered at once; encoding (which may take a while
                 // for a big state) goes off the async workers, one at a time.
@@ -115,9 +124,10 @@ pub fn router(telemetry_path: &str, exposition: Arc<Exposition>, live: Arc<Live>
                 if let Some(r) = cached_response(&x, &headers, asked) {
                     return r;
                 }
-                tokio::task::spawn_blocking(move || metrics_response(&x, &headers, asked))
+                worker
+                    .run(move || metrics_response(&x, &headers, asked))
                     .await
-                    .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+                    .unwrap_or_else(|| StatusCode::INTERNAL_SERVER_ERROR.into_response())
             }
         }),
     );

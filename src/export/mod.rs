@@ -13,3 +13,4 @@ pub mod ring;
 pub mod signals;
 pub mod summary;
 pub mod webconfig;
+pub mod worker;

@@ -36,6 +36,9 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// memory (hyper's default is about 400 KiB a connection); a scraper's head is well under 1 KiB,
 /// a browser's a few KiB.
 const MAX_HEAD_BYTES: usize = 32 * 1024;
+/// Threads checking passwords at once: a flood of wrong ones costs at most these cores, and a
+/// scraper's known password is remembered after its first check ([`AUTH_CACHE`]).
+const BCRYPT_THREADS: usize = 2;
 /// Most remembered successful logins (bcrypt is slow on purpose; a scrape every few seconds
 /// should not pay it each time).
 const AUTH_CACHE: usize = 256;
@@ -248,6 +251,9 @@ pub struct Reloader {
     current: Arc<Mutex<Arc<WebConfig>>>,
     auth_ok: Arc<Mutex<HashSet<u64>>>,
     hasher: std::collections::hash_map::RandomState,
+    /// Threads for bcrypt (slow by design), started with the configuration (see
+    /// [`super::worker`]).
+    bcrypt: Arc<super::worker::Worker>,
 }
 
 impl Reloader {
@@ -257,11 +263,14 @@ impl Reloader {
     /// The message of [`WebConfig::load`].
     pub fn new(path: &Path) -> Result<Reloader, String> {
         let cfg = WebConfig::load(path)?;
+        let bcrypt = super::worker::Worker::start("bcrypt", BCRYPT_THREADS)
+            .map_err(|e| format!("cannot start the bcrypt threads: {e}"))?;
         Ok(Reloader {
             path: path.to_path_buf(),
             current: Arc::new(Mutex::new(Arc::new(cfg))),
             auth_ok: Arc::new(Mutex::new(HashSet::new())),
             hasher: Default::default(),
+            bcrypt,
         })
     }
 
@@ -335,17 +344,19 @@ impl Reloader {
             return true;
         }
         // bcrypt takes tens of milliseconds by design: off the async workers.
-        let ok = tokio::task::spawn_blocking(move || {
-            let ok = bcrypt::verify(&pass, &hash).unwrap_or(false);
-            if !ok {
-                if let Some(pad) = pad {
-                    let _ = bcrypt::verify(&pass, &pad);
+        let ok = self
+            .bcrypt
+            .run(move || {
+                let ok = bcrypt::verify(&pass, &hash).unwrap_or(false);
+                if !ok {
+                    if let Some(pad) = pad {
+                        let _ = bcrypt::verify(&pass, &pad);
+                    }
                 }
-            }
-            ok
-        })
-        .await
-        .unwrap_or(false)
+                ok
+            })
+            .await
+            .unwrap_or(false)
             && known;
         if ok {
             if let Ok(mut a) = self.auth_ok.lock() {

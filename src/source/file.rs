@@ -596,7 +596,7 @@ impl Tailer {
         });
         if self.retired.len() < before {
             // After the close (the `retain` above dropped the file).
-            tracing::info!(path = %self.path.display(), "closed a rotated-away file: its grace period is over");
+            tracing::info!(path = %self.path.display(), "closed a file rotated away from this path: its grace period is over");
         }
     }
 

@@ -108,7 +108,15 @@ impl Scraper {
         let body = match req.call() {
             Ok(r) => r.into_string().map_err(|e| format!("{}: {e}", t.url))?,
             Err(ureq::Error::Status(code, _)) => return Err(format!("{}: HTTP {code}", t.url)),
-            Err(ureq::Error::Transport(e)) => return Err(format!("{}: {e}", t.url)),
+            // ureq names the URL in its own message (once is enough).
+            Err(ureq::Error::Transport(e)) => {
+                let e = e.to_string();
+                return Err(if e.starts_with(&t.url) {
+                    e
+                } else {
+                    format!("{}: {e}", t.url)
+                });
+            }
         };
         let parsed = expo::parse(&body, &vec![(INSTANCE, t.instance.clone())]);
         if parsed.families.is_empty() && parsed.bad_lines > 0 {

@@ -355,7 +355,7 @@ fn a_renamed_away_file_is_read_during_the_grace_period_then_closed() {
     assert!(holds(pid, &old), "not open: {:?}", fd_targets(pid));
     wait_log(
         &log,
-        "closed a rotated-away file: its grace period is over",
+        "closed a file rotated away from this path: its grace period is over",
         10,
     );
     assert!(!holds(pid, &old), "still open: {:?}", fd_targets(pid));

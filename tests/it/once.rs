@@ -470,6 +470,14 @@ fn check_reports_coverage_of_the_variants_file() {
     assert!(text.contains("  prefill_v01            2\n"), "{text}");
     assert!(!text.contains("stats-like lines"), "{text}");
     assert!(!text.contains("unknown fields"), "{text}");
+    // A journal export: its 201 entries are the messages the share matched is of (each entry
+    // takes about 22 lines).
+    let out = run(&["check", sample("journal-export.txt").to_str().unwrap()]);
+    let export = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        export.contains("journal-export.txt: 4422 lines, 201 messages, 152 matched\n"),
+        "{export}"
+    );
     // A stats-like line no pattern reads still fails the check; a comment line does not.
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("new.log");
