@@ -631,10 +631,13 @@ impl Ctx<'_> {
                 realtime,
                 unit,
                 node,
+                user,
             } => {
                 // Bounded as the state keeps it (`crate::label`): the key names the samples.
                 crate::label::set("server", &mut self.key.server, unit.unwrap_or(self.server));
-                let engine = nodes.engine_of(&self.key.server, node, &rec);
+                let host = node.unwrap_or("");
+                let other_user = user.filter(|u| !self.state.first_user(&self.key.server, host, u));
+                let engine = nodes.engine_of(&self.key.server, node, other_user, &rec);
                 (crate::record::Record { engine, ..rec }, realtime)
             }
             Outcome::Unmatched {

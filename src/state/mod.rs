@@ -482,6 +482,9 @@ pub struct State {
     /// Servers whose ranks the state removed, kept for [`State::take_dropped`] once
     /// [`State::keep_dropped`] asked for them (`backfill`); `None`: not kept.
     dropped: Option<Vec<Dropped>>,
+    /// (server, host) → the user (service manager, `user@1000`) whose user unit of that name
+    /// logged first on that host (see [`State::first_user`]; kept in the state file).
+    first_users: BTreeMap<(String, String), String>,
 }
 
 /// Ranks the state removed, with their server as it was (labels and values), for a reader
@@ -575,6 +578,7 @@ impl State {
             unknown_fields: BTreeMap::new(),
             clocks: clock::Clocks::default(),
             dropped: None,
+            first_users: BTreeMap::new(),
             dropped_series: 0,
             dropped_by_cap: BTreeMap::new(),
             warned_caps: caps::Warned::default(),
@@ -735,6 +739,28 @@ impl State {
             }
         }
         picked.len()
+    }
+
+    /// Whether `user` (a user service's manager, `user@1000`) is the first whose user unit
+    /// named `server` logged on `host` (empty: none named): noted if none did yet. Two users
+    /// of one host never run one server, so only the first one's lines are the server as it
+    /// is named; another's are an engine of it ([`crate::source::nodes`]). Every input asks
+    /// here, in the order lines are applied, and the answer is kept in the state file: an
+    /// input read later or an exporter restarted never gives the name to another user. Past
+    /// `max_servers` pairs, a new pair's user is not the first (an engine: never merged).
+    pub fn first_user(&mut self, server: &str, host: &str, user: &str) -> bool {
+        let key = (
+            label::bounded("server", server).into_owned(),
+            label::bounded("node", host).into_owned(),
+        );
+        if let Some(u) = self.first_users.get(&key) {
+            return u == user;
+        }
+        if self.first_users.len() >= self.cfg.max_servers {
+            return false;
+        }
+        self.first_users.insert(key, user.to_string());
+        true
     }
 
     /// Keeps what the state removes from now on — a server's ranks at its restart, expired

@@ -658,3 +658,24 @@ fn removed_ranks_are_kept_with_their_time_when_asked() {
     assert_eq!(d.len(), 1);
     assert_eq!((d[0].key.clone(), d[0].at), (key, Some(T + 600.0 + 3600.0)));
 }
+
+/// The first user whose user unit of a name logged on a host keeps the name (hostile pass 31,
+/// H6): per server name and host; another user of that host is not the first; past the
+/// server cap no new pair is (its lines become an engine, never merged).
+#[test]
+fn the_first_user_of_a_unit_name_on_a_host_keeps_it() {
+    let mut f = Fixture::new(StateConfig {
+        max_servers: 3,
+        ..StateConfig::default()
+    });
+    let s = &mut f.state;
+    assert!(s.first_user("sglang", "h", "user@1000"));
+    assert!(!s.first_user("sglang", "h", "user@1001"));
+    assert!(s.first_user("sglang", "h", "user@1000"));
+    // Another host, another name: their own first users.
+    assert!(s.first_user("sglang", "h2", "user@1001"));
+    assert!(s.first_user("other", "h", "user@1001"));
+    // The table is full (3 pairs).
+    assert!(!s.first_user("third", "h", "user@1000"));
+    assert!(!s.first_user("sglang", "h", "user@1001"));
+}
