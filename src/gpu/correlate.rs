@@ -234,18 +234,21 @@ pub fn local(r: &Ranks, args: Option<&ServerArgs>, all: &[Ranks]) -> Local {
 /// The layouts: DP attention where the ranks are consistent with it, or no DP, with each
 /// `tp_size` from the largest TP rank seen up (it is the stride of a PP stage); plain DP with
 /// each `tp_size` and `pp_size` (the stride of a replica) from the largest ranks seen up; and,
-/// unless `server_args` says one host, the blocks a host of a multi-node server runs (SGLang's
-/// `_calculate_rank_ranges`): PP stages `o`..`2o`−1 with every TP rank (`pp_size` ≥ `nnodes`),
-/// or one PP stage with TP ranks `o`..`2o`−1 (`pp_size` < `nnodes`; a block of `k` ranks
-/// starts at a multiple of `k`, so only `o` > half the largest rank seen can start one).
+/// where `server_args` says `nnodes` > 1, or without it where no one-host layout fits the list
+/// (the ranks seen cannot be counted by their own numbers), the blocks a host of a multi-node
+/// server runs (SGLang's `_calculate_rank_ranges`): PP stages `o`..`2o`−1 with every TP rank
+/// (`pp_size` ≥ `nnodes`), or one PP stage with TP ranks `o`..`2o`−1 (`pp_size` < `nnodes`; a
+/// block of `k` ranks starts at a multiple of `k`, so only `o` > half the largest rank seen
+/// can start one).
 ///
 /// With `DP1 TP0` and `DP1 TP1` seen on a 4-GPU list, `DP1 TP0` proves plain DP (under DP
 /// attention DP *n* holds TP ranks from *n*·tp/dp on), TP1 a `tp_size` of at least 2, and DP1
 /// on 4 GPUs at most 2: slots 2 and 3; on an 8-GPU list `tp_size` could be 2 to 6, and they
-/// stay unmapped. `PP1 TP0` on a 4-GPU list is slot 1, 2 or 3 (`tp_size` 1 to 3) or 0 (the
-/// second host of a PP2): unmapped. `TP8`-`TP15` on an 8-GPU list fit only as the second host's
-/// block: slots 0-7. More ranks only rule layouts out, so a rank's slot, once known, never
-/// changes as more ranks appear.
+/// stay unmapped. `DP2 TP2` and `DP3 TP3` (a log that starts mid-run) on a 4-GPU list fit by
+/// their own numbers: slots 2 and 3. `PP1 TP0` on a 4-GPU list is slot 1, 2 or 3 (`tp_size` 1
+/// to 3): unmapped. `TP8`-`TP15` on an 8-GPU list fit no one-host layout, and only as the
+/// second host's block: slots 0-7. More ranks only rule layouts out, so a rank's slot, once
+/// known, never changes as more ranks appear (unless they no longer fit one host).
 pub fn launch_slot(
     r: &Ranks,
     args: Option<&ServerArgs>,
@@ -271,13 +274,24 @@ impl<'a> Slots<'a> {
             all,
             fit: Vec::new(),
         };
-        s.fit = layouts(args, all, gpus)
-            .into_iter()
-            .filter(|&l| {
-                all.iter()
-                    .all(|x| s.slot_in(x, l).is_some_and(|at| (at as usize) < gpus))
-            })
-            .collect();
+        let fitting = |s: &Slots<'_>, hosts: bool| -> Vec<Layout> {
+            layouts(args, all, gpus, hosts)
+                .into_iter()
+                .filter(|&l| {
+                    all.iter()
+                        .all(|x| s.slot_in(x, l).is_some_and(|at| (at as usize) < gpus))
+                })
+                .collect()
+        };
+        // A host's block of a multi-node server is weighed where `server_args` says there are
+        // several hosts, or, without it, where no one-host layout fits the ranks seen in the
+        // list: ranks that fit the list map by their own numbers (a log that starts mid-run
+        // with DP2 and DP3 of four is no second host).
+        let nnodes = args.and_then(|a| a.nnodes);
+        s.fit = fitting(&s, nnodes.is_some_and(|n| n > 1));
+        if s.fit.is_empty() && nnodes.is_none() {
+            s.fit = fitting(&s, true);
+        }
         s
     }
 
@@ -361,9 +375,9 @@ impl Block {
 /// `gpus` (see [`launch_slot`]). With `server_args`' `tp_size`: its own placement, under the
 /// kind of DP it says (else the kinds the ranks leave possible). Without: every [`Block`] that
 /// can hold the ranks seen (one per slot function: sizes beyond what the list can hold behave
-/// alike and are tried once). The conditions on the ranks only tighten as ranks appear, so
-/// the candidates left only shrink.
-fn layouts(args: Option<&ServerArgs>, all: &[Ranks], gpus: usize) -> Vec<Layout> {
+/// alike and are tried once), a host's block of a multi-node server only with `hosts`. The
+/// conditions on the ranks only tighten as ranks appear, so the candidates left only shrink.
+fn layouts(args: Option<&ServerArgs>, all: &[Ranks], gpus: usize, hosts: bool) -> Vec<Layout> {
     let said = args.and_then(|a| {
         a.enable_dp_attention
             .map(|att| !att && a.dp_size.unwrap_or(1) > 1)
@@ -383,7 +397,7 @@ fn layouts(args: Option<&ServerArgs>, all: &[Ranks], gpus: usize) -> Vec<Layout>
         }
         return v;
     }
-    let one_host = args.and_then(|a| a.nnodes).is_some_and(|n| n <= 1);
+    let one_host = !hosts;
     let g = u64::try_from(gpus).unwrap_or(u64::MAX).max(1);
     let span = |f: fn(&Ranks) -> Option<u32>| {
         let seen = || all.iter().map(move |r| u64::from(f(r).unwrap_or(0)));
@@ -642,12 +656,12 @@ mod tests {
             .map(|r| launch_slot(r, Some(&a), &tp0, 4))
             .collect();
         assert_eq!(slots, [Some(0), Some(2)]);
-        // DP attention's own view: DP1 TP2 and DP1 TP3 of k = 2 are slots 2 and 3 on one
-        // host, or 0 and 1 on the second of two hosts of two GPUs: unmapped, until a rank
-        // below 2 rules the second host out.
+        // DP attention's own view: DP1 TP2 and DP1 TP3 of k = 2 fit a 4-GPU list by their own
+        // numbers (without `server_args` saying several hosts, no host's block is weighed):
+        // slots 2 and 3, and they stay as ranks appear.
         let mut att: Vec<Ranks> = (2..4).map(|t| rk(Some(1), None, Some(t))).collect();
         let slots: Vec<_> = att.iter().map(|r| launch_slot(r, None, &att, 4)).collect();
-        assert_eq!(slots, [None, None]);
+        assert_eq!(slots, [Some(2), Some(3)]);
         assert!(attention_possible(&att));
         att.push(rk(Some(0), None, Some(1)));
         let slots: Vec<_> = att.iter().map(|r| launch_slot(r, None, &att, 4)).collect();
@@ -699,10 +713,21 @@ mod tests {
         let part: Vec<Ranks> = (2..8).map(|t| rk(None, None, Some(t))).collect();
         assert_eq!(launch_slot(&part[0], None, &part, 8), Some(2));
         // DP attention seen from its middle (DP2 TP2, DP3 TP3 of four on `--gpus 4,5,6,7`):
-        // slots 2 and 3 on one host, 0 and 1 on the second of two hosts of two GPUs each, so
-        // unmapped; mapped by their own numbers once the other ranks appear.
+        // the ranks fit the list, so they map by their own numbers (issue 21: the offset
+        // applies only where `server_args` says several hosts or the ranks cannot fit), and
+        // keep them as the other ranks appear. With `nnodes` 2 they could be the second host's
+        // first two: unmapped.
         let mid: Vec<Ranks> = (2..4).map(|t| rk(Some(t), None, Some(t))).collect();
         let slots: Vec<_> = mid.iter().map(|r| launch_slot(r, None, &mid, 4)).collect();
+        assert_eq!(slots, [Some(2), Some(3)]);
+        let two_hosts = ServerArgs {
+            nnodes: Some(2),
+            ..ServerArgs::default()
+        };
+        let slots: Vec<_> = mid
+            .iter()
+            .map(|r| launch_slot(r, Some(&two_hosts), &mid, 4))
+            .collect();
         assert_eq!(slots, [None, None]);
         let all: Vec<Ranks> = (0..4).map(|t| rk(Some(t), None, Some(t))).collect();
         let slots: Vec<_> = all.iter().map(|r| launch_slot(r, None, &all, 4)).collect();
@@ -764,7 +789,7 @@ mod tests {
         // The stats lines of a PP2 server (only each stage's TP0 prints): PP1 TP0 is slot
         // 1, 2 or 3 by `tp_size` (2 under PP2 x TP2), PP0 TP0 slot 0 under every one.
         assert_eq!(slots_of(&[pt(0, 0), pt(1, 0)], 4), [Some(0), None]);
-        // PP1 TP0 alone: also slot 0, the second host of a PP2 of one stage per host.
+        // PP1 TP0 alone: slot 1, 2 or 3 (`tp_size` 1 to 3).
         assert_eq!(slots_of(&[pt(1, 0)], 4), [None]);
         // PP0 TP1 appears: `tp_size` 2 or 3, PP1 TP0 still unknown; PP0 TP1 is slot 1.
         assert_eq!(slots_of(&[pt(1, 0), pt(0, 1)], 4), [None, Some(1)]);

@@ -601,11 +601,9 @@ fn readme_joins_work_in_promtool() {
     crate::promtools::test_rules(dir.path(), "joins.test.yml", &y);
 }
 
-/// `--gpus` with a log that starts mid-run (only DP2 TP2 and DP3 TP3 have printed): on one
-/// host they are the list's third and fourth GPU, on the second of two hosts of two GPUs its
-/// first and second, so they stay unmapped rather than counted from the smallest rank seen;
-/// DP1 TP1 rules the second host out (a host's block starts at a multiple of its size), and
-/// the mapping then stays as the other ranks appear.
+/// `--gpus` with a log that starts mid-run (only DP2 TP2 and DP3 TP3 have printed): the ranks
+/// fit the list, so they map by their own numbers (the list's third and fourth GPU), not by the
+/// smallest rank seen; and the mapping stays as the other ranks appear.
 #[test]
 fn an_explicit_list_maps_a_partial_view_of_ranks_by_their_numbers() {
     let dir = tempfile::tempdir().unwrap();
@@ -622,7 +620,10 @@ fn an_explicit_list_maps_a_partial_view_of_ranks_by_their_numbers() {
         format!("sglang_rank_gpu_info{{server=\"dec\",engine_type=\"unified\",dp_rank=\"{dp}\",pp_rank=\"0\",tp_rank=\"{dp}\",moe_ep_rank=\"0\",gpu=\"{gpu}\",uuid=\"GPU-{gpu}{gpu}{gpu}{gpu}\",method=\"explicit\"}} 1")
     };
     let (out, _) = once(&lib, &s, &["--gpus", "dec=0,1,2,3", &input]);
-    assert_eq!(samples(&out, "sglang_rank_gpu_info"), Vec::<&str>::new());
+    assert_eq!(
+        samples(&out, "sglang_rank_gpu_info"),
+        [info(2, 2), info(3, 3)]
+    );
     std::fs::write(&log, line(2) + &line(3) + &line(1)).unwrap();
     let (out, _) = once(&lib, &s, &["--gpus", "dec=0,1,2,3", &input]);
     assert_eq!(
@@ -721,7 +722,7 @@ fn pipeline_and_host_offsets_map_only_what_every_layout_agrees_on() {
         run("pp2-stats-only.log", "4,5,6,7"),
         [info("pp2-stats-only", 0, 0, 4)]
     );
-    // PP1 TP0 alone: GPU 5, 6, 7, or 4 as the second host of a PP2; then PP0 TP1 appears
+    // PP1 TP0 alone: GPU 5, 6 or 7 by `tp_size`; then PP0 TP1 appears
     // (GPU 5 under every layout) and PP1 TP0 stays unmapped, never moved.
     assert_eq!(run("pp1-tp0-only.log", "4,5,6,7"), Vec::<String>::new());
     assert_eq!(
