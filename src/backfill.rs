@@ -16,7 +16,9 @@
 //! activity gauges are written as 0 and `sglang_idle` as 1 at previous + idle-after, and
 //! `sglang_idle` reads 0 again with the next stats line. Without these samples Prometheus would
 //! carry the last busy values across the gap (5 minutes of lookback). The end of an input is its
-//! last timed line, also one no kind reads (see [`crate::source::last_timed`]).
+//! last timed line, also one no kind reads (see [`crate::source::last_timed`]). A rank the
+//! state removes (a restart; at the end, an engine silent for an hour, as `--once` removes it)
+//! gets its idle sample too, at the removal when that comes first (`write_dropped`).
 //!
 //! Times follow the log clock's rule ([`crate::state::clock`]), as `--once`'s do, with one line
 //! of look-ahead ([`Lookahead`]): each input has its own clock, a line whose time the clock
@@ -43,7 +45,7 @@ use crate::source::linebuf::{Event, LineBuf};
 use crate::source::nodes::Nodes;
 use crate::source::{now_unix, parallel, plausible_time, Outcome, Pipeline};
 use crate::state::clock::{Lookahead, Verdict};
-use crate::state::{ServerKey, SourceDelta, State, StateConfig};
+use crate::state::{RankState, ServerKey, ServerState, SourceDelta, State, StateConfig};
 use crate::view;
 
 /// Samples newer than this (seconds) may overlap Prometheus' head block and are unsafe to
@@ -153,6 +155,8 @@ pub fn backfill(a: &BackfillArgs) -> Result<Summary, BackfillError> {
         ..StateConfig::default()
     };
     let mut state = State::new(patterns.clone(), cfg);
+    // A rank the state removes (a restart) gets its idle sample (see `write_dropped`).
+    state.keep_dropped();
     let mut pipeline = Pipeline::new(
         Parser::new(patterns.clone()),
         a.read.max_line_bytes,
@@ -222,6 +226,11 @@ pub fn backfill(a: &BackfillArgs) -> Result<Summary, BackfillError> {
         extra: &extra,
         buf: Vec::new(),
     };
+    // The end as `--once` renders it: engines silent for an hour are removed first.
+    if let Some(end) = end {
+        state.expire(end);
+        write_dropped(&mut state, &mut out, &mut idle_written, idle_after);
+    }
     idle_at_end(&state, &mut out, end, idle_after, &idle_written);
     sum.recent = om.count_after(now - RECENT);
     sum.samples = write_output(&a.output, &mut om)?;
@@ -402,6 +411,19 @@ impl Out<'_> {
         let Some(rank) = srv.ranks.get(ranks) else {
             return;
         };
+        self.rank_of(state, (key, srv), (ranks, rank), at, judged);
+    }
+
+    /// Writes every series of `rank` of server `srv` at `at` as a scrape at `judged` would show
+    /// them (the server need not be in the state any more, see [`write_dropped`]).
+    fn rank_of(
+        &mut self,
+        state: &State,
+        (key, srv): (&ServerKey, &ServerState),
+        (ranks, rank): (&Ranks, &RankState),
+        at: f64,
+        judged: f64,
+    ) {
         let mut labels = self.extra.clone();
         labels.extend(view::rank_labels(key, srv, ranks));
         let labels = render_labels(&labels);
@@ -471,6 +493,39 @@ fn idle_at_end(
             {
                 out.idle(state, key, ranks, last, idle_after);
             }
+        }
+    }
+}
+
+/// Writes the idle sample of each rank the state removed since the last call (a restart's
+/// `server_args` line; at the end, an engine silent for an hour, as `--once` removes it) whose
+/// last sample is still busy (a stats line with no idle sample after it): at its last stats
+/// time + `idle_after` as the idle policy places it, or at the removal when that comes first.
+/// OpenMetrics text has no staleness marker, so without it Prometheus' lookback would carry
+/// the busy values 5 minutes past the last stats line; from the idle sample on it reads the
+/// rank idle (0 running, `sglang_idle` 1) until its series ends, or the new process's rank of
+/// the same labels writes its own.
+fn write_dropped(state: &mut State, out: &mut Out<'_>, written: &mut IdleWritten, idle_after: f64) {
+    for d in state.take_dropped() {
+        for (ranks, rank) in &d.server.ranks {
+            let Some(last) = rank.last_stats else {
+                continue;
+            };
+            if written.insert((d.key.clone(), *ranks), last) == Some(last) {
+                continue;
+            }
+            let idle_at = last + idle_after.max(MIN_IDLE_GAP);
+            let at = match d.at {
+                Some(t) if t < idle_at => t.max(last + MIN_IDLE_GAP),
+                _ => idle_at,
+            };
+            out.rank_of(
+                state,
+                (&d.key, &d.server),
+                (ranks, rank),
+                at,
+                idle_at + MIN_IDLE_GAP,
+            );
         }
     }
 }
@@ -576,10 +631,13 @@ impl Ctx<'_> {
                 realtime,
                 unit,
                 node,
+                user,
             } => {
                 // Bounded as the state keeps it (`crate::label`): the key names the samples.
                 crate::label::set("server", &mut self.key.server, unit.unwrap_or(self.server));
-                let engine = nodes.engine_of(&self.key.server, node, &rec);
+                let host = node.unwrap_or("");
+                let other_user = user.filter(|u| !self.state.first_user(&self.key.server, host, u));
+                let engine = nodes.engine_of(&self.key.server, node, other_user, &rec);
                 (crate::record::Record { engine, ..rec }, realtime)
             }
             Outcome::Unmatched {
@@ -672,6 +730,12 @@ impl Ctx<'_> {
     fn apply_at(&mut self, key: &ServerKey, rec: &Record<'_>, ts: Option<f64>) {
         let Some(ts) = ts else {
             self.state.apply_placed(self.source, key, rec, None);
+            write_dropped(
+                self.state,
+                &mut self.out,
+                self.idle_written,
+                self.idle_after,
+            );
             return;
         };
         let stats = matches!(rec.class, Class::Prefill | Class::Decode | Class::Retract);
@@ -691,6 +755,12 @@ impl Ctx<'_> {
         }
         let class = rec.class;
         self.state.apply_placed(self.source, key, rec, Some(ts));
+        write_dropped(
+            self.state,
+            &mut self.out,
+            self.idle_written,
+            self.idle_after,
+        );
         if stats {
             self.out.rank(self.state, key, &ranks, ts);
         } else if class == Class::Fact {

@@ -1118,10 +1118,14 @@ fn check_outcome(o: &Outcome<'_>) -> Result<(), TestCaseError> {
             unit,
             realtime,
             node,
+            user,
         } => {
             check_record(rec)?;
             if let Some(n) = node {
                 prop_assert!(!n.is_empty(), "an empty node");
+            }
+            if let Some(u) = user {
+                prop_assert!(u.starts_with("user@") && unit.is_some(), "user {:?}", u);
             }
             if let Some(e) = rec.engine {
                 prop_assert!(!e.is_empty() && e.trim() == e, "engine {:?}", e);

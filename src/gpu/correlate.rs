@@ -197,21 +197,10 @@ pub struct Local {
 /// on the second host of a TP16). SGLang's rule (`engine.py` `_calculate_rank_ranges`, v0.5.23):
 /// `pp_size_per_node = max(pp_size / nnodes, 1)`, `tp_size_per_node = tp_size / max(nnodes /
 /// pp_size, 1)`, and the local ranks are `pp_rank % pp_size_per_node` and `tp_rank %
-/// tp_size_per_node`. Without `server_args`, and only where `host_offset` says so (the ranks
-/// cannot be the host's own numbers), the smallest TP (and PP) rank seen is taken as the host's
-/// first when the ranks seen fill whole blocks above it (TP8-TP15 seen: 8; TP2-TP7: 0).
-pub fn local(r: &Ranks, args: Option<&ServerArgs>, all: &[Ranks], host_offset: bool) -> Local {
-    local_sized(r, args, all, host_offset, sizes(args, all))
-}
-
-/// [`local`] with `tp_size` and `pp_size` given (a layout's, see [`Layout`]).
-fn local_sized(
-    r: &Ranks,
-    args: Option<&ServerArgs>,
-    all: &[Ranks],
-    host_offset: bool,
-    (tp_size, pp_size): (u32, u32),
-) -> Local {
+/// tp_size_per_node`. Without `server_args` the ranks are their own numbers (the `--gpus`
+/// slots weigh the hosts' blocks instead, see [`launch_slot`]).
+pub fn local(r: &Ranks, args: Option<&ServerArgs>, all: &[Ranks]) -> Local {
+    let (tp_size, pp_size) = sizes(args, all);
     let (tp, pp) = (r.tp.unwrap_or(0), r.pp.unwrap_or(0));
     match args {
         Some(a) => {
@@ -224,30 +213,11 @@ fn local_sized(
                 tp_per_node,
             }
         }
-        None if !host_offset => Local {
+        None => Local {
             tp,
             pp,
             tp_per_node: tp_size,
         },
-        None => {
-            let tp_off = offset_seen(all, |r| r.tp);
-            let pp_off = offset_seen(all, |r| r.pp);
-            Local {
-                tp: tp.saturating_sub(tp_off),
-                pp: pp.saturating_sub(pp_off),
-                tp_per_node: tp_size.saturating_sub(tp_off).max(1),
-            }
-        }
-    }
-}
-
-/// The first rank of this host, judged from the ranks seen: the smallest, when it is a multiple
-/// of the span seen (the host holds a whole block: TP8-TP15), else 0.
-fn offset_seen(all: &[Ranks], f: fn(&Ranks) -> Option<u32>) -> u32 {
-    let seen = || all.iter().filter_map(f);
-    match (seen().min(), seen().max()) {
-        (Some(min), Some(max)) if min > 0 && min % (max - min + 1) == 0 => min,
-        _ => 0,
     }
 }
 
@@ -259,17 +229,26 @@ fn offset_seen(all: &[Ranks], f: fn(&Ranks) -> Option<u32>) -> u32 {
 ///
 /// `gpus` is the length of the `--gpus` list. What `server_args` does not say is inferred
 /// from what the ranks seen prove, never guessed where a guess could change later (see
-/// [`Layout`]): every layout left possible — DP attention where the ranks are consistent with
-/// it, plain DP with each `tp_size` from the largest TP rank seen up — under which every rank
-/// seen fits the list by its own numbers is tried, and a rank maps only when all of them put
-/// it at the same slot. With `DP1 TP0` and `DP1 TP1` seen on a 4-GPU list, `DP1 TP0` proves
-/// plain DP (under DP attention DP *n* holds TP ranks from *n*·tp/dp on), TP1 a `tp_size` of at
-/// least 2, and DP1 on 4 GPUs at most 2: slots 2 and 3; on an 8-GPU list `tp_size` could be 2
-/// to 6, and they stay unmapped. More ranks only rule layouts out, so a rank's slot, once
-/// known, never changes as more ranks appear (a log that starts mid-run, with only DP2 TP2 and
-/// DP3 TP3 so far, maps them to the list's third and fourth GPU). Only ranks that fit no
-/// layout (TP8-TP15 on an 8-GPU host of a multi-node server whose `server_args` line was not
-/// seen) are counted from the smallest seen.
+/// [`Layout`]): every layout left possible is tried, and a rank maps only when all of those
+/// under which every rank seen fits the list by that layout's slot put it at the same slot.
+/// The layouts: DP attention where the ranks are consistent with it, or no DP, with each
+/// `tp_size` from the largest TP rank seen up (it is the stride of a PP stage); plain DP with
+/// each `tp_size` and `pp_size` (the stride of a replica) from the largest ranks seen up; and,
+/// where `server_args` says `nnodes` > 1, or without it where no one-host layout fits the list
+/// (the ranks seen cannot be counted by their own numbers), the blocks a host of a multi-node
+/// server runs (SGLang's `_calculate_rank_ranges`): PP stages `o`..`2o`−1 with every TP rank
+/// (`pp_size` ≥ `nnodes`), or one PP stage with TP ranks `o`..`2o`−1 (`pp_size` < `nnodes`; a
+/// block of `k` ranks starts at a multiple of `k`, so only `o` > half the largest rank seen
+/// can start one).
+///
+/// With `DP1 TP0` and `DP1 TP1` seen on a 4-GPU list, `DP1 TP0` proves plain DP (under DP
+/// attention DP *n* holds TP ranks from *n*·tp/dp on), TP1 a `tp_size` of at least 2, and DP1
+/// on 4 GPUs at most 2: slots 2 and 3; on an 8-GPU list `tp_size` could be 2 to 6, and they
+/// stay unmapped. `DP2 TP2` and `DP3 TP3` (a log that starts mid-run) on a 4-GPU list fit by
+/// their own numbers: slots 2 and 3. `PP1 TP0` on a 4-GPU list is slot 1, 2 or 3 (`tp_size` 1
+/// to 3): unmapped. `TP8`-`TP15` on an 8-GPU list fit no one-host layout, and only as the
+/// second host's block: slots 0-7. More ranks only rule layouts out, so a rank's slot, once
+/// known, never changes as more ranks appear (unless they no longer fit one host).
 pub fn launch_slot(
     r: &Ranks,
     args: Option<&ServerArgs>,
@@ -284,9 +263,7 @@ pub fn launch_slot(
 struct Slots<'a> {
     args: Option<&'a ServerArgs>,
     all: &'a [Ranks],
-    sizes: (u32, u32),
-    /// The layouts under which every rank seen fits the list; none: counted from the
-    /// smallest rank seen.
+    /// The layouts under which every rank seen fits the list.
     fit: Vec<Layout>,
 }
 
@@ -295,65 +272,112 @@ impl<'a> Slots<'a> {
         let mut s = Slots {
             args,
             all,
-            sizes: sizes(args, all),
             fit: Vec::new(),
         };
-        s.fit = layouts(args, all, gpus)
-            .into_iter()
-            .filter(|&l| all.iter().all(|x| (s.slot_in(x, l) as usize) < gpus))
-            .collect();
+        let fitting = |s: &Slots<'_>, hosts: bool| -> Vec<Layout> {
+            layouts(args, all, gpus, hosts)
+                .into_iter()
+                .filter(|&l| {
+                    all.iter()
+                        .all(|x| s.slot_in(x, l).is_some_and(|at| (at as usize) < gpus))
+                })
+                .collect()
+        };
+        // A host's block of a multi-node server is weighed where `server_args` says there are
+        // several hosts, or, without it, where no one-host layout fits the ranks seen in the
+        // list: ranks that fit the list map by their own numbers (a log that starts mid-run
+        // with DP2 and DP3 of four is no second host).
+        let nnodes = args.and_then(|a| a.nnodes);
+        s.fit = fitting(&s, nnodes.is_some_and(|n| n > 1));
+        if s.fit.is_empty() && nnodes.is_none() {
+            s.fit = fitting(&s, true);
+        }
         s
     }
 
-    /// The slot of `r`, one of the server's ranks.
+    /// The slot of `r`, one of the server's ranks: the one every layout left agrees on.
     fn of(&self, r: &Ranks) -> Option<u32> {
-        let Some(&first) = self.fit.first() else {
-            return Some(slot(r, self.args, self.all, true));
-        };
-        let at = self.slot_in(r, first);
-        self.fit
-            .iter()
-            .all(|&l| self.slot_in(r, l) == at)
+        let (&first, rest) = self.fit.split_first()?;
+        let at = self.slot_in(r, first)?;
+        rest.iter()
+            .all(|&l| self.slot_in(r, l) == Some(at))
             .then_some(at)
     }
 
-    /// The rank's slot under `layout`, by its own numbers (no host offset).
-    fn slot_in(&self, r: &Ranks, layout: Layout) -> u32 {
-        let (tp_size, pp_size) = match layout {
-            Layout::Global => self.sizes,
-            Layout::PlainDp { tp_size } => (tp_size, self.sizes.1),
-        };
-        let l = local_sized(r, self.args, self.all, false, (tp_size, pp_size));
-        let dp_part = match layout {
-            Layout::Global => 0,
-            Layout::PlainDp { .. } => {
-                r.dp.unwrap_or(0)
-                    .saturating_mul(tp_size.saturating_mul(pp_size))
+    /// The rank's slot under `layout`; `None` where the layout has no such rank on this host.
+    fn slot_in(&self, r: &Ranks, layout: Layout) -> Option<u32> {
+        match layout {
+            Layout::Args { plain } => {
+                let args = self.args?;
+                let (tp_size, pp_size) = sizes(Some(args), self.all);
+                let l = local(r, Some(args), self.all);
+                let dp_part = if plain {
+                    u64::from(r.dp.unwrap_or(0)) * u64::from(tp_size) * u64::from(pp_size)
+                } else {
+                    0
+                };
+                let s = dp_part + u64::from(l.pp) * u64::from(l.tp_per_node) + u64::from(l.tp);
+                u32::try_from(s).ok()
             }
-        };
-        dp_part.saturating_add(l.pp.saturating_mul(l.tp_per_node).saturating_add(l.tp))
+            Layout::Seen(b) => b.slot(r),
+        }
     }
 }
 
 /// How a server's ranks sit on its GPUs, as far as `--gpus` slots go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Layout {
-    /// TP ranks are global: DP attention, or no plain DP (`tp_size` from `server_args`, else
-    /// the largest TP rank seen, as it only matters with PP).
-    Global,
-    /// Plain DP: each replica counts its TP ranks from 0 and takes `tp_size`·`pp_size` GPUs.
-    PlainDp {
-        /// The replica's TP size.
-        tp_size: u32,
+    /// `server_args` gives the sizes: SGLang's placement on this host (see [`local`]), plus
+    /// the replica's base under plain DP.
+    Args {
+        /// Plain DP (each replica counts its TP ranks from 0).
+        plain: bool,
     },
+    /// Sizes not given: one candidate the ranks seen are weighed against.
+    Seen(Block),
 }
 
-/// The layouts `server_args` and the ranks seen leave possible (before the fit to the list of
-/// `gpus`): `server_args`' own when it says DP attention or plain DP; else, while no rank
-/// above DP0 is seen, [`Layout::Global`] (a DP0 rank's slot is the same under either); else DP
-/// attention where the ranks are consistent with it (see [`attention_possible`]) and plain DP
-/// with each `tp_size` from the largest TP rank seen up to the list's length.
-fn layouts(args: Option<&ServerArgs>, all: &[Ranks], gpus: usize) -> Vec<Layout> {
+/// A candidate placement of a server's ranks on this host when `server_args` does not give
+/// the sizes: slot = `dp`·`replica` + (`pp` − `pp_first`)·`tp_per_node` + (`tp` − `tp_first`),
+/// for ranks with `tp_first` ≤ `tp` < `tp_first` + `tp_per_node` and `pp_first` ≤ `pp` <
+/// `pp_first` + `pp_per_node` (others are not on this host under it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Block {
+    /// GPUs of one plain-DP replica (`tp_size`·`pp_size`); 0 where TP ranks are global.
+    replica: u64,
+    /// TP ranks on the host (the stride of a PP stage).
+    tp_per_node: u64,
+    /// The host's first TP rank.
+    tp_first: u64,
+    /// The host's first PP stage.
+    pp_first: u64,
+    /// PP stages on the host.
+    pp_per_node: u64,
+}
+
+impl Block {
+    fn slot(&self, r: &Ranks) -> Option<u32> {
+        let tp = u64::from(r.tp.unwrap_or(0)).checked_sub(self.tp_first)?;
+        let pp = u64::from(r.pp.unwrap_or(0)).checked_sub(self.pp_first)?;
+        if tp >= self.tp_per_node || pp >= self.pp_per_node {
+            return None;
+        }
+        let dp = u64::from(r.dp.unwrap_or(0));
+        let s = dp
+            .checked_mul(self.replica)?
+            .checked_add(pp.checked_mul(self.tp_per_node)?)?
+            .checked_add(tp)?;
+        u32::try_from(s).ok()
+    }
+}
+
+/// The layouts `server_args` and the ranks seen leave possible, before the fit to the list of
+/// `gpus` (see [`launch_slot`]). With `server_args`' `tp_size`: its own placement, under the
+/// kind of DP it says (else the kinds the ranks leave possible). Without: every [`Block`] that
+/// can hold the ranks seen (one per slot function: sizes beyond what the list can hold behave
+/// alike and are tried once), a host's block of a multi-node server only with `hosts`. The
+/// conditions on the ranks only tighten as ranks appear, so the candidates left only shrink.
+fn layouts(args: Option<&ServerArgs>, all: &[Ranks], gpus: usize, hosts: bool) -> Vec<Layout> {
     let said = args.and_then(|a| {
         a.enable_dp_attention
             .map(|att| !att && a.dp_size.unwrap_or(1) > 1)
@@ -363,18 +387,72 @@ fn layouts(args: Option<&ServerArgs>, all: &[Ranks], gpus: usize) -> Vec<Layout>
         Some(plain) => (!plain, plain),
         None => (!dp_seen || attention_possible(all), dp_seen),
     };
+    if args.and_then(|a| a.tp_size).is_some_and(|t| t > 0) {
+        let mut v = Vec::new();
+        if global {
+            v.push(Layout::Args { plain: false });
+        }
+        if plain {
+            v.push(Layout::Args { plain: true });
+        }
+        return v;
+    }
+    let one_host = !hosts;
+    let g = u64::try_from(gpus).unwrap_or(u64::MAX).max(1);
+    let span = |f: fn(&Ranks) -> Option<u32>| {
+        let seen = || all.iter().map(move |r| u64::from(f(r).unwrap_or(0)));
+        (seen().min().unwrap_or(0), seen().max().unwrap_or(0))
+    };
+    let (tp_min, tp_max) = span(|r| r.tp);
+    let (pp_min, pp_max) = span(|r| r.pp);
+    // A block of `k` ranks starting at `o` > 0 (a multiple of `k`) that holds `max` and fits
+    // the list: `k` = `o` is the largest such size, so `o` qualifies when 2·`o` > `max`.
+    let firsts = |min: u64, max: u64| {
+        let lo = (max / 2 + 1).max(max.saturating_sub(g) + 1).max(1);
+        lo..=min
+    };
     let mut v = Vec::new();
+    let block = |replica, tp_per_node, tp_first, pp_first, pp_per_node| {
+        Layout::Seen(Block {
+            replica,
+            tp_per_node,
+            tp_first,
+            pp_first,
+            pp_per_node,
+        })
+    };
     if global {
-        v.push(Layout::Global);
+        // One host, or a host holding every TP rank of PP stages `o`..`2o`−1.
+        let mut pp_firsts = vec![0];
+        if !one_host {
+            pp_firsts.extend(firsts(pp_min, pp_max));
+        }
+        for tp_size in tp_max + 1..=g.max(tp_max + 1) {
+            for &o in &pp_firsts {
+                let stages = if o == 0 { u64::MAX } else { o };
+                v.push(block(0, tp_size, 0, o, stages));
+            }
+        }
+        // A host holding TP ranks `o`..`2o`−1 of one PP stage.
+        if !one_host && pp_min == pp_max {
+            for o in firsts(tp_min, tp_max) {
+                v.push(block(0, o, o, pp_min, 1));
+            }
+        }
     }
     if plain {
-        let least = sizes(None, all).0;
-        let most = u32::try_from(gpus).unwrap_or(u32::MAX).max(least);
-        let tp_sizes = match args.and_then(|a| a.tp_size).filter(|&t| t > 0) {
-            Some(t) => t..=t,
-            None => least..=most,
-        };
-        v.extend(tp_sizes.map(|tp_size| Layout::PlainDp { tp_size }));
+        for tp_size in tp_max + 1..=g.max(tp_max + 1) {
+            let most = g.div_ceil(tp_size).max(pp_max + 1);
+            for pp_size in pp_max + 1..=most {
+                v.push(block(
+                    tp_size.saturating_mul(pp_size),
+                    tp_size,
+                    0,
+                    0,
+                    pp_size,
+                ));
+            }
+        }
     }
     v
 }
@@ -399,20 +477,6 @@ fn attention_possible(all: &[Ranks]) -> bool {
     lo <= hi
 }
 
-/// A rank's slot as [`launch_slot`] counts ranks that fit no layout by their own numbers:
-/// from the smallest seen (`host_offset`), plain DP only where a `(pp, tp)` repeats under
-/// another DP rank.
-fn slot(r: &Ranks, args: Option<&ServerArgs>, all: &[Ranks], host_offset: bool) -> u32 {
-    let (tp_size, pp_size) = sizes(args, all);
-    let l = local(r, args, all, host_offset);
-    let dp_part = if plain_dp(args, all) {
-        r.dp.unwrap_or(0) * tp_size * pp_size
-    } else {
-        0
-    };
-    dp_part + l.pp * l.tp_per_node + l.tp
-}
-
 /// SGLang's `gpu_id` of a rank on its host (before `CUDA_VISIBLE_DEVICES`), from its
 /// `server_args`, as `data_parallel_controller.py` computes it: `base_gpu_id` + the DP
 /// replica's base (plain DP) + `local pp`·`tp_size_per_node` + `local tp`·`gpu_id_step`.
@@ -420,7 +484,7 @@ pub fn server_args_gpu(r: &Ranks, args: &ServerArgs, all: &[Ranks]) -> u32 {
     let (tp_size, pp_size) = sizes(Some(args), all);
     let base = args.base_gpu_id.unwrap_or(0);
     let step = args.gpu_id_step.unwrap_or(1).max(1);
-    let l = local(r, Some(args), all, false);
+    let l = local(r, Some(args), all);
     let dp_part = if plain_dp(Some(args), all) {
         r.dp.unwrap_or(0) * tp_size * pp_size * step
     } else {
@@ -592,11 +656,16 @@ mod tests {
             .map(|r| launch_slot(r, Some(&a), &tp0, 4))
             .collect();
         assert_eq!(slots, [Some(0), Some(2)]);
-        // DP attention's own view stays mapped: DP1 TP2 and DP1 TP3 of k = 2.
-        let att: Vec<Ranks> = (2..4).map(|t| rk(Some(1), None, Some(t))).collect();
+        // DP attention's own view: DP1 TP2 and DP1 TP3 of k = 2 fit a 4-GPU list by their own
+        // numbers (without `server_args` saying several hosts, no host's block is weighed):
+        // slots 2 and 3, and they stay as ranks appear.
+        let mut att: Vec<Ranks> = (2..4).map(|t| rk(Some(1), None, Some(t))).collect();
         let slots: Vec<_> = att.iter().map(|r| launch_slot(r, None, &att, 4)).collect();
         assert_eq!(slots, [Some(2), Some(3)]);
         assert!(attention_possible(&att));
+        att.push(rk(Some(0), None, Some(1)));
+        let slots: Vec<_> = att.iter().map(|r| launch_slot(r, None, &att, 4)).collect();
+        assert_eq!(slots, [Some(2), Some(3), Some(1)]);
         assert!(!attention_possible(&dp1));
     }
 
@@ -633,8 +702,8 @@ mod tests {
             .map(|r| server_args_gpu(r, &a, &node1))
             .collect();
         assert_eq!(ids, (0..8).collect::<Vec<_>>());
-        // Without server_args, on an 8-GPU list: TP8-TP15 cannot be the host's own numbers,
-        // so they count from the smallest rank seen.
+        // Without server_args, on an 8-GPU list: TP8-TP15 cannot be the host's own numbers;
+        // the only block of a host that holds them all is the one from TP8.
         let slots: Vec<_> = node1
             .iter()
             .map(|r| launch_slot(r, None, &node1, 8))
@@ -644,11 +713,22 @@ mod tests {
         let part: Vec<Ranks> = (2..8).map(|t| rk(None, None, Some(t))).collect();
         assert_eq!(launch_slot(&part[0], None, &part, 8), Some(2));
         // DP attention seen from its middle (DP2 TP2, DP3 TP3 of four on `--gpus 4,5,6,7`):
-        // the ranks fit the list, so they map by their own numbers, and keep them as the
-        // other ranks appear.
+        // the ranks fit the list, so they map by their own numbers (issue 21: the offset
+        // applies only where `server_args` says several hosts or the ranks cannot fit), and
+        // keep them as the other ranks appear. With `nnodes` 2 they could be the second host's
+        // first two: unmapped.
         let mid: Vec<Ranks> = (2..4).map(|t| rk(Some(t), None, Some(t))).collect();
         let slots: Vec<_> = mid.iter().map(|r| launch_slot(r, None, &mid, 4)).collect();
         assert_eq!(slots, [Some(2), Some(3)]);
+        let two_hosts = ServerArgs {
+            nnodes: Some(2),
+            ..ServerArgs::default()
+        };
+        let slots: Vec<_> = mid
+            .iter()
+            .map(|r| launch_slot(r, Some(&two_hosts), &mid, 4))
+            .collect();
+        assert_eq!(slots, [None, None]);
         let all: Vec<Ranks> = (0..4).map(|t| rk(Some(t), None, Some(t))).collect();
         let slots: Vec<_> = all.iter().map(|r| launch_slot(r, None, &all, 4)).collect();
         assert_eq!(slots, [Some(0), Some(1), Some(2), Some(3)]);
@@ -690,6 +770,72 @@ mod tests {
             .map(|r| server_args_gpu(r, &att, &ranks))
             .collect();
         assert_eq!(ids, (0..8).collect::<Vec<_>>());
+    }
+
+    /// Slots of `ranks` on a list of `gpus`, each weighed against all of them.
+    fn slots_of(ranks: &[Ranks], gpus: usize) -> Vec<Option<u32>> {
+        ranks
+            .iter()
+            .map(|r| launch_slot(r, None, ranks, gpus))
+            .collect()
+    }
+
+    /// Pipeline parallelism without `server_args` (hostile pass 31, H4): the stride of a PP
+    /// stage is `tp_size`, which the ranks seen bound but do not give; nothing is guessed
+    /// from the largest TP rank seen, and no rank moves as more appear.
+    #[test]
+    fn pipeline_ranks_map_only_where_every_tp_size_agrees() {
+        let pt = |pp, tp| rk(None, Some(pp), Some(tp));
+        // The stats lines of a PP2 server (only each stage's TP0 prints): PP1 TP0 is slot
+        // 1, 2 or 3 by `tp_size` (2 under PP2 x TP2), PP0 TP0 slot 0 under every one.
+        assert_eq!(slots_of(&[pt(0, 0), pt(1, 0)], 4), [Some(0), None]);
+        // PP1 TP0 alone: slot 1, 2 or 3 (`tp_size` 1 to 3).
+        assert_eq!(slots_of(&[pt(1, 0)], 4), [None]);
+        // PP0 TP1 appears: `tp_size` 2 or 3, PP1 TP0 still unknown; PP0 TP1 is slot 1.
+        assert_eq!(slots_of(&[pt(1, 0), pt(0, 1)], 4), [None, Some(1)]);
+        // PP1 TP1 on 4 GPUs proves `tp_size` 2.
+        let all = [pt(1, 0), pt(0, 1), pt(0, 0), pt(1, 1)];
+        assert_eq!(slots_of(&all, 4), [Some(2), Some(1), Some(0), Some(3)]);
+        // On 8 GPUs `tp_size` may be 2 to 6: PP1's ranks stay unmapped.
+        assert_eq!(slots_of(&all, 8), [None, Some(1), Some(0), None]);
+        // The second host of a PP2 x TP8 (one stage per host): PP1 TP0-TP7 on its 8 GPUs.
+        let stage1: Vec<Ranks> = (0..8).map(|t| pt(1, t)).collect();
+        assert_eq!(slots_of(&stage1, 8), (0..8).map(Some).collect::<Vec<_>>());
+        // Plain DP with PP: the replica's stride is `tp_size` x `pp_size`, both unknown.
+        let d = |dp, pp, tp| rk(Some(dp), Some(pp), Some(tp));
+        let rep = [d(1, 0, 0), d(1, 1, 0), d(0, 0, 0), d(0, 1, 0)];
+        assert_eq!(slots_of(&rep, 4), [Some(2), Some(3), Some(0), Some(1)]);
+        assert_eq!(slots_of(&rep, 8), [None, None, Some(0), None]);
+        // `server_args` with one host (nnodes 1) and no sizes rules out other hosts' blocks.
+        let one = ServerArgs {
+            nnodes: Some(1),
+            ..ServerArgs::default()
+        };
+        let r = [pt(1, 0), pt(0, 1)];
+        assert_eq!(launch_slot(&r[0], Some(&one), &r, 4), None);
+        assert_eq!(launch_slot(&r[1], Some(&one), &r, 4), Some(1));
+    }
+
+    /// A host of a multi-node server without `server_args` (hostile pass 31, H4): its block
+    /// of TP ranks starts at a multiple of its size, which the ranks seen bound; a lone TP12
+    /// is never counted from itself.
+    #[test]
+    fn a_host_block_maps_only_when_the_ranks_seen_place_it() {
+        let t = |tp| rk(None, None, Some(tp));
+        // TP12 on 8 GPUs: slot 4 (TP8-TP15), 0 (TP12-TP15 of 4 per host), 5 (TP7-TP13), ...
+        assert_eq!(slots_of(&[t(12)], 8), [None]);
+        assert_eq!(slots_of(&[t(12), t(13), t(14), t(15)], 8), [None; 4]);
+        // TP12 then TP8: blocks from 7 or 8 remain.
+        assert_eq!(slots_of(&[t(12), t(8)], 8), [None, None]);
+        // TP8-TP15: only the block from 8 holds them all on 8 GPUs.
+        let host: Vec<Ranks> = (8..16).rev().map(t).collect();
+        assert_eq!(
+            slots_of(&host, 8),
+            (0..8).rev().map(Some).collect::<Vec<_>>()
+        );
+        // Rank numbers near the top of u32 cost no more than the list's length.
+        let huge = [rk(Some(5), Some(4_000_000_000), Some(4_000_000_000))];
+        assert_eq!(slots_of(&huge, 8), [None]);
     }
 
     #[test]

@@ -68,6 +68,9 @@ pub enum Framed<'a> {
         origin: Option<&'a str>,
         /// The host a journal record names: a node of its server (see [`super::nodes`]).
         node: Option<&'a str>,
+        /// The service manager of a journal record's user unit (`user@1000`, see
+        /// [`super::writer`]).
+        user: Option<&'a str>,
     },
     /// A partial record was buffered; nothing to parse yet.
     Pending,
@@ -206,6 +209,7 @@ impl Framer {
                         realtime,
                         origin: self.writer.engine(),
                         node: self.writer.node(),
+                        user: self.writer.user(),
                     };
                 }
             }
@@ -286,12 +290,12 @@ impl Framer {
         if self.out.last() == Some(&b'\n') {
             self.out.pop();
         }
-        let (unit, origin, node) = if journal {
+        let (unit, origin, node, user) = if journal {
             let w = &self.writer;
-            (w.server(), w.engine(), w.node())
+            (w.server(), w.engine(), w.node(), w.user())
         } else {
             let o = (!self.origin.is_empty()).then_some(self.origin.as_str());
-            (None, o, None)
+            (None, o, None, None)
         };
         Framed::Message {
             text: &self.out,
@@ -299,6 +303,7 @@ impl Framer {
             realtime,
             origin,
             node,
+            user,
         }
     }
 
@@ -331,6 +336,7 @@ impl Framer {
             // A record's pieces share their writer: the last one's names it.
             origin: (!self.origin.is_empty()).then_some(self.origin.as_str()),
             node: None,
+            user: None,
         }
     }
 

@@ -98,6 +98,8 @@ pub enum Outcome<'a> {
         realtime: Option<f64>,
         /// The node a stream prefix named (see [`nodes`]), if any.
         node: Option<&'a str>,
+        /// The service manager of a journal record's user unit (see [`writer`]), if any.
+        user: Option<&'a str>,
     },
     /// A line of no known kind (other output), as cleaned: counted in the delta already.
     Unmatched {
@@ -234,6 +236,7 @@ impl Pipeline {
                 realtime,
                 origin: writer.engine(),
                 node: writer.node(),
+                user: writer.user(),
             };
             let outcome = self.steps.read(line, true, &mut ap.delta);
             ap.apply(&outcome);
@@ -271,6 +274,7 @@ impl Steps {
             mut realtime,
             origin,
             mut node,
+            mut user,
         } = line;
         // Who wrote the line, outermost first: the record's origin, stream prefixes, an
         // inner record's origin, Ray's actor.
@@ -305,6 +309,7 @@ impl Steps {
             unit = unit.or(i.unit);
             realtime = realtime.or(i.realtime);
             node = node.or(i.node);
+            user = user.or(i.user);
             if let Some(o) = i.origin {
                 join(engine, o);
             }
@@ -340,6 +345,7 @@ impl Steps {
                     unit,
                     realtime,
                     node,
+                    user,
                 }
             }
             None => {
@@ -355,7 +361,8 @@ impl Steps {
 }
 
 /// A wrapped line with what its wrapper said: the server (a journal record's unit), time,
-/// origin (who wrote it, as the record says) and node (a journal record's host).
+/// origin (who wrote it, as the record says), node (a journal record's host) and user (a
+/// journal record's user manager).
 #[derive(Debug, Clone, Copy)]
 struct Unwrapped<'a> {
     text: &'a [u8],
@@ -363,6 +370,7 @@ struct Unwrapped<'a> {
     realtime: Option<f64>,
     origin: Option<&'a str>,
     node: Option<&'a str>,
+    user: Option<&'a str>,
 }
 
 impl<'a> Unwrapped<'a> {
@@ -374,6 +382,7 @@ impl<'a> Unwrapped<'a> {
             realtime: None,
             origin: None,
             node: None,
+            user: None,
         }
     }
 }
@@ -388,12 +397,14 @@ fn unframe<'a>(f: Framed<'a>, d: &mut SourceDelta) -> Option<Unwrapped<'a>> {
             realtime,
             origin,
             node,
+            user,
         } => Some(Unwrapped {
             text,
             unit,
             realtime,
             origin,
             node,
+            user,
         }),
         Framed::Pending => None,
         Framed::NullMessage => {
@@ -830,6 +841,7 @@ impl Applier {
                 unit,
                 realtime,
                 node,
+                user,
             } => {
                 let ts = line_time(
                     &mut self.times,
@@ -845,7 +857,9 @@ impl Applier {
                 // A line of the source's own server with no engine (most lines) needs no string
                 // comparison when the key already is that.
                 let server = unit.unwrap_or(&self.server);
-                let engine = self.nodes.engine_of(server, *node, rec);
+                let host = node.unwrap_or("");
+                let other_user = user.filter(|u| !lock(&self.state).first_user(server, host, u));
+                let engine = self.nodes.engine_of(server, *node, other_user, rec);
                 if !(self.key_is_own && unit.is_none() && engine.is_none()) {
                     let engine = engine.unwrap_or("");
                     // A name longer than a label value is set (bounded) again on each of its

@@ -13,6 +13,14 @@
 //! run the unit as servers of their own part at the first rank both print. Nodes are told
 //! apart per server: hosts of two units never compare their ranks.
 //!
+//! A journal record of a user service names its user's service manager (`user@1000`, see
+//! [`super::writer`]). Two users of one host never run one server, so their user units of
+//! the same name never merge: the first user whose unit of that name a host logged keeps the
+//! server as it is (the state keeps who that is, [`crate::state::State::first_user`], for
+//! every input and across restarts); each other user's lines are an engine of it named after
+//! its manager (`engine="user@1001"`), and the host is then a node of that engine as of any
+//! other.
+//!
 //! Decided in log order, where lines are applied (the same for `--once`, following and
 //! `backfill`, whatever the threads parsing).
 
@@ -46,108 +54,136 @@ struct Node {
 pub struct Nodes {
     list: Vec<Node>,
     buf: String,
+    /// The engine of another user's line.
+    user_buf: String,
 }
 
 impl Nodes {
-    /// The engine of `rec`, a line of `server`: its own for a line without a node, else see
-    /// [`Nodes::engine`].
+    /// The engine of `rec`, a line of `server` on `node`: its own, after `other_user` (the
+    /// service manager of a user unit another user's unit of that name on that host logged
+    /// first, see [`crate::state::State::first_user`]) if any, then as [`Nodes::engine`] says
+    /// for a line with a node.
     pub fn engine_of<'s>(
         &'s mut self,
         server: &str,
         node: Option<&str>,
+        other_user: Option<&str>,
         rec: &Record<'s>,
     ) -> Option<&'s str> {
+        let Nodes {
+            list,
+            buf,
+            user_buf,
+        } = self;
+        let mut engine = rec.engine;
+        if let Some(u) = other_user {
+            user_buf.clear();
+            user_buf.push_str(u);
+            if let Some(e) = rec.engine {
+                user_buf.push(' ');
+                user_buf.push_str(e);
+            }
+            let b: &'s String = user_buf;
+            engine = Some(b.as_str());
+        }
         match node {
-            Some(n) => self.engine(server, n, rec),
-            None => rec.engine,
+            Some(n) => decide(list, buf, server, n, rec, engine),
+            None => engine,
         }
     }
 
     /// The engine of `rec`, a line of `node` of `server`: the line's own `engine` while the
     /// node is one of a multi-node server's, else the node after it.
     pub fn engine<'s>(&'s mut self, server: &str, node: &str, rec: &Record<'s>) -> Option<&'s str> {
-        let (class, ranks, engine) = (rec.class, rec.ranks, rec.engine);
-        // Kept (up to 64 per source) and part of an `engine` label: bounded as label values are.
-        let node = crate::label::bounded("node", node);
-        let node = &*node;
-        let at = self
-            .list
-            .iter()
-            .position(|n| n.name == node && n.server == server);
-        let i = match at {
-            Some(i) => i,
-            None if self.list.len() < MAX_NODES => {
-                self.list.push(Node {
-                    server: server.to_string(),
-                    name: node.to_string(),
-                    ..Node::default()
-                });
-                self.list.len() - 1
-            }
-            None => return self.own(node, engine),
-        };
-        let peer = |j: usize, o: &Node| j != i && o.server == server && !o.own;
-        if let (false, Some(a)) = (self.list[i].own, rec.server_args.as_deref()) {
-            let others = self
-                .list
+        decide(&mut self.list, &mut self.buf, server, node, rec, rec.engine)
+    }
+}
+
+/// [`Nodes::engine`] with the line's engine given (`engine`: the record's, or another user's).
+fn decide<'s>(
+    list: &mut Vec<Node>,
+    buf: &'s mut String,
+    server: &str,
+    node: &str,
+    rec: &Record<'_>,
+    engine: Option<&'s str>,
+) -> Option<&'s str> {
+    let (class, ranks) = (rec.class, rec.ranks);
+    // Kept (up to 64 per source) and part of an `engine` label: bounded as label values are.
+    let node = crate::label::bounded("node", node);
+    let node = &*node;
+    let at = list
+        .iter()
+        .position(|n| n.name == node && n.server == server);
+    let i = match at {
+        Some(i) => i,
+        None if list.len() < MAX_NODES => {
+            list.push(Node {
+                server: server.to_string(),
+                name: node.to_string(),
+                ..Node::default()
+            });
+            list.len() - 1
+        }
+        None => return own(buf, node, engine),
+    };
+    let peer = |j: usize, o: &Node| j != i && o.server == server && !o.own;
+    if let (false, Some(a)) = (list[i].own, rec.server_args.as_deref()) {
+        let others = list.iter().enumerate().any(|(j, o)| peer(j, o) && o.dumped);
+        if others && a.nnodes.is_none_or(|n| n <= 1) {
+            tracing::warn!(
+                node,
+                server,
+                "a node (host) of a server starts a server of its own (server_args nnodes=1 after another node's): lines of {node} are its own engine"
+            );
+            list[i].own = true;
+        }
+        list[i].dumped = true;
+    }
+    // A rank's lines: its stats lines, and its retractions and startup figures when they
+    // name a rank (rank-less ones are the server's, printed by every node).
+    let rank_line = match class {
+        Class::Prefill | Class::Decode => true,
+        Class::Retract | Class::Fact => ranks != Ranks::default(),
+        _ => false,
+    };
+    if !list[i].own && rank_line {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        engine.unwrap_or("").hash(&mut h);
+        let key = (h.finish(), ranks);
+        let n = &list[i];
+        if !n.ranks.contains(&key) {
+            let taken = list
                 .iter()
                 .enumerate()
-                .any(|(j, o)| peer(j, o) && o.dumped);
-            if others && a.nnodes.is_none_or(|n| n <= 1) {
+                .any(|(j, o)| peer(j, o) && o.ranks.contains(&key));
+            if taken {
                 tracing::warn!(
                     node,
                     server,
-                    "a node (host) of a server starts a server of its own (server_args nnodes=1 after another node's): lines of {node} are its own engine"
+                    "two nodes (hosts) of one server print the same rank: they run separate servers; lines of {node} are its own engine from here on"
                 );
-                self.list[i].own = true;
-            }
-            self.list[i].dumped = true;
-        }
-        // A rank's lines: its stats lines, and its retractions and startup figures when they
-        // name a rank (rank-less ones are the server's, printed by every node).
-        let rank_line = match class {
-            Class::Prefill | Class::Decode => true,
-            Class::Retract | Class::Fact => ranks != Ranks::default(),
-            _ => false,
-        };
-        if !self.list[i].own && rank_line {
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            engine.unwrap_or("").hash(&mut h);
-            let key = (h.finish(), ranks);
-            let n = &self.list[i];
-            if !n.ranks.contains(&key) {
-                let taken = self
-                    .list
-                    .iter()
-                    .enumerate()
-                    .any(|(j, o)| peer(j, o) && o.ranks.contains(&key));
-                if taken {
-                    tracing::warn!(
-                        node,
-                        server,
-                        "two nodes (hosts) of one server print the same rank: they run separate servers; lines of {node} are its own engine from here on"
-                    );
-                    self.list[i].own = true;
-                } else if n.ranks.len() < MAX_RANKS {
-                    self.list[i].ranks.insert(key);
-                }
+                list[i].own = true;
+            } else if n.ranks.len() < MAX_RANKS {
+                list[i].ranks.insert(key);
             }
         }
-        if self.list[i].own {
-            return self.own(node, engine);
-        }
-        engine
     }
+    if list[i].own {
+        return own(buf, node, engine);
+    }
+    engine
+}
 
-    fn own<'s>(&'s mut self, node: &str, engine: Option<&str>) -> Option<&'s str> {
-        self.buf.clear();
-        if let Some(e) = engine {
-            self.buf.push_str(e);
-            self.buf.push(' ');
-        }
-        self.buf.push_str(node);
-        Some(self.buf.as_str())
+/// `node` after the line's `engine`: the engine of a node that runs a server of its own.
+fn own<'s>(buf: &'s mut String, node: &str, engine: Option<&str>) -> Option<&'s str> {
+    buf.clear();
+    if let Some(e) = engine {
+        buf.push_str(e);
+        buf.push(' ');
     }
+    buf.push_str(node);
+    Some(buf.as_str())
 }
 
 #[cfg(test)]
@@ -211,6 +247,29 @@ mod tests {
         assert_eq!(n.engine("a", "node2", &d(0)), Some("node2"));
         assert_eq!(n.engine("b", "node2", &d(0)), None);
         assert_eq!(n.engine("b", "node1", &d(0)), Some("node1"));
+    }
+
+    /// Another user's line (hostile pass 31, H6): the engine named after its manager, before
+    /// the line's own; with a host, that engine's node as any other's.
+    #[test]
+    fn another_users_line_is_an_engine_after_its_manager() {
+        let mut n = Nodes::default();
+        let d = |tp, e| line(Class::Decode, Some(tp), e);
+        assert_eq!(n.engine_of("s", Some("h"), None, &d(0, None)), None);
+        assert_eq!(
+            n.engine_of("s", Some("h"), Some("user@1001"), &d(0, None)),
+            Some("user@1001")
+        );
+        assert_eq!(
+            n.engine_of("s", None, Some("user@1001"), &d(0, Some("c"))),
+            Some("user@1001 c")
+        );
+        // Its TP0 on a second host: a server of its own there, as a node's.
+        assert_eq!(n.engine_of("s", Some("h2"), None, &d(1, None)), None);
+        assert_eq!(
+            n.engine_of("s", Some("h2"), Some("user@1001"), &d(0, None)),
+            Some("user@1001 h2")
+        );
     }
 
     #[test]

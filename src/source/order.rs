@@ -73,12 +73,13 @@ impl Sampler {
                 realtime,
                 unit,
                 node,
+                user,
             } = self.pipeline.run(raw, &mut self.delta)
             {
                 let time = realtime.or_else(|| rec.time.and_then(|t| self.times.resolve(t)));
                 if let Some(t) = time {
                     let mut h = std::collections::hash_map::DefaultHasher::new();
-                    (unit, rec.engine, node, rec.ranks).hash(&mut h);
+                    (unit, rec.engine, node, user, rec.ranks).hash(&mut h);
                     if self.timed == 0 {
                         self.starts_with_dump = rec.class == crate::record::Class::ServerArgs;
                     }

@@ -247,6 +247,7 @@ struct Rec {
     unit: Option<Text>,
     realtime: Option<f64>,
     node: Option<Text>,
+    user: Option<Text>,
 }
 
 impl Parsed {
@@ -288,7 +289,8 @@ impl Parsed {
                 unit,
                 realtime,
                 node,
-            } => Item::Parsed(self.keep_record(arena, &rec, unit, realtime, node)),
+                user,
+            } => Item::Parsed(self.keep_record(arena, &rec, unit, realtime, (node, user))),
             Outcome::Unmatched {
                 text,
                 realtime,
@@ -306,7 +308,7 @@ impl Parsed {
         r: &Record<'_>,
         unit: Option<&str>,
         realtime: Option<f64>,
-        node: Option<&str>,
+        (node, user): (Option<&str>, Option<&str>),
     ) -> Rec {
         let values = append(&mut self.values, r.values);
         let bad_metrics = append(&mut self.bad_metrics, r.bad_metrics);
@@ -336,6 +338,7 @@ impl Parsed {
             unit: unit.map(|u| self.text(arena, u)),
             realtime,
             node: node.map(|n| self.text(arena, n)),
+            user: user.map(|u| self.text(arena, u)),
         }
     }
 
@@ -394,6 +397,7 @@ impl Parsed {
             unit: r.unit.as_ref().map(t),
             realtime: r.realtime,
             node: r.node.as_ref().map(t),
+            user: r.user.as_ref().map(t),
         }
     }
 }

@@ -10,7 +10,9 @@
 //! * **Server**: the entry's unit without `.service` (`_SYSTEMD_UNIT`). A user service runs
 //!   under the user's manager (`_SYSTEMD_UNIT=user@1000.service`, which runs every service of
 //!   that user): its own unit, `_SYSTEMD_USER_UNIT`, is the server. No unit: the input's own
-//!   server (its file name, `stdin`).
+//!   server (its file name, `stdin`). The user's manager (`user@1000`) is kept with it: two
+//!   users' units of one name are two writers — the first of a host keeps the server as it
+//!   is, another user's lines are an engine named after its manager ([`super::nodes`]).
 //! * **Engine**: Docker's journald log driver writes every container's lines as `dockerd`
 //!   under `docker.service`: `CONTAINER_NAME` (its leading `/` dropped) is the engine, as in
 //!   a JSON record ([`super::framing::ORIGIN_KEYS`]). An entry with neither unit nor container
@@ -137,6 +139,10 @@ impl Fields {
         let unit = self.get(Field::Unit);
         let user_unit = self.get(Field::UserUnit);
         let manager = unit.as_deref().is_none_or(is_user_manager);
+        // A user unit under its user's manager: that user writes it.
+        if let (Some(m), Some(_), true) = (&unit, &user_unit, manager) {
+            out.user.push_str(super::server_name_of_unit(m));
+        }
         let server = match user_unit {
             Some(u) if manager => Some(u),
             _ => unit,
@@ -190,6 +196,9 @@ pub struct Writer {
     pub engine: String,
     /// The host, a node of the server ([`super::nodes`]); empty: none.
     pub node: String,
+    /// The service manager of a user service (`user@1000`, its unit without `.service`): two
+    /// users' units of one name are two writers ([`super::nodes`]); empty: none.
+    pub user: String,
 }
 
 impl Writer {
@@ -197,6 +206,12 @@ impl Writer {
         self.server.clear();
         self.engine.clear();
         self.node.clear();
+        self.user.clear();
+    }
+
+    /// The user's service manager, if the entry is a user service's.
+    pub fn user(&self) -> Option<&str> {
+        (!self.user.is_empty()).then_some(self.user.as_str())
     }
 
     /// The server, if the entry names one.
@@ -234,6 +249,7 @@ mod tests {
             server: server.into(),
             engine: engine.into(),
             node: node.into(),
+            user: String::new(),
         }
     }
 
@@ -262,8 +278,27 @@ mod tests {
                 ("_SYSTEMD_UNIT", b"user@1000.service"),
                 ("_SYSTEMD_USER_UNIT", u),
             ]);
-            assert_eq!(got, w(server, "", "h"));
+            assert_eq!(
+                got,
+                Writer {
+                    user: "user@1000".into(),
+                    ..w(server, "", "h")
+                }
+            );
         }
+        // Hostile pass 31 (k01): another user's unit of the same name names its manager,
+        // which tells the two apart (`super::nodes`).
+        let other = with(&[
+            ("_SYSTEMD_UNIT", b"user@1001.service"),
+            ("_SYSTEMD_USER_UNIT", b"sglang.service"),
+        ]);
+        assert_eq!(
+            other,
+            Writer {
+                user: "user@1001".into(),
+                ..w("sglang", "", "h")
+            }
+        );
         // The manager's own lines are its own; a user unit of no manager is the server.
         assert_eq!(
             with(&[("_SYSTEMD_UNIT", b"user@1000.service")]),

@@ -479,6 +479,26 @@ pub struct State {
     derived: Arc<Derived>,
     /// Sources still catching up at start (see [`ready`]); shared with the probes.
     readiness: Arc<ready::Readiness>,
+    /// Servers whose ranks the state removed, kept for [`State::take_dropped`] once
+    /// [`State::keep_dropped`] asked for them (`backfill`); `None`: not kept.
+    dropped: Option<Vec<Dropped>>,
+    /// (server, host) → the user (service manager, `user@1000`) whose user unit of that name
+    /// logged first on that host (see [`State::first_user`]; kept in the state file).
+    first_users: BTreeMap<(String, String), String>,
+}
+
+/// Ranks the state removed, with their server as it was (labels and values), for a reader
+/// that writes samples of its own (`backfill`: a removed rank's last busy sample must not
+/// stand, see [`State::keep_dropped`]).
+#[derive(Debug)]
+pub struct Dropped {
+    /// The server's key.
+    pub key: ServerKey,
+    /// The server as it was, holding the removed ranks (and only them).
+    pub server: ServerState,
+    /// When they were removed: the time of the line that restarted the server, or when an
+    /// engine's or a retired server's expiry fell due; `None` for a line without a time.
+    pub at: Option<f64>,
 }
 
 /// Metric ids the state derives values for (absent in a custom pattern file: nothing derived).
@@ -557,6 +577,8 @@ impl State {
             sources: BTreeMap::new(),
             unknown_fields: BTreeMap::new(),
             clocks: clock::Clocks::default(),
+            dropped: None,
+            first_users: BTreeMap::new(),
             dropped_series: 0,
             dropped_by_cap: BTreeMap::new(),
             warned_caps: caps::Warned::default(),
@@ -686,25 +708,74 @@ impl State {
     /// Removes the servers restored from the state file that nothing claimed (for `--once`,
     /// whose inputs have all been read: they are no server of these inputs).
     pub fn drop_unclaimed(&mut self) {
-        if self.remove_servers(|_, s| s.unclaimed_since.is_some()) > 0 {
+        if self.remove_servers(|_, s| s.unclaimed_since.map(Some)) > 0 {
             self.generation += 1;
         }
     }
 
     /// Removes the servers `gone` picks, keeping the count of ranks in all right; returns how
-    /// many were removed.
-    fn remove_servers(&mut self, mut gone: impl FnMut(&ServerKey, &ServerState) -> bool) -> usize {
-        let before = self.servers.len();
-        let mut ranks_removed = 0;
-        self.servers.retain(|k, s| {
-            let remove = gone(k, s);
-            if remove {
-                ranks_removed += s.ranks.len();
+    /// many were removed. `gone` says when each picked one fell due (`Some(None)`: no time),
+    /// kept with it where [`State::keep_dropped`] asked.
+    fn remove_servers(
+        &mut self,
+        mut gone: impl FnMut(&ServerKey, &ServerState) -> Option<Option<f64>>,
+    ) -> usize {
+        let picked: Vec<(ServerKey, Option<f64>)> = self
+            .servers
+            .iter()
+            .filter_map(|(k, s)| gone(k, s).map(|at| (k.clone(), at)))
+            .collect();
+        for (key, at) in &picked {
+            let Some(server) = self.servers.remove(key) else {
+                continue;
+            };
+            self.ranks_total -= server.ranks.len();
+            if let Some(d) = self.dropped.as_mut().filter(|_| !server.ranks.is_empty()) {
+                d.push(Dropped {
+                    key: key.clone(),
+                    server,
+                    at: *at,
+                });
             }
-            !remove
-        });
-        self.ranks_total -= ranks_removed;
-        before - self.servers.len()
+        }
+        picked.len()
+    }
+
+    /// Whether `user` (a user service's manager, `user@1000`) is the first whose user unit
+    /// named `server` logged on `host` (empty: none named): noted if none did yet. Two users
+    /// of one host never run one server, so only the first one's lines are the server as it
+    /// is named; another's are an engine of it ([`crate::source::nodes`]). Every input asks
+    /// here, in the order lines are applied, and the answer is kept in the state file: an
+    /// input read later or an exporter restarted never gives the name to another user. Past
+    /// `max_servers` pairs, a new pair's user is not the first (an engine: never merged).
+    pub fn first_user(&mut self, server: &str, host: &str, user: &str) -> bool {
+        let key = (
+            label::bounded("server", server).into_owned(),
+            label::bounded("node", host).into_owned(),
+        );
+        if let Some(u) = self.first_users.get(&key) {
+            return u == user;
+        }
+        if self.first_users.len() >= self.cfg.max_servers {
+            return false;
+        }
+        self.first_users.insert(key, user.to_string());
+        true
+    }
+
+    /// Keeps what the state removes from now on — a server's ranks at its restart, expired
+    /// engines and retired servers — for [`State::take_dropped`]. Restored ranks that give
+    /// way to an input's own are not kept (a reader that restores nothing never sees one).
+    pub fn keep_dropped(&mut self) {
+        self.dropped.get_or_insert_with(Vec::new);
+    }
+
+    /// What the state removed since the last call (see [`State::keep_dropped`]).
+    pub fn take_dropped(&mut self) -> Vec<Dropped> {
+        self.dropped
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// Notes that an input names servers called `server` (every engine): those restored from the
@@ -779,14 +850,25 @@ impl State {
         let (engine_expiry, retired_expiry) = (self.cfg.engine_expiry, self.cfg.retired_expiry);
         let mut gone: Vec<String> = Vec::new();
         let removed = self.remove_servers(|k, s| {
-            let stale_engine =
-                !k.engine.is_empty() && s.last_seen.is_some_and(|t| now - t > engine_expiry);
-            let retired = s.retired_at.is_some_and(|t| now - t > retired_expiry)
-                || s.unclaimed_since.is_some_and(|t| now - t > retired_expiry);
-            if retired {
+            let stale_engine = s
+                .last_seen
+                .filter(|t| !k.engine.is_empty() && now - t > engine_expiry)
+                .map(|t| t + engine_expiry);
+            let retired = [s.retired_at, s.unclaimed_since]
+                .into_iter()
+                .flatten()
+                .filter(|t| now - t > retired_expiry)
+                .map(|t| t + retired_expiry)
+                .reduce(f64::min);
+            if retired.is_some() {
                 gone.push(k.server.clone());
             }
-            stale_engine || retired
+            // When it fell due: the first of its expiries.
+            [stale_engine, retired]
+                .into_iter()
+                .flatten()
+                .reduce(f64::min)
+                .map(Some)
         });
         for name in gone {
             if !self.servers.keys().any(|k| k.server == name) {
@@ -901,7 +983,7 @@ impl State {
                 None
             };
             if let Some(victim) = victim.map(|(k, _)| k.clone()) {
-                self.remove_servers(|k, _| *k == victim);
+                self.remove_servers(|k, _| (*k == victim).then_some(None));
                 self.gave_way();
             }
         }
@@ -1106,6 +1188,7 @@ impl State {
             derived: d,
             ranks_total,
             fact_metrics,
+            dropped,
             ..
         } = self;
         let srv = match servers.get_mut(key) {
@@ -1139,13 +1222,20 @@ impl State {
                     // the new model. Counters restart as the new process's own would.
                     restarted = srv.ranks.len();
                     let fresh = ServerState {
-                        source_labels: std::mem::take(&mut srv.source_labels),
+                        source_labels: srv.source_labels.clone(),
                         api: srv.api.take(),
                         last_seen: srv.last_seen,
                         clock: srv.clock,
                         ..ServerState::new(pat.metrics.len())
                     };
-                    *srv = fresh;
+                    let old = std::mem::replace(srv, fresh);
+                    if let Some(d) = dropped.as_mut().filter(|_| restarted > 0) {
+                        d.push(Dropped {
+                            key: key.clone(),
+                            server: old,
+                            at: ts,
+                        });
+                    }
                 }
                 if let Some(a) = args {
                     if let Some(n) = a.node_rank.filter(|&n| n < 64) {

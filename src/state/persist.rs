@@ -1,6 +1,7 @@
 //! The state file (`--state.dir`): each server's startup facts (model and `server_args`, KV
-//! pool size and capacity, capacity line, weights and graph memory) and the journald cursors,
-//! kept across restarts of the exporter.
+//! pool size and capacity, capacity line, weights and graph memory), the journald cursors and
+//! the first user of each user unit name per host ([`State::first_user`]), kept across
+//! restarts of the exporter.
 //!
 //! SGLang prints its startup facts once. A log rotated since then, or a journal vacuumed, no
 //! longer holds them, and an exporter restarted then would never learn them again. So they are
@@ -31,6 +32,17 @@ struct File {
     /// Unit → cursor of the last journal entry read.
     #[serde(default)]
     journal_cursors: BTreeMap<String, String>,
+    /// Who logged a user unit of each name first on each host ([`State::first_user`]).
+    #[serde(default)]
+    first_users: Vec<FirstUser>,
+}
+
+/// One entry of [`State::first_user`]'s table.
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
+struct FirstUser {
+    server: String,
+    host: String,
+    user: String,
 }
 
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
@@ -119,10 +131,20 @@ pub fn snapshot(state: &State, cursors: &BTreeMap<String, String>) -> String {
         })
         .filter(|s| s.args.is_some() || !s.facts.is_empty() || !s.ranks.is_empty())
         .collect();
+    let first_users = state
+        .first_users
+        .iter()
+        .map(|((server, host), user)| FirstUser {
+            server: server.clone(),
+            host: host.clone(),
+            user: user.clone(),
+        })
+        .collect();
     let f = File {
         version: VERSION,
         servers,
         journal_cursors: cursors.clone(),
+        first_users,
     };
     serde_json::to_string_pretty(&f).unwrap_or_default()
 }
@@ -284,6 +306,9 @@ pub fn restore(
         }
         state.servers.insert(key, srv);
     }
+    for u in &f.first_users {
+        state.first_user(&u.server, &u.host, &u.user);
+    }
     state.generation += 1;
     state.restored_left = true;
     state.journal_cursors = f.journal_cursors.clone();
@@ -314,6 +339,8 @@ mod tests {
         }
         let mut cursors = BTreeMap::new();
         cursors.insert("u.service".to_string(), "s=1;i=2".to_string());
+        // Who logged a user unit of a name first on a host (hostile pass 31, H6).
+        assert!(s.first_user("sglang", "h", "user@1000"));
         let dir = tempfile::tempdir().unwrap();
         let file = path(dir.path());
         write_atomic(&file, &snapshot(&s, &cursors)).unwrap();
@@ -339,6 +366,9 @@ mod tests {
         assert_eq!(srv.unclaimed_since, Some(1780480900.0));
         fresh.claim("decode");
         assert_eq!(snapshot(&fresh, &cursors), snapshot(&s, &cursors));
+        // Restarted, the exporter still gives the name to that user only.
+        assert!(!fresh.first_user("sglang", "h", "user@1001"));
+        assert!(fresh.first_user("sglang", "h", "user@1000"));
         // Another version is refused, a missing file is an empty start.
         std::fs::write(&file, r#"{"version":99,"servers":[]}"#).unwrap();
         assert!(restore(&mut fresh, &file, 0.0)

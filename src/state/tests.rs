@@ -620,3 +620,62 @@ fn label_values_from_the_input_are_bounded_where_they_come_in() {
     }
     assert!(text.len() < 200_000, "{}", text.len());
 }
+
+/// What the state removes is kept, with its server as it was and when, once asked
+/// (`backfill`, hostile pass 31 H5): a restart's ranks at the `server_args` line's time, an
+/// engine at its expiry (an hour after its last line); nothing when not asked.
+#[test]
+fn removed_ranks_are_kept_with_their_time_when_asked() {
+    let stats = "[2026-06-03 10:00:00] Decode batch, #running-req: 30, #token: 300, token usage: 0.30, #queue-req: 0";
+    let args = "[2026-06-03 10:05:00] server_args=ServerArgs(model_path='m', tp_size=1)";
+    let mut f = Fixture::new(StateConfig::default());
+    f.apply("d", stats, Some(T));
+    f.apply("d", args, Some(T + 300.0));
+    assert!(f.state.take_dropped().is_empty());
+    f.state.keep_dropped();
+    f.apply("d", stats, Some(T + 400.0));
+    f.apply("d", args, Some(T + 500.0));
+    let d = f.state.take_dropped();
+    assert_eq!(d.len(), 1);
+    assert_eq!(
+        (d[0].key.clone(), d[0].at),
+        (ServerKey::plain("d"), Some(T + 500.0))
+    );
+    let r = &d[0].server.ranks[&Ranks::default()];
+    assert_eq!(r.values[f.id("num_running_reqs")], 30.0);
+    assert_eq!(r.last_stats, Some(T + 400.0));
+    assert!(f.server("d").ranks.is_empty());
+    assert!(f.state.take_dropped().is_empty());
+    // An engine silent for an hour: removed at its expiry, not at the time `expire` is called.
+    let key = ServerKey {
+        server: "d".into(),
+        engine: "e1".into(),
+    };
+    let rec = f.parser.parse(stats).unwrap();
+    f.state.apply_placed("src", &key, &rec, Some(T + 600.0));
+    f.state.expire(T + 600.0 + 5000.0);
+    let d = f.state.take_dropped();
+    assert_eq!(d.len(), 1);
+    assert_eq!((d[0].key.clone(), d[0].at), (key, Some(T + 600.0 + 3600.0)));
+}
+
+/// The first user whose user unit of a name logged on a host keeps the name (hostile pass 31,
+/// H6): per server name and host; another user of that host is not the first; past the
+/// server cap no new pair is (its lines become an engine, never merged).
+#[test]
+fn the_first_user_of_a_unit_name_on_a_host_keeps_it() {
+    let mut f = Fixture::new(StateConfig {
+        max_servers: 3,
+        ..StateConfig::default()
+    });
+    let s = &mut f.state;
+    assert!(s.first_user("sglang", "h", "user@1000"));
+    assert!(!s.first_user("sglang", "h", "user@1001"));
+    assert!(s.first_user("sglang", "h", "user@1000"));
+    // Another host, another name: their own first users.
+    assert!(s.first_user("sglang", "h2", "user@1001"));
+    assert!(s.first_user("other", "h", "user@1001"));
+    // The table is full (3 pairs).
+    assert!(!s.first_user("third", "h", "user@1000"));
+    assert!(!s.first_user("sglang", "h", "user@1001"));
+}

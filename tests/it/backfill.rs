@@ -518,3 +518,104 @@ fn clock_fixtures_end_as_once_shows() {
         assert_ends_as_once_shows(&p, "30s");
     }
 }
+
+/// A rank the state removes (hostile pass 31, H5; `tests/data/backfill/`) leaves no busy
+/// sample standing: a restart's `server_args` line drops its server's ranks (`--once` shows
+/// none of them), so the busy rank gets its idle sample at its last stats line + 30 s, or at
+/// the restart when that comes first; an engine silent for an hour at the end (removed as
+/// `--once` removes it) gets it at its expiry when `--idle-after` is longer.
+#[test]
+fn a_removed_busy_rank_gets_its_idle_sample() {
+    // Busy (30 running) at 09:01:00, restarted at 09:05:00, input to 09:10:00.
+    const T: f64 = 1794474060.0;
+    let l = rank("restart-busy", None, 0);
+    let all = backfill_data("backfill", "restart-busy.log");
+    assert_eq!(
+        all[&format!("sglang:num_running_reqs{l}")],
+        [(T, 30.0), (T + 30.0, 0.0)]
+    );
+    assert_eq!(all[&format!("sglang_idle{l}")], [(T, 0.0), (T + 30.0, 1.0)]);
+    assert_eq!(
+        all[&format!("sglang_last_stats_timestamp_seconds{l}")],
+        [(T, T), (T + 30.0, T)]
+    );
+    assert_dropped_series_end_idle("restart-busy.log", "30s");
+    // With --idle-after 2h the restart (4 minutes later) comes first.
+    let p = crate::common::root().join("tests/data/backfill/restart-busy.log");
+    let all = series(&backfill_utc(&p, "2h"));
+    assert_eq!(
+        all[&format!("sglang:num_running_reqs{l}")],
+        [(T, 30.0), (T + 240.0, 0.0)]
+    );
+    assert_eq!(
+        all[&format!("sglang_idle{l}")],
+        [(T, 0.0), (T + 240.0, 1.0)]
+    );
+    assert_dropped_series_end_idle("restart-busy.log", "2h");
+    // Restarted 10 s after its last stats line: idle at the restart.
+    let l = rank("restart-within-idle", None, 0);
+    let all = backfill_data("backfill", "restart-within-idle.log");
+    assert_eq!(
+        all[&format!("sglang:num_running_reqs{l}")],
+        [(T, 30.0), (T + 10.0, 0.0)]
+    );
+    assert_eq!(all[&format!("sglang_idle{l}")], [(T, 0.0), (T + 10.0, 1.0)]);
+    assert_dropped_series_end_idle("restart-within-idle.log", "30s");
+    // Engine sglang-1 busy at 09:00:00, sglang-2 prints to 10:30: with --idle-after 2h,
+    // sglang-1 expires at 10:00 (an hour silent) and reads idle from then.
+    let p = crate::common::root().join("tests/data/backfill/engine-expires.log");
+    let all = series(&backfill_utc(&p, "2h"));
+    let e1 = "{server=\"engine-expires\",engine=\"sglang-1\",model_name=\"\",engine_type=\"unified\",pp_rank=\"0\",tp_rank=\"0\",moe_ep_rank=\"0\"}";
+    const E: f64 = 1794474000.0;
+    assert_eq!(
+        all[&format!("sglang:num_running_reqs{e1}")],
+        [(E, 7.0), (E + 3600.0, 0.0)]
+    );
+    assert_eq!(
+        all[&format!("sglang_idle{e1}")],
+        [(E, 0.0), (E + 3600.0, 1.0)]
+    );
+    assert_dropped_series_end_idle("engine-expires.log", "2h");
+    assert_dropped_series_end_idle("engine-expires.log", "30s");
+}
+
+/// Backfill of `tests/data/backfill/NAME` against `--once`: a series both show ends on the
+/// value `--once` shows; one only backfill writes (its rank removed) ends idle: activity 0,
+/// `sglang_idle` 1.
+fn assert_dropped_series_end_idle(name: &str, idle: &str) {
+    let path = crate::common::root().join("tests/data/backfill").join(name);
+    let last: BTreeMap<String, f64> = series(&backfill_utc(&path, idle))
+        .into_iter()
+        .map(|(k, v)| (k, v.last().unwrap().1))
+        .collect();
+    let shown = exposition(&crate::common::once(&[
+        "--gpu.disable",
+        "--idle-after",
+        idle,
+        path.to_str().unwrap(),
+    ]));
+    let mut removed = 0;
+    for (k, v) in &last {
+        let family = k.split('{').next().unwrap();
+        match shown.get(k) {
+            Some(s) => assert_eq!(s, v, "{name} {idle}: {k}"),
+            None if family == "sglang_idle" => {
+                removed += 1;
+                assert_eq!(*v, 1.0, "{name} {idle}: {k}");
+            }
+            None if [
+                "sglang:num_running_reqs",
+                "sglang:num_queue_reqs",
+                "sglang:token_usage",
+                "sglang:num_used_tokens",
+                "sglang:gen_throughput",
+            ]
+            .contains(&family) =>
+            {
+                assert_eq!(*v, 0.0, "{name} {idle}: {k}");
+            }
+            None => {}
+        }
+    }
+    assert_eq!(removed, 1, "{name} {idle}: one removed rank");
+}

@@ -603,7 +603,7 @@ fn readme_joins_work_in_promtool() {
 
 /// `--gpus` with a log that starts mid-run (only DP2 TP2 and DP3 TP3 have printed): the ranks
 /// fit the list, so they map by their own numbers (the list's third and fourth GPU), not by the
-/// smallest rank seen; and the mapping stays when the other ranks appear.
+/// smallest rank seen; and the mapping stays as the other ranks appear.
 #[test]
 fn an_explicit_list_maps_a_partial_view_of_ranks_by_their_numbers() {
     let dir = tempfile::tempdir().unwrap();
@@ -624,7 +624,13 @@ fn an_explicit_list_maps_a_partial_view_of_ranks_by_their_numbers() {
         samples(&out, "sglang_rank_gpu_info"),
         [info(2, 2), info(3, 3)]
     );
-    std::fs::write(&log, line(2) + &line(3) + &line(0) + &line(1)).unwrap();
+    std::fs::write(&log, line(2) + &line(3) + &line(1)).unwrap();
+    let (out, _) = once(&lib, &s, &["--gpus", "dec=0,1,2,3", &input]);
+    assert_eq!(
+        samples(&out, "sglang_rank_gpu_info"),
+        [info(1, 1), info(2, 2), info(3, 3)]
+    );
+    std::fs::write(&log, line(2) + &line(3) + &line(1) + &line(0)).unwrap();
     let (out, _) = once(&lib, &s, &["--gpus", "dec=0,1,2,3", &input]);
     assert_eq!(
         samples(&out, "sglang_rank_gpu_info"),
@@ -682,5 +688,55 @@ fn a_partial_plain_dp_view_maps_only_what_it_proves() {
     assert_eq!(
         samples(&out, "sglang_rank_gpu_info"),
         [info(0, 0, 4), info(0, 1, 5), info(1, 0, 6), info(1, 1, 7)]
+    );
+}
+
+/// `--gpus` without `server_args` under pipeline parallelism and on a host of a multi-node
+/// server (hostile pass 31, H4; `tests/data/gpu/`). A PP stage's stride is `tp_size`, which
+/// the ranks seen only bound, and a host's block of ranks starts where the ranks seen leave
+/// open: a rank maps only where every layout left agrees, and never moves as ranks appear.
+#[test]
+fn pipeline_and_host_offsets_map_only_what_every_layout_agrees_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = fake_nvml(dir.path());
+    let s = script_file(dir.path());
+    script(&s, &gpus(8));
+    let info = |server: &str, pp: u32, tp: u32, gpu: u32| {
+        format!("sglang_rank_gpu_info{{server=\"{server}\",engine_type=\"unified\",pp_rank=\"{pp}\",tp_rank=\"{tp}\",moe_ep_rank=\"0\",gpu=\"{gpu}\",uuid=\"GPU-{gpu}{gpu}{gpu}{gpu}\",method=\"explicit\"}} 1")
+    };
+    let run = |file: &str, list: &str| {
+        let src = crate::common::root().join("tests/data/gpu").join(file);
+        let log = dir.path().join(file);
+        std::fs::copy(&src, &log).unwrap();
+        let server = file.trim_end_matches(".log");
+        let input = format!("{server}={}", log.display());
+        let (out, _) = once(&lib, &s, &["--gpus", &format!("{server}={list}"), &input]);
+        samples(&out, "sglang_rank_gpu_info")
+            .into_iter()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    // The stats lines of PP0 TP0 and PP1 TP0 (what a PP2 server prints after start-up):
+    // PP1 TP0 is GPU 5, 6 or 7 by `tp_size` (6 under PP2 x TP2); PP0 TP0 is GPU 4 under all.
+    assert_eq!(
+        run("pp2-stats-only.log", "4,5,6,7"),
+        [info("pp2-stats-only", 0, 0, 4)]
+    );
+    // PP1 TP0 alone: GPU 5, 6 or 7 by `tp_size`; then PP0 TP1 appears
+    // (GPU 5 under every layout) and PP1 TP0 stays unmapped, never moved.
+    assert_eq!(run("pp1-tp0-only.log", "4,5,6,7"), Vec::<String>::new());
+    assert_eq!(
+        run("pp1-tp0-then-pp0-tp1.log", "4,5,6,7"),
+        [info("pp1-tp0-then-pp0-tp1", 0, 1, 5)]
+    );
+    // TP12 alone on an 8-GPU list (a host of a multi-node server, no server_args): GPU 4 of
+    // TP8-TP15, 0 of TP12-TP15, ...: unmapped; so it stays when TP8 appears.
+    assert_eq!(
+        run("tp12-only.log", "0,1,2,3,4,5,6,7"),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        run("tp12-then-tp8.log", "0,1,2,3,4,5,6,7"),
+        Vec::<String>::new()
     );
 }

@@ -363,3 +363,57 @@ fn every_journal_form_names_writers_alike() {
         assert_eq!(writers(&m), want, "{unit}");
     }
 }
+
+/// Two users' user units of one name on one host (hostile pass 31, H6;
+/// `tests/data/journal-writers/k01_*`: `sglang.service` under `user@1000.service` printing 1
+/// running request, then under `user@1001.service` printing 2): two writers, never merged.
+/// The first user keeps the server as a single user's is named (`sglang`, no engine); the
+/// other's lines are the engine `user@1001`, in the export and JSON forms alike, in `backfill`,
+/// and across `--journal-unit` inputs (one per user's manager), where the first input read
+/// names the first user.
+#[test]
+fn two_users_units_of_one_name_never_merge() {
+    let two = [w("sglang", "-", 1.0), w("sglang", "user@1001", 2.0)];
+    for file in ["k01_two_users.txt", "k01_json.log"] {
+        let m = once(&["--gpu.disable", &writer_input(file)]);
+        assert_eq!(writers(&m), two, "{file}");
+    }
+    let out = std::process::Command::new(crate::common::bin())
+        .args(["backfill", "-o", "-"])
+        .arg(writer_input("k01_two_users.txt"))
+        .output()
+        .expect("run backfill");
+    assert!(out.status.success());
+    let om = String::from_utf8(out.stdout).expect("utf-8");
+    let running: Vec<&str> = om
+        .lines()
+        .filter(|l| l.starts_with("sglang:num_running_reqs{"))
+        .collect();
+    assert_eq!(
+        running,
+        [
+            "sglang:num_running_reqs{server=\"sglang\",engine=\"user@1001\",model_name=\"\",engine_type=\"unified\",pp_rank=\"0\",tp_rank=\"0\",moe_ep_rank=\"0\"} 2 1780480802",
+            "sglang:num_running_reqs{server=\"sglang\",model_name=\"\",engine_type=\"unified\",pp_rank=\"0\",tp_rank=\"0\",moe_ep_rank=\"0\"} 1 1780480801",
+        ]
+    );
+    // Written into a journal and read by `--journal-unit`, one per user's manager.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("users.journal");
+    let export = std::fs::read(writer_input("k01_two_users.txt")).expect("read");
+    crate::journald::write_journal(&path, &export);
+    let path = path.display().to_string();
+    let read = |units: &[&str]| {
+        let mut args = vec!["--gpu.disable", "--journal-file", &path];
+        for u in units {
+            args.extend(["--journal-unit", u]);
+        }
+        writers(&once(&args))
+    };
+    assert_eq!(read(&["user@1000"]), [w("sglang", "-", 1.0)]);
+    assert_eq!(read(&["user@1001"]), [w("sglang", "-", 2.0)]);
+    assert_eq!(read(&["user@1000", "user@1001"]), two);
+    assert_eq!(
+        read(&["user@1001", "user@1000"]),
+        [w("sglang", "-", 2.0), w("sglang", "user@1000", 1.0)]
+    );
+}

@@ -85,8 +85,8 @@ fn second_host_of_a_tp16_maps_tp8_to_tp15_to_its_gpus_0_to_7() {
         format!("sglang_rank_gpu_memory_used_bytes{{server=\"deepseek\",engine_type=\"unified\",pp_rank=\"0\",tp_rank=\"8\",moe_ep_rank=\"0\",gpu=\"0\",uuid=\"GPU-0000\"}} {GIB}")
     );
 
-    // No server_args line (a log joined late): a --gpus list counts from the smallest rank
-    // seen on this host, TP8.
+    // No server_args line (a log joined late): TP8-TP15 on an 8-GPU list fit only as the host
+    // block that starts at TP8.
     let dir2 = tempfile::tempdir().unwrap();
     let log = node_log(dir2.path(), 1, false);
     let out = once(
