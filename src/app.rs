@@ -605,9 +605,12 @@ fn serve(
         }
         // Threads for the encodings and the live page's status, started now: one that the
         // system refuses later (followers used up `TasksMax`) would fail scrapes.
-        let worker = worker::Worker::start("http-encode", 1)
-            .map_err(|e| ConfigError(format!("cannot start the HTTP encoder thread: {e}")))?;
-        let app = http::router(&cfg.http.telemetry_path, exposition, live, worker);
+        let thread = |name| {
+            worker::Worker::start(name, 1)
+                .map_err(|e| ConfigError(format!("cannot start the thread {name}: {e}")))
+        };
+        let (encoder, status) = (thread("http-encode")?, thread("http-status")?);
+        let app = http::router(&cfg.http.telemetry_path, exposition, live, encoder, status);
         webconfig::serve(listeners, app, web, cfg.http.max_connections, shutdown)
             .await
             .map_err(|e| ConfigError(format!("HTTP server failed: {e}")))

@@ -52,14 +52,15 @@ pub fn router(
     telemetry_path: &str,
     exposition: Arc<Exposition>,
     live: Arc<Live>,
-    worker: Arc<Worker>,
+    encoder: Arc<Worker>,
+    status_worker: Arc<Worker>,
 ) -> Router {
     let status = live.clone();
-    // One heavy job (an encoding, the live page's status) at a time: requests wait for their
-    // turn without a thread, and scrapes that waited take the encoding done meanwhile.
+    // One encoding at a time: scrapes wait for their turn without a thread, and those that
+    // waited take the encoding done meanwhile. The live page's status has a gate and a thread
+    // of its own, so its clients never queue ahead of a scrape.
     let gate = Arc::new(tokio::sync::Semaphore::new(1));
-    let status_gate = gate.clone();
-    let status_worker = worker.clone();
+    let status_gate = Arc::new(tokio::sync::Semaphore::new(1));
     let mut r = Router::new();
     if telemetry_path != "/" {
         r = r.route("/", get(|| async { Html(PAGE) }));
@@ -72,17 +73,19 @@ pub fn router(
                 let gate = status_gate.clone();
                 let worker = status_worker.clone();
                 async move {
-                    // The families of a big state take a while: off the async workers, one
-                    // at a time (many clients at once must not each hold a thread and a copy).
+                    let json =
+                        |b| ([(header::CONTENT_TYPE, "application/json")], b).into_response();
+                    // One status answers every request within its minimum age; the families of a
+                    // big state take a while: off the async workers, one at a time.
+                    let asked = now_unix();
+                    if let Some(b) = live.status_at_hand(asked) {
+                        return json(b);
+                    }
                     let Ok(_turn) = gate.acquire_owned().await else {
                         return StatusCode::SERVICE_UNAVAILABLE.into_response();
                     };
-                    match worker.run(move || live.status()).await {
-                        Some(s) => (
-                            [(header::CONTENT_TYPE, "application/json")],
-                            serde_json::to_vec(&s).unwrap_or_default(),
-                        )
-                            .into_response(),
+                    match worker.run(move || live.status_json(asked)).await {
+                        Some(b) => json(b),
                         None => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
                     }
                 }
@@ -110,7 +113,7 @@ pub fn router(
         get(move |headers: HeaderMap| {
             let x = exposition.clone();
             let gate = gate.clone();
-            let worker = worker.clone();
+            let worker = encoder.clone();
             async move {
                 // An encoding at hand is answered at once; encoding (which may take a while
                 // for a big state) goes off the async workers, one at a time.

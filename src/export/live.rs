@@ -33,7 +33,14 @@ pub struct Live {
     readiness: Arc<Readiness>,
     ring: Mutex<KvRing>,
     telemetry_path: String,
+    /// The last status as JSON and when it was made (Unix seconds), served to every request
+    /// within [`STATUS_MIN_AGE`] of it or asked before it was made.
+    json: Mutex<Option<(f64, bytes::Bytes)>>,
 }
+
+/// How long one status JSON answers every request: the page refreshes every few seconds, and
+/// many clients at once must cost one status, not one each (each takes the state's families).
+pub const STATUS_MIN_AGE: f64 = 0.5;
 
 /// `/api/v1/status`.
 #[derive(Debug, Serialize)]
@@ -136,7 +143,27 @@ impl Live {
             readiness,
             ring: Mutex::new(KvRing::default()),
             telemetry_path: telemetry_path.to_string(),
+            json: Mutex::new(None),
         }
+    }
+
+    /// The status JSON for a request asked at `asked` (Unix seconds) if one is at hand: made
+    /// within [`STATUS_MIN_AGE`], or since `asked`. Never waits for a lock.
+    pub fn status_at_hand(&self, asked: f64) -> Option<bytes::Bytes> {
+        let last = self.json.try_lock().ok()?;
+        let (at, json) = last.as_ref()?;
+        (*at >= asked || now_unix() - at < STATUS_MIN_AGE).then(|| json.clone())
+    }
+
+    /// The status JSON for a request asked at `asked`: the one at hand, else made now (and kept
+    /// for the requests that come within [`STATUS_MIN_AGE`]).
+    pub fn status_json(&self, asked: f64) -> bytes::Bytes {
+        if let Some(j) = self.status_at_hand(asked) {
+            return j;
+        }
+        let json = bytes::Bytes::from(serde_json::to_vec(&self.status()).unwrap_or_default());
+        *self.json.lock().unwrap_or_else(|e| e.into_inner()) = Some((now_unix(), json.clone()));
+        json
     }
 
     /// The start-up readiness (for `/-/ready`).
@@ -263,4 +290,42 @@ pub fn spawn_sampler(live: Arc<Live>, stop: Arc<Stop>) -> std::io::Result<()> {
             }
         })
         .map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::patterns::Patterns;
+    use crate::state::{State, StateConfig};
+
+    /// Many clients of the status within its minimum age cost one status (hostile pass: 256
+    /// pollers of `/api/v1/status` each took the state's families and kept scrapes waiting);
+    /// a request asked before a status was made takes that one.
+    #[test]
+    fn one_status_answers_every_request_within_its_minimum_age() {
+        let pat = Arc::new(Patterns::embedded().unwrap());
+        let live = Live::new(State::shared(pat, StateConfig::default()), "/metrics");
+        let asked = now_unix();
+        assert!(live.status_at_hand(asked).is_none(), "none made yet");
+        let a = live.status_json(asked);
+        assert!(std::str::from_utf8(&a)
+            .unwrap()
+            .starts_with("{\"version\":"));
+        let b = live.status_json(now_unix());
+        assert_eq!(
+            a.as_ptr(),
+            b.as_ptr(),
+            "within the minimum age: the same bytes"
+        );
+        assert_eq!(
+            live.status_at_hand(now_unix()).unwrap().as_ptr(),
+            a.as_ptr()
+        );
+        std::thread::sleep(Duration::from_secs_f64(STATUS_MIN_AGE + 0.1));
+        assert!(live.status_at_hand(now_unix()).is_none(), "too old");
+        // Asked before it was made: still that one.
+        assert_eq!(live.status_at_hand(asked).unwrap().as_ptr(), a.as_ptr());
+        let c = live.status_json(now_unix());
+        assert_ne!(c.as_ptr(), a.as_ptr());
+    }
 }

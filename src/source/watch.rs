@@ -1,7 +1,10 @@
 //! One file watcher (one inotify instance) for every followed file of the process.
 //!
-//! A tailer subscribes to its file's directory and is woken (a `()` on its channel) by any
-//! event there; its stat poll stays the backstop. One instance serves every directory, so
+//! A tailer subscribes to its file's directory and is woken (a `()` on its channel) by the
+//! events that name its file or the directory itself; an event naming a file no one follows (a
+//! rotated-away file a tailer still reads in its grace period, a new file) wakes every
+//! subscriber of the directory, at most every [`ALL_EVERY`]; the stat poll stays the backstop.
+//! So 256 followed files in one directory cost a wake-up per write to each, not 256. One instance serves every directory, so
 //! following more files than `fs.inotify.max_user_instances` (128 by default, shared with every
 //! process of the user) costs watches, not instances, and no watcher thread per file.
 //!
@@ -11,16 +14,50 @@
 //! exists.
 
 use std::collections::HashMap;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use notify::{RecursiveMode, Watcher};
 
 /// Subscribers by watched directory. Locked by the watcher's callback; never held while the
 /// watcher itself is called (its backend answers `watch` from the thread that runs callbacks).
-type Subscribers = Arc<Mutex<HashMap<PathBuf, Vec<(u64, Sender<()>)>>>>;
+type Subscribers = Arc<Mutex<HashMap<PathBuf, Dir>>>;
+
+/// The subscribers of one directory.
+#[derive(Default)]
+struct Dir {
+    /// Id, the name of the file followed, and the tailer's wake-up.
+    subs: Vec<(u64, Option<OsString>, Sender<()>)>,
+    /// When an event of a file no one follows last woke them all.
+    all_woken: Option<Instant>,
+}
+
+/// Events of files no one follows wake a directory's subscribers at most this often.
+pub const ALL_EVERY: Duration = Duration::from_millis(250);
+
+impl Dir {
+    /// Wakes the subscribers an event of `name` in this directory concerns (`None`: the
+    /// directory itself, every one).
+    fn wake(&mut self, name: Option<&std::ffi::OsStr>) {
+        let mut hit = false;
+        for (_, n, tx) in &self.subs {
+            if name.is_none() || n.as_deref() == name {
+                let _ = tx.send(());
+                hit = true;
+            }
+        }
+        if !hit && self.all_woken.is_none_or(|t| t.elapsed() >= ALL_EVERY) {
+            self.all_woken = Some(Instant::now());
+            for (_, _, tx) in &self.subs {
+                let _ = tx.send(());
+            }
+        }
+    }
+}
 
 struct Registry {
     subs: Subscribers,
@@ -41,12 +78,14 @@ fn registry() -> &'static Registry {
         let wake = subs.clone();
         let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
             let Ok(ev) = res else { return };
-            let subs = locked(&wake);
+            let mut subs = locked(&wake);
             for p in &ev.paths {
-                // An event names a file in a watched directory, or the directory itself.
-                for dir in [p.parent(), Some(p.as_path())].into_iter().flatten() {
-                    for (_, tx) in subs.get(dir).into_iter().flatten() {
-                        let _ = tx.send(());
+                // An event names the watched directory itself, or a file in it.
+                if let Some(d) = subs.get_mut(p.as_path()) {
+                    d.wake(None);
+                } else if let (Some(dir), Some(name)) = (p.parent(), p.file_name()) {
+                    if let Some(d) = subs.get_mut(dir) {
+                        d.wake(Some(name));
                     }
                 }
             }
@@ -82,10 +121,11 @@ pub fn subscribe(path: &Path, tx: Sender<()>) -> Watch {
     let r = registry();
     let dir = dir_of(path);
     let id = r.next.fetch_add(1, Ordering::Relaxed);
-    locked(&r.subs)
-        .entry(dir.clone())
-        .or_default()
-        .push((id, tx));
+    locked(&r.subs).entry(dir.clone()).or_default().subs.push((
+        id,
+        path.file_name().map(OsString::from),
+        tx,
+    ));
     let w = Watch {
         dir,
         id,
@@ -127,8 +167,8 @@ impl Drop for Watch {
         let r = registry();
         let last = {
             let mut subs = locked(&r.subs);
-            let list = subs.entry(self.dir.clone()).or_default();
-            list.retain(|(id, _)| *id != self.id);
+            let list = &mut subs.entry(self.dir.clone()).or_default().subs;
+            list.retain(|(id, _, _)| *id != self.id);
             let last = list.is_empty();
             if last {
                 subs.remove(&self.dir);
@@ -167,14 +207,23 @@ mod tests {
         assert!(w.is_watching());
         std::fs::write(dir.join("x.log"), b"a\n").unwrap();
         assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(()));
-        // Two subscribers of one directory share its watch; both are woken.
+        // Two subscribers of one directory share its watch; a write to one's file wakes that
+        // one only (hostile pass: 256 files in one directory woke all 256 per write).
         let (tx2, rx2) = channel();
         let w2 = subscribe(&dir.join("y.log"), tx2);
         assert!(w2.is_watching());
+        std::thread::sleep(ALL_EVERY);
         while rx.try_recv().is_ok() {}
         std::fs::write(dir.join("y.log"), b"b\n").unwrap();
         assert_eq!(rx2.recv_timeout(Duration::from_secs(5)), Ok(()));
+        assert_eq!(
+            rx.recv_timeout(Duration::from_millis(300)),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+        );
+        // A file no one follows (a rotated-away one still read in its grace) wakes both.
+        std::fs::write(dir.join("x.log.1"), b"c\n").unwrap();
         assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(()));
+        assert_eq!(rx2.recv_timeout(Duration::from_secs(5)), Ok(()));
         drop(w2);
         drop(w);
         assert!(!locked(&registry().subs).contains_key(&dir));

@@ -150,8 +150,10 @@ pub fn snapshot(state: &State, cursors: &BTreeMap<String, String>) -> String {
 }
 
 /// The largest state file read (a link to `/dev/zero` or a runaway file is refused, not read
-/// until memory runs out). A full state (256 servers, 2,048 ranks) is well under 10 MB.
-const MAX_FILE: u64 = 64 << 20;
+/// until memory runs out). A full state (256 servers, 2,048 ranks) is about 1 MB; reading one
+/// of this size takes about five times as much memory for a moment (the hostile pass's 58 MB
+/// file took 319 MB, past the units' `MemoryMax=256M`).
+const MAX_FILE: u64 = 16 << 20;
 
 /// A new file in `dir` that no one else has (a unique name, `O_CREAT|O_EXCL`, `O_NOFOLLOW`):
 /// a planted symlink or another exporter's temporary file is never opened. Returns the file
