@@ -13,8 +13,9 @@
 //!   cardinality caps, self metrics, the state file; [`label`] bounds the length of every label
 //!   value taken from the input.
 //! * [`gpu`]: NVML readings and which GPUs each server uses.
-//! * [`view`] (what a scrape shows of the state), [`family`] (the exposition data model) and
-//!   [`export`] (`/metrics` over HTTP or HTTPS, the Pushgateway, OpenMetrics, `--once`'s
+//! * [`view`] (what a scrape shows of the state), [`kv`] (a rank's KV pools: every share and
+//!   bytes estimate, each pool against its own capacity), [`family`] (the exposition data model)
+//!   and [`export`] (`/metrics` over HTTP or HTTPS, the Pushgateway, OpenMetrics, `--once`'s
 //!   summary).
 //! * Commands beside the main job: [`backfill`], [`check`], [`top`], [`generate`].
 //! * [`cli`] (the command line, clap only), [`app`] (turns it into each part's configuration
@@ -51,6 +52,7 @@ pub mod export;
 pub mod family;
 pub mod generate;
 pub mod gpu;
+pub mod kv;
 pub mod label;
 pub mod logging;
 pub mod parse;

@@ -78,7 +78,7 @@ impl RankFamily {
             ),
             RankFamily::KvUsedEstimate => (
                 "sglang_kv_pool_used_estimate_bytes",
-                "Estimated KV-cache bytes in use on the rank: the used share of the pool (used / capacity tokens, else token usage) times the KV pool size in bytes.",
+                "Estimated KV-cache bytes in use on the rank: the used share of the pool (used / capacity tokens, else token usage) times the KV pool size in bytes; a hybrid SWA model's pools each by its own share and size, summed (absent where a pool's size is not known).",
                 Kind::Gauge,
             ),
             RankFamily::ApiLive => (
@@ -277,27 +277,49 @@ pub fn share_usage(usage: Option<f64>) -> Option<f64> {
     usage.filter(|&u| u <= 1.0)
 }
 
-/// Token usage × KV pool bytes: the KV-cache bytes in use, estimated (token usage is a share of
-/// SGLang's pool, not of the GPU). 0 while the rank is idle, as token usage is.
+/// The KV-cache bytes in use, estimated: each pool's share times that pool's own bytes (see
+/// [`crate::kv`]; a hybrid SWA model's full-attention and sliding-window pools each against its
+/// own capacity and size, never SGLang's larger-pool token usage against the full pool's size).
+/// 0 while the rank is idle, as token usage is.
 ///
 /// SGLang prints the usage with two decimals (0.00 for 2,290 of 786,432 tokens), so where the
 /// used tokens and the capacity agree with it (within its rounding), their exact ratio is used.
 fn kv_used_estimate(state: &State, srv: &ServerState, rank: &RankState, now: f64) -> Option<f64> {
     let pat = state.patterns();
-    let id = |name| pat.metric_by_id(name).map(|i| i as usize);
-    let read = |i| value(state, srv, rank, i, now);
-    let u = share_usage(read(id("token_usage")?))?;
-    let p = read(id("kv_pool_size_bytes")?)?;
-    let capacity = id("max_total_num_tokens")
-        .and_then(read)
-        .or_else(|| id("kv_pool_capacity_tokens").and_then(read));
-    let exact = id("num_used_tokens")
-        .and_then(read)
-        .zip(capacity)
-        .filter(|&(used, cap)| share_capacity(Some(used), Some(cap)).is_some())
-        .map(|(used, cap)| used / cap)
-        .filter(|r| (r - u).abs() <= 0.005 + 1e-9);
-    Some((exact.unwrap_or(u) * p).round())
+    let read = |name: &str| {
+        pat.metric_by_id(name)
+            .and_then(|i| value(state, srv, rank, i as usize, now))
+    };
+    let v = kv_values(&read);
+    let kv = crate::kv::KvUse::of(&crate::kv::KvValues {
+        capacity: v.max_total.or(v.pool_capacity),
+        ..v
+    });
+    kv.used_bytes(
+        read("kv_pool_size_bytes"),
+        read("swa_layer_pool_size_bytes"),
+    )
+    .map(f64::round)
+}
+
+/// A rank's KV figures by their pattern-file ids, read with `read` (the one-pool `capacity` is
+/// left to the caller).
+pub fn kv_values(read: &dyn Fn(&str) -> Option<f64>) -> crate::kv::KvValues {
+    crate::kv::KvValues {
+        used: read("num_used_tokens"),
+        usage: read("token_usage"),
+        capacity: None,
+        pool_capacity: read("kv_pool_capacity_tokens"),
+        full_capacity: read("full_pool_capacity_tokens"),
+        max_total: read("max_total_num_tokens"),
+        full_used: read("full_used_tokens"),
+        full_usage: read("full_token_usage"),
+        swa_used: read("swa_used_tokens"),
+        swa_usage: read("swa_token_usage"),
+        swa_capacity: read("swa_pool_capacity_tokens"),
+        mamba_used: read("mamba_used_slots"),
+        mamba_usage: read("mamba_usage"),
+    }
 }
 
 /// The labels of a server's series: `server`, then `engine` where several engines share a log,

@@ -87,14 +87,22 @@ pub struct RankStatus {
     pub rank: String,
     /// The rank labels of its series (`dp_rank`, `tp_rank`, …) that the log names.
     pub labels: BTreeMap<&'static str, String>,
-    /// KV-cache share 0-1: used / capacity tokens, else SGLang's token usage.
+    /// KV-cache share 0-1: used / capacity tokens, else SGLang's token usage; a hybrid SWA
+    /// rank's fuller pool, each against its own capacity.
     pub kv_share: Option<f64>,
     /// `kv_share` as `top` prints it: `45.7%`.
     pub kv_percent: Option<String>,
-    /// `sglang:num_used_tokens`.
+    /// The pool `kv_share`, `used_tokens` and `capacity_tokens` are of where the rank has
+    /// several: `full`, `swa`, or `max` (only SGLang's larger-pool figures are known: its token
+    /// usage and `#token`, no capacity); `null` for a rank with one pool.
+    pub kv_pool: Option<&'static str>,
+    /// `sglang:num_used_tokens` (a hybrid SWA rank: that pool's used tokens).
     pub used_tokens: Option<f64>,
-    /// KV capacity in tokens (`sglang:max_total_num_tokens`, else the pool's).
+    /// KV capacity in tokens (`sglang:max_total_num_tokens`, else the pool's; a hybrid SWA
+    /// rank: that pool's own).
     pub capacity_tokens: Option<f64>,
+    /// A hybrid SWA rank's pools, each against its own capacity (empty for one pool).
+    pub pools: Vec<PoolStatus>,
     /// `sglang:num_running_reqs`.
     pub running: Option<f64>,
     /// `sglang:num_queue_reqs`.
@@ -115,6 +123,19 @@ pub struct RankStatus {
     pub last_stats: Option<f64>,
     /// `[unix seconds, share or null]` samples, oldest first (at most 180).
     pub history: Vec<(f64, Option<f64>)>,
+}
+
+/// One KV pool of a rank with several.
+#[derive(Debug, Serialize)]
+pub struct PoolStatus {
+    /// `full` or `swa`.
+    pub pool: &'static str,
+    /// Its share 0-1: used / its capacity, else its printed usage.
+    pub share: Option<f64>,
+    /// Its used tokens.
+    pub used_tokens: Option<f64>,
+    /// Its capacity in tokens (`null` where the used tokens exceed it).
+    pub capacity_tokens: Option<f64>,
 }
 
 /// One GPU.
@@ -252,14 +273,33 @@ fn rank_status(r: &Rank, history: Vec<(f64, Option<f64>)>) -> RankStatus {
         (None, Some(_), true) => ("idle", None),
         (None, Some(_), false) => ("busy", None),
     };
-    let share = r.kv_fraction();
+    let kv = r.kv();
+    let share = kv.share().map(|s| s.0);
+    let (used_tokens, capacity_tokens, pool) = r.kv_tokens();
+    let pools = match kv.swa {
+        None => Vec::new(),
+        Some(_) => kv
+            .pools()
+            .into_iter()
+            .filter_map(|(p, u)| {
+                Some(PoolStatus {
+                    pool: p.label()?,
+                    share: u.share(),
+                    used_tokens: u.used,
+                    capacity_tokens: u.held_capacity(),
+                })
+            })
+            .collect(),
+    };
     RankStatus {
         rank: r.shown.clone(),
         labels,
         kv_share: share,
         kv_percent: share.map(percent),
-        used_tokens: r.used_tokens,
-        capacity_tokens: r.capacity(),
+        kv_pool: pool,
+        used_tokens,
+        capacity_tokens,
+        pools,
         running: r.running,
         queued: r.queued,
         gen_throughput: r.gen_throughput,

@@ -20,8 +20,6 @@ pub fn render(state: &State, now: f64, tz: &TimeZone) -> String {
     let pat = state.patterns();
     let id = |n: &str| pat.metric_by_id(n).map(|m| m as usize);
     let ids = Ids {
-        usage: id("token_usage"),
-        used: id("num_used_tokens"),
         running: id("num_running_reqs"),
         queued: id("num_queue_reqs"),
         pool: id("kv_pool_capacity_tokens"),
@@ -62,11 +60,25 @@ pub fn render(state: &State, now: f64, tz: &TimeZone) -> String {
                 .map(|i| rank.values[i])
                 .filter(|v| !v.is_nan())
                 .or_else(|| server_value(ids.max_total));
+            // Each pool against its own capacity (see `crate::kv`).
+            let read = |name: &str| {
+                let i = pat.metric_by_id(name)? as usize;
+                let v = rank.values[i];
+                if v.is_nan() {
+                    server_value(Some(i))
+                } else {
+                    Some(v)
+                }
+            };
+            let kv = crate::kv::KvUse::of(&crate::kv::KvValues {
+                capacity,
+                ..crate::view::kv_values(&read)
+            });
             let _ = writeln!(
                 out,
                 "    {}  {}",
                 rank_name(ranks),
-                rank_line(rank, ranks, &ids, capacity, now, idle_after, &end, tz)
+                rank_line(rank, ranks, &ids, &kv, capacity, now, idle_after, &end, tz)
             );
         }
     }
@@ -75,8 +87,6 @@ pub fn render(state: &State, now: f64, tz: &TimeZone) -> String {
 
 /// Metric ids the summary reads (absent from a custom pattern file: left out of the text).
 struct Ids {
-    usage: Option<usize>,
-    used: Option<usize>,
     running: Option<usize>,
     queued: Option<usize>,
     pool: Option<usize>,
@@ -116,6 +126,7 @@ fn rank_line(
     rank: &RankState,
     ranks: &Ranks,
     ids: &Ids,
+    kv: &crate::kv::KvUse,
     capacity: Option<f64>,
     now: f64,
     idle_after: f64,
@@ -143,30 +154,7 @@ fn rank_line(
             }
         }
     };
-    use crate::view::{share_capacity, share_usage};
-    let used = get(ids.used);
-    let printed_usage = get(ids.usage);
-    let usage = share_usage(printed_usage);
-    let kv = match (used, share_capacity(used, capacity), usage) {
-        // A used count above the capacity seen, or a token usage above 1: contradictions,
-        // never a share over 100 %.
-        (Some(u), None, r) if capacity.is_some() => {
-            let c = capacity.unwrap_or_default();
-            let share = r.map_or(String::new(), |r| format!("{:.1}%, ", 100.0 * r));
-            format!("KV cache {share}{u:.0} tokens used, above the {c:.0}-token capacity seen (contradictory)")
-        }
-        (Some(u), Some(c), _) if c > 0.0 => {
-            format!("KV cache {:.1}% ({u:.0}/{c:.0} tokens)", 100.0 * u / c)
-        }
-        (_, _, None) if printed_usage.is_some() => format!(
-            "KV cache token usage {:.2} printed, above 1 (contradictory)",
-            printed_usage.unwrap_or_default()
-        ),
-        (_, Some(c), Some(r)) => format!("KV cache {:.1}% of {c:.0} tokens", 100.0 * r),
-        (_, None, Some(r)) => format!("KV cache {:.1}%", 100.0 * r),
-        (Some(u), _, None) => format!("KV cache {u:.0} tokens"),
-        _ => "KV cache usage not printed".to_string(),
-    };
+    let kv = format!("KV cache {}", kv.text());
     let mut parts = vec![kv];
     if let Some(r) = get(ids.running) {
         parts.push(format!("{r:.0} running"));

@@ -167,6 +167,8 @@ struct LineRaw {
     scope: Scope,
     #[serde(default)]
     runner: Runner,
+    #[serde(default)]
+    whole_pool: bool,
     separators: Option<Vec<String>>,
     kv: Option<Vec<String>>,
     stop: Option<String>,
@@ -229,6 +231,11 @@ pub struct LineKind {
     pub scope: Scope,
     /// Whose figures the line gives on a rank with a draft model (startup facts only).
     pub runner: Runner,
+    /// The line's KV size is the rank's whole KV pool: on a hybrid SWA model, its full-attention
+    /// and sliding-window pools together (v0.5.17+ `Post-capture KV sizing: KV cache
+    /// allocated.`, `post_capture_backed_bytes`), never the full-attention pool's alone (see
+    /// `src/state/draft.rs`).
+    pub whole_pool: bool,
     /// The compiled regex.
     pub regex: Regex,
     /// The regex treats the ten ASCII digits alike (see [`digits_alike`]).
@@ -775,6 +782,7 @@ fn compile_line(
         class: l.class,
         scope: l.scope,
         runner: l.runner,
+        whole_pool: l.whole_pool,
         separators: l.separators.unwrap_or_else(|| vec![", ".into()]),
         kv: l.kv.unwrap_or_else(|| vec![": ".into()]),
         group_fields: Vec::new(),

@@ -27,20 +27,35 @@
 //! full_layer_tokens=F, swa_layer_tokens=S` (v0.4.9.post3+, `model_runner.py`) comes before
 //! them: an unlabelled pool line of S tokens (S ≠ F) is the sliding-window pool (its figures go
 //! to `swa_pool_capacity_tokens` and `swa_layer_pool_size_bytes`), F tokens the full-attention
-//! pool, the rank's KV pool. A pool of 0 tokens (the full side of an all-SWA model) is no pool.
-//! A draft model's hybrid pools (no metric of their own) are not exported.
+//! pool, the rank's KV pool. An all-SWA model announces `swa_layer_tokens=S` alone (v0.5.9+):
+//! an unlabelled line of S tokens is its sliding-window pool. A pool of 0 tokens is no pool,
+//! wherever it is printed (the full side of an all-SWA model, `full size: 0`), and a split with
+//! no sliding-window side (`swa_layer_tokens=0`: v0.5.17+ post-capture sizing of a model with one
+//! pool, whose count it prints as `full_layer_tokens`) is no hybrid split: neither count is
+//! written. A draft model's hybrid pools (no metric of their own) are not exported.
+//!
+//! **Whole pools.** A line of a `whole_pool` kind (v0.5.17+ `Post-capture KV sizing: KV cache
+//! allocated.`) gives the size of the rank's whole pool (`post_capture_backed_bytes`): on a
+//! rank whose split of this start-up has a sliding-window side, both pools together. Its size
+//! goes to the whole hybrid pool's metric (`swa_pool_size_bytes`), never the full-attention
+//! pool's, whose own size (and the sliding-window pool's) is then withdrawn: this start-up's
+//! pools printed only their reserved upper bounds. Its count is the full-attention pool's
+//! (`max_total_num_tokens`; an all-SWA model's sliding-window pool's).
 //!
 //! "Before the server serves" is judged on the whole server, not the rank: only some ranks
 //! print stats lines (TP rank 0 of each scheduler group), yet every rank of a process that has
-//! served is past its start-up. So each target figure remembers the server's count of stats
-//! lines when it was written; the same words again at the same count are the draft's, at a
-//! later count a new process's (a restart whose `server_args` line was not seen), which also
-//! drops the old process's draft figure.
+//! served is past its start-up. So each target and draft figure remembers the server's count of
+//! stats lines when it was written; the same words again at the same count are the draft's, at a
+//! later count a new process's (a restart whose `server_args` line was not seen). A target
+//! figure drops the draft's figure of an earlier count (the old process's), never one of its
+//! own start-up: post-capture sizing (v0.5.17+) gives the target's pool after the draft built
+//! its own (a draft outside the dflash family is never resized, `is_post_capture_kv_active` in
+//! `kv_pool_runtime.py`).
 
 use std::borrow::Cow;
 
 use super::RankState;
-use crate::parse::patterns::{MetricId, Patterns, Runner};
+use crate::parse::patterns::{LineKind, MetricId, Patterns, Runner};
 use crate::record::Record;
 
 /// A line's values and withdrawn metrics, each under the metric it goes to.
@@ -77,6 +92,11 @@ pub struct DraftTwins {
     swa_tokens: Option<MetricId>,
     /// The sliding-window pool's own size (bytes).
     swa_bytes: Option<MetricId>,
+    /// The whole hybrid SWA pool's size (bytes): both pools together.
+    whole_bytes: Option<MetricId>,
+    /// Each pool's capacity (tokens) with its size (bytes): a line that gives a pool 0 tokens
+    /// gives neither (a pool of 0 tokens is no pool).
+    sized: Vec<(MetricId, Option<MetricId>)>,
     /// Pool metrics of the target alone (no draft metric): a draft runner's are not exported.
     target_only: Vec<MetricId>,
 }
@@ -115,6 +135,21 @@ impl DraftTwins {
         .iter()
         .filter_map(|n| id(n))
         .collect();
+        let sized = [
+            ("kv_pool_capacity_tokens", Some("kv_pool_size_bytes")),
+            (
+                "swa_pool_capacity_tokens",
+                Some("swa_layer_pool_size_bytes"),
+            ),
+            (
+                "draft_kv_pool_capacity_tokens",
+                Some("draft_kv_pool_size_bytes"),
+            ),
+            ("full_pool_capacity_tokens", None),
+        ]
+        .iter()
+        .filter_map(|&(t, b)| Some((id(t)?, b.and_then(id))))
+        .collect();
         DraftTwins {
             pairs,
             weight,
@@ -123,35 +158,52 @@ impl DraftTwins {
             full_tokens: id("full_pool_capacity_tokens"),
             swa_tokens: id("swa_pool_capacity_tokens"),
             swa_bytes: id("swa_layer_pool_size_bytes"),
+            whole_bytes: id("swa_pool_size_bytes"),
+            sized,
             target_only,
         }
     }
 
-    /// Every metric of startup line `rec` on `rank` routed to the target's metric, the draft's,
-    /// or the pool it describes (or dropped), decided for the whole line before any of its
-    /// values is written. `runner` is the line kind's (see [`Runner`]); `stats` is the server's
-    /// count of stats lines so far; `no_draft`: the server is known to run without a draft
-    /// model (`speculative_algorithm=None`). Notes on the rank which runner loaded last, the
-    /// announced hybrid split, and which target figures this line wrote; drops a draft figure
-    /// whose target the line writes anew after serving.
+    /// Every metric of startup line `rec` (of kind `line`) on `rank` routed to the target's
+    /// metric, the draft's, or the pool it describes (or dropped), decided for the whole line
+    /// before any of its values is written. `stats` is the server's count of stats lines so far;
+    /// `no_draft`: the server is known to run without a draft model
+    /// (`speculative_algorithm=None`). Notes on the rank which runner loaded last, the announced
+    /// hybrid split, and which figures this line wrote; drops a draft figure of an earlier
+    /// start-up when the line writes its target figure anew.
     pub fn route_line<'a>(
         &self,
         rec: &Record<'a>,
-        runner: Runner,
+        line: &LineKind,
         rank: &mut RankState,
         stats: u64,
         no_draft: bool,
     ) -> Routed<'a> {
+        let runner = line.runner;
         if rank.startup_marks.len() < self.pairs.len() {
             rank.startup_marks.resize(self.pairs.len(), None);
         }
+        if rank.draft_marks.len() < self.pairs.len() {
+            rank.draft_marks.resize(self.pairs.len(), None);
+        }
         // `full_layer_tokens=F, swa_layer_tokens=S` (or the SWAKVPool line): the hybrid split
-        // the next unlabelled pool lines of this start-up are told apart by.
-        if let (Some(f), Some(s)) = (
+        // the next unlabelled pool lines of this start-up are told apart by. An all-SWA model
+        // announces its sliding-window count alone (`Use sliding window memory pool (all SWA).
+        // swa_layer_tokens=S`, no other figure on the line): no full-attention pool.
+        match (
             self.full_tokens.and_then(|m| rec.get(m)),
             self.swa_tokens.and_then(|m| rec.get(m)),
         ) {
-            rank.hybrid_split = Some((stats, f, s));
+            (Some(f), Some(s)) => rank.hybrid_split = Some((stats, f, s)),
+            (None, Some(s))
+                if rec
+                    .values
+                    .iter()
+                    .all(|&(id, _)| Some(id) == self.swa_tokens) =>
+            {
+                rank.hybrid_split = Some((stats, 0.0, s));
+            }
+            _ => {}
         }
         let whose = match runner {
             Runner::Target => Whose::Target,
@@ -181,10 +233,16 @@ impl DraftTwins {
                 }
             }
         };
-        let pool = if runner == Runner::Latest {
-            self.pool_of(rec, rank, stats)
-        } else {
-            Pool::Kv
+        // A hybrid SWA split of this start-up (one with a sliding-window pool).
+        let hybrid = rank
+            .hybrid_split
+            .filter(|&(at, _, swa)| at == stats && swa > 0.0);
+        let pool = match hybrid {
+            Some((_, full, _)) if line.whole_pool => Pool::Whole {
+                all_swa: full == 0.0,
+            },
+            _ if runner == Runner::Latest => self.pool_of(rec, rank, stats),
+            _ => Pool::Kv,
         };
         let route = |id: MetricId| -> Option<MetricId> {
             let id = self.pool_metric(id, pool)?;
@@ -202,25 +260,57 @@ impl DraftTwins {
                 None => Some(id),
             }
         };
-        let routed = Routed {
-            values: rec
-                .values
-                .iter()
-                .filter_map(|&(id, v)| Some((route(id)?, v)))
-                .collect(),
-            bad: rec.bad_metrics.iter().filter_map(|&id| route(id)).collect(),
+        let mut values: Vec<(MetricId, f64)> = rec
+            .values
+            .iter()
+            .filter_map(|&(id, v)| Some((route(id)?, v)))
+            .collect();
+        let mut bad: Vec<MetricId> = rec.bad_metrics.iter().filter_map(|&id| route(id)).collect();
+        // A pool of 0 tokens is no pool: neither its capacity nor its size is written. A split
+        // without a sliding-window side is no hybrid split (a model with one pool prints its
+        // count as `full_layer_tokens`): its full-attention count is no hybrid pool either.
+        let zero = |m: Option<MetricId>, values: &[(MetricId, f64)]| {
+            m.is_some_and(|m| values.iter().any(|&(id, v)| id == m && v == 0.0))
         };
-        // The target figures this line wrote.
-        for &(id, _) in routed.values.iter() {
+        let mut none: Vec<MetricId> = Vec::new();
+        for &(tokens, bytes) in &self.sized {
+            if zero(Some(tokens), &values) {
+                none.push(tokens);
+                none.extend(bytes);
+            }
+        }
+        if zero(self.swa_tokens, &values) {
+            none.extend(self.full_tokens);
+        }
+        if !none.is_empty() {
+            values.retain(|(id, _)| !none.contains(id));
+            bad.retain(|id| !none.contains(id));
+        }
+        // The whole hybrid pool's size: each pool's own size is not known in this start-up
+        // (its pools printed `VA upper bound`), so an older one is withdrawn, never shown beside
+        // it.
+        if matches!(pool, Pool::Whole { .. }) && whose != Whose::Draft {
+            bad.extend(self.kv_bytes);
+            bad.extend(self.swa_bytes);
+        }
+        // The target and draft figures this line wrote.
+        for &(id, _) in &values {
             if let Some(i) = self.pairs.iter().position(|p| p.0 == id) {
-                if rank.startup_marks[i] != Some(stats) {
-                    // A new process's target figure: the old process's draft is not this one's.
+                if rank.draft_marks[i] != Some(stats) {
+                    // A draft figure of an earlier start-up (a new process whose server_args
+                    // line was not seen) is not this process's; one of this start-up stays
+                    // (post-capture sizing rewrites the target's pool after the draft's).
                     rank.values[self.pairs[i].1 as usize] = f64::NAN;
                 }
                 rank.startup_marks[i] = Some(stats);
+            } else if let Some(i) = self.pairs.iter().position(|p| p.1 == id) {
+                rank.draft_marks[i] = Some(stats);
             }
         }
-        routed
+        Routed {
+            values: Cow::Owned(values),
+            bad: Cow::Owned(bad),
+        }
     }
 
     /// Which pool an unlabelled KV-pool line of a rank's runner describes, by its token count.
@@ -228,24 +318,28 @@ impl DraftTwins {
         let Some(tokens) = self.kv_tokens.and_then(|m| rec.get(m)) else {
             return Pool::Kv;
         };
-        if tokens == 0.0 {
-            return Pool::Empty;
-        }
         match rank.hybrid_split {
-            Some((at, full, swa)) if at == stats && swa != full && tokens == swa => Pool::Swa,
+            Some((at, full, swa)) if at == stats && swa != full && tokens == swa && swa > 0.0 => {
+                Pool::Swa
+            }
             _ => Pool::Kv,
         }
     }
 
     /// Metric `id` of a KV-pool line that describes `pool`: `None` to drop it.
     fn pool_metric(&self, id: MetricId, pool: Pool) -> Option<MetricId> {
-        let kv = Some(id) == self.kv_tokens || Some(id) == self.kv_bytes;
+        let tokens = Some(id) == self.kv_tokens;
+        if !tokens && Some(id) != self.kv_bytes {
+            return Some(id);
+        }
         match pool {
             Pool::Kv => Some(id),
-            _ if !kv => Some(id),
-            Pool::Empty => None,
-            Pool::Swa if Some(id) == self.kv_tokens => self.swa_tokens,
+            Pool::Swa if tokens => self.swa_tokens,
             Pool::Swa => self.swa_bytes,
+            // An all-SWA model's `#tokens` is its sliding-window pool's.
+            Pool::Whole { all_swa: true } if tokens => self.swa_tokens,
+            Pool::Whole { .. } if tokens => Some(id),
+            Pool::Whole { .. } => self.whole_bytes,
         }
     }
 
@@ -267,8 +361,13 @@ enum Pool {
     Kv,
     /// A hybrid SWA model's sliding-window pool.
     Swa,
-    /// A pool of no tokens.
-    Empty,
+    /// A hybrid SWA model's two pools together (a `whole_pool` line): its count is the
+    /// full-attention pool's (`max_total_num_tokens`; an all-SWA model's sliding-window pool's),
+    /// its size both pools'.
+    Whole {
+        /// No full-attention pool (`full_layer_tokens=0`).
+        all_swa: bool,
+    },
 }
 
 #[cfg(test)]
@@ -301,10 +400,10 @@ mod tests {
         fn apply(&mut self, msg: &str, stats: u64, no_draft: bool) -> Vec<MetricId> {
             let line = format!("[2026-11-12 09:01:00 TP1] {msg}");
             let rec = self.p.parse(&line).unwrap();
-            let runner = self.pat.lines[rec.kind].runner;
+            let line = &self.pat.lines[rec.kind];
             let r = self
                 .tw
-                .route_line(&rec, runner, &mut self.rank, stats, no_draft);
+                .route_line(&rec, line, &mut self.rank, stats, no_draft);
             for &(id, v) in r.values.iter() {
                 self.rank.values[id as usize] = v;
             }
@@ -490,6 +589,108 @@ mod tests {
                 r.id("swa_pool_capacity_tokens")
             ]
         );
+    }
+
+    /// v0.5.23 EAGLE without dflash: the draft's pool is built at once (`KV Cache is
+    /// allocated`), the target's sized after capture (`Post-capture KV sizing: KV cache
+    /// allocated`, its first KV figure of the start-up): the draft's pool stays.
+    #[test]
+    fn the_targets_post_capture_pool_keeps_the_drafts() {
+        let mut r = Rig::new();
+        r.apply(
+            "Load weight end. type=T, avail mem=60.00 GB, mem usage=15.00 GB.",
+            0,
+            false,
+        );
+        r.apply(
+            "Load weight end. type=D, avail mem=11.50 GB, mem usage=1.00 GB.",
+            0,
+            false,
+        );
+        r.apply("KV Cache is allocated. dtype: torch.bfloat16, #tokens: 500000, K size: 1.00 GB, V size: 1.00 GB", 0, false);
+        assert_eq!(
+            r.apply(
+                "Post-capture KV sizing: full_layer_tokens=400000, swa_layer_tokens=0",
+                0,
+                false
+            ),
+            Vec::<MetricId>::new()
+        );
+        r.apply("Post-capture KV sizing: KV cache allocated. dtype: torch.bfloat16, #tokens: 400000, KV size: 48.00 GB, avail mem=1.00 GB", 0, false);
+        assert_eq!(r.get("kv_pool_capacity_tokens"), 400000.0);
+        assert_eq!(r.get("kv_pool_size_bytes"), 48.0 * GIB);
+        assert_eq!(r.get("draft_kv_pool_capacity_tokens"), 500000.0);
+        assert_eq!(r.get("draft_kv_pool_size_bytes"), 2.0 * GIB);
+        assert!(r.get("swa_pool_capacity_tokens").is_nan());
+        assert!(r.get("full_pool_capacity_tokens").is_nan());
+        // A new process (the server served since) sizes the target anew: the old draft goes.
+        r.apply("Post-capture KV sizing: KV cache allocated. dtype: torch.bfloat16, #tokens: 300000, KV size: 36.00 GB, avail mem=1.00 GB", 7, false);
+        assert!(r.get("draft_kv_pool_capacity_tokens").is_nan());
+    }
+
+    /// A hybrid SWA model's post-capture `KV size` is both pools': the whole hybrid pool's
+    /// metric, never the full-attention pool's; an older full-pool size is withdrawn.
+    #[test]
+    fn a_hybrid_post_capture_size_is_the_whole_pools() {
+        let mut r = Rig::new();
+        let id = |n: &str| r.pat.metric_by_id(n).unwrap();
+        let (kv_t, kv_b, whole, layer) = (
+            id("kv_pool_capacity_tokens"),
+            id("kv_pool_size_bytes"),
+            id("swa_pool_size_bytes"),
+            id("swa_layer_pool_size_bytes"),
+        );
+        r.rank.values[kv_b as usize] = 9.0 * GIB;
+        r.apply(
+            "Post-capture KV sizing: full_layer_tokens=300000, swa_layer_tokens=240000",
+            0,
+            false,
+        );
+        let line = "[2026-11-12 09:01:00 TP1] Post-capture KV sizing: KV cache allocated. dtype: torch.bfloat16, #tokens: 300000, KV size: 6.00 GB, avail mem=1.00 GB";
+        let Rig { pat, tw, p, rank } = &mut r;
+        let rec = p.parse(line).unwrap();
+        let routed = tw.route_line(&rec, &pat.lines[rec.kind], rank, 0, false);
+        assert_eq!(
+            routed.values.to_vec(),
+            [(kv_t, 300000.0), (whole, 6.0 * GIB)]
+        );
+        assert_eq!(routed.bad.to_vec(), [kv_b, layer]);
+        // All-SWA: `#tokens` is the sliding-window pool's.
+        let mut r = Rig::new();
+        r.apply(
+            "Post-capture KV sizing: full_layer_tokens=0, swa_layer_tokens=240000",
+            0,
+            false,
+        );
+        assert_eq!(
+            r.apply("Post-capture KV sizing: KV cache allocated. dtype: torch.bfloat16, #tokens: 240000, KV size: 2.00 GB, avail mem=1.00 GB", 0, false),
+            [r.id("swa_pool_capacity_tokens"), r.id("swa_pool_size_bytes")]
+        );
+        assert!(r.get("full_pool_capacity_tokens").is_nan());
+    }
+
+    /// Before v0.5.17 an all-SWA model prints both pools unlabelled (the sliding-window pool
+    /// first, then the full pool of 0 tokens): the announced count tells the first.
+    #[test]
+    fn an_all_swa_models_unlabelled_pool_is_the_sliding_window_pool() {
+        let mut r = Rig::new();
+        r.apply(
+            "Use sliding window memory pool (all SWA). swa_layer_tokens=300000",
+            0,
+            false,
+        );
+        assert_eq!(
+            r.apply(
+                "KV Cache is allocated. #tokens: 300000, K size: 1.00 GB, V size: 1.00 GB",
+                0,
+                false
+            ),
+            [
+                r.id("swa_pool_capacity_tokens"),
+                r.id("swa_layer_pool_size_bytes")
+            ]
+        );
+        assert!(r.get("kv_pool_capacity_tokens").is_nan());
     }
 
     /// An all-SWA model's full-attention pool has no tokens: it is no KV pool.

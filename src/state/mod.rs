@@ -113,6 +113,8 @@ pub struct RankState {
     /// By draft twin (see [`draft`]): the server's stats-line count when the rank last wrote
     /// that target figure.
     startup_marks: Vec<Option<u64>>,
+    /// By draft twin: the server's stats-line count when the rank last wrote that draft figure.
+    draft_marks: Vec<Option<u64>>,
     /// The server's stats-line count at the rank's latest weight line, and whether that line
     /// was the draft model's (see [`draft`]): the runner its next pool lines belong to.
     loaded: Option<(u64, bool)>,
@@ -132,6 +134,7 @@ impl RankState {
     fn new(n: usize) -> RankState {
         RankState {
             startup_marks: Vec::new(),
+            draft_marks: Vec::new(),
             loaded: None,
             hybrid_split: None,
             prev_stats: None,
@@ -523,6 +526,8 @@ struct Derived {
     /// line's used tokens are checked.
     pool_capacity: Option<MetricId>,
     max_total: Option<MetricId>,
+    /// A hybrid SWA model's sliding-window pool capacity.
+    swa_capacity: Option<MetricId>,
 }
 
 impl State {
@@ -556,6 +561,7 @@ impl State {
             drafts: draft::DraftTwins::of(&pat),
             pool_capacity: id("kv_pool_capacity_tokens"),
             max_total: id("max_total_num_tokens"),
+            swa_capacity: id("swa_pool_capacity_tokens"),
             defaults: pat
                 .metrics
                 .iter()
@@ -1428,9 +1434,9 @@ fn apply_rank_line(
         bad,
     } = if class == Class::Fact {
         let no_draft = srv.args.as_ref().is_some_and(ServerArgs::without_draft);
-        let runner = pat.lines[rec.kind].runner;
+        let line = &pat.lines[rec.kind];
         d.drafts
-            .route_line(rec, runner, rank, srv.stats_lines, no_draft)
+            .route_line(rec, line, rank, srv.stats_lines, no_draft)
     } else {
         draft::Routed::as_printed(rec)
     };
@@ -1488,14 +1494,17 @@ fn apply_rank_line(
             if ids.iter().flatten().any(|&m| rec.get(m).is_some()) {
                 srv.engine_hint = Some(hint);
             }
-            // The used count as printed (`#token`), against the rank's pool, else the server's
-            // capacity line.
+            // The used count as printed (`#token`; a hybrid model's `#full token`), against the
+            // rank's pool, else the server's capacity line; a hybrid SWA model's `#swa token`
+            // against its sliding-window pool. Never SGLang's larger-pool count against one
+            // pool's capacity.
             let capacity =
                 cap_of(d.pool_capacity, &rank.values).or(cap_of(d.max_total, &srv.values));
-            let over_capacity = matches!(
-                (d.used.and_then(|m| rec.get(m)), capacity),
-                (Some(u), Some(c)) if u > c
-            );
+            let printed = |m: Option<MetricId>| m.and_then(|m| rec.get(m));
+            let over =
+                |u: Option<f64>, c: Option<f64>| matches!((u, c), (Some(u), Some(c)) if u > c);
+            let over_capacity = over(printed(d.full_used).or(printed(d.used)), capacity)
+                || over(printed(d.swa_used), cap_of(d.swa_capacity, &rank.values));
             // A token usage above 1 contradicts itself.
             let over_one = d.usage.and_then(|m| rec.get(m)).is_some_and(|u| u > 1.0);
             return u32::from(over_capacity || over_one);
@@ -1512,7 +1521,8 @@ fn apply_rank_line(
                 .ranks
                 .values()
                 .filter(|r| {
-                    let used = cap_of(d.used, &r.values);
+                    // The KV pool's own count (a hybrid model's full-attention pool's).
+                    let used = cap_of(d.full_used, &r.values).or(cap_of(d.used, &r.values));
                     let c = cap_of(d.pool_capacity, &r.values).or(server_cap);
                     matches!((used, c), (Some(u), Some(c)) if u > c)
                 })

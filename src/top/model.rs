@@ -117,24 +117,73 @@ pub struct Rank {
     pub last_stats: Option<f64>,
     /// `sglang_kv_pool_size_bytes`.
     pub pool_bytes: Option<f64>,
+    /// `sglang_full_pool_capacity_tokens` (a hybrid SWA model's full-attention pool).
+    pub full_capacity_tokens: Option<f64>,
+    /// `sglang_full_used_tokens`.
+    pub full_used_tokens: Option<f64>,
+    /// `sglang:full_token_usage` (0-1).
+    pub full_token_usage: Option<f64>,
+    /// `sglang_swa_pool_capacity_tokens`.
+    pub swa_capacity_tokens: Option<f64>,
+    /// `sglang_swa_used_tokens`.
+    pub swa_used_tokens: Option<f64>,
+    /// `sglang:swa_token_usage` (0-1).
+    pub swa_token_usage: Option<f64>,
+    /// `sglang_swa_pool_size_bytes` (the sliding-window pool's own bytes).
+    pub swa_pool_bytes: Option<f64>,
+    /// `sglang_swa_kv_pool_size_bytes` (a hybrid SWA model's two pools together).
+    pub hybrid_pool_bytes: Option<f64>,
+    /// `sglang_mamba_used_slots`.
+    pub mamba_used_slots: Option<f64>,
+    /// `sglang:mamba_usage` (0-1).
+    pub mamba_usage: Option<f64>,
     /// `sglang_api_live` (1: the values are live from the server's HTTP API; 0: that API does
     /// not answer).
     pub api_live: Option<f64>,
 }
 
 impl Rank {
-    /// KV-cache capacity in tokens: `sglang:max_total_num_tokens`, else the pool's capacity;
-    /// `None` where the used tokens exceed it (a contradiction, see [`crate::view::share_capacity`]).
-    pub fn capacity(&self) -> Option<f64> {
-        let cap = self.max_total_tokens.or(self.pool_capacity_tokens);
-        crate::view::share_capacity(self.used_tokens, cap)
+    /// The rank's KV pools, each against its own capacity (see [`crate::kv`]). The capacity of
+    /// a rank with one pool is `sglang:max_total_num_tokens`, else the pool's.
+    pub fn kv(&self) -> crate::kv::KvUse {
+        crate::kv::KvUse::of(&crate::kv::KvValues {
+            used: self.used_tokens,
+            usage: self.token_usage,
+            capacity: self.max_total_tokens.or(self.pool_capacity_tokens),
+            pool_capacity: self.pool_capacity_tokens,
+            full_capacity: self.full_capacity_tokens,
+            max_total: self.max_total_tokens,
+            full_used: self.full_used_tokens,
+            full_usage: self.full_token_usage,
+            swa_used: self.swa_used_tokens,
+            swa_usage: self.swa_token_usage,
+            swa_capacity: self.swa_capacity_tokens,
+            mamba_used: self.mamba_used_slots,
+            mamba_usage: self.mamba_usage,
+        })
     }
 
-    /// KV-cache usage (0-1): used / capacity where both are known, else `sglang:token_usage`.
+    /// KV-cache usage (0-1): used / capacity where both are known, else `sglang:token_usage`;
+    /// a hybrid SWA rank's fuller pool, each pool against its own capacity (see
+    /// [`crate::kv::KvUse::share`]).
     pub fn kv_fraction(&self) -> Option<f64> {
-        match (self.used_tokens, self.capacity()) {
-            (Some(u), Some(c)) if c > 0.0 => Some(u / c),
-            _ => crate::view::share_usage(self.token_usage),
+        self.kv().share().map(|s| s.0)
+    }
+
+    /// The tokens [`Rank::kv_fraction`] is of: (used, capacity, pool), the pool named where the
+    /// rank has several (`full`, `swa`; `max`: SGLang's larger-pool `#token`, no capacity).
+    pub fn kv_tokens(&self) -> (Option<f64>, Option<f64>, Option<&'static str>) {
+        let (u, c, pool) = self.kv().shown_tokens();
+        (u, c, pool.and_then(crate::kv::Pool::label))
+    }
+
+    /// The bytes of the rank's KV pools: a hybrid SWA model's whole pool, else the KV pool's
+    /// and the sliding-window pool's.
+    pub fn all_pool_bytes(&self) -> Option<f64> {
+        match (self.hybrid_pool_bytes, self.pool_bytes, self.swa_pool_bytes) {
+            (Some(w), ..) => Some(w),
+            (None, Some(k), s) => Some(k + s.unwrap_or(0.0)),
+            (None, None, s) => s,
         }
     }
 
@@ -174,6 +223,16 @@ impl Rank {
             "sglang_idle" => &mut self.idle,
             "sglang_last_stats_timestamp_seconds" => &mut self.last_stats,
             "sglang_kv_pool_size_bytes" => &mut self.pool_bytes,
+            "sglang_full_pool_capacity_tokens" => &mut self.full_capacity_tokens,
+            "sglang_full_used_tokens" => &mut self.full_used_tokens,
+            "sglang:full_token_usage" => &mut self.full_token_usage,
+            "sglang_swa_pool_capacity_tokens" => &mut self.swa_capacity_tokens,
+            "sglang_swa_used_tokens" => &mut self.swa_used_tokens,
+            "sglang:swa_token_usage" => &mut self.swa_token_usage,
+            "sglang_swa_pool_size_bytes" => &mut self.swa_pool_bytes,
+            "sglang_swa_kv_pool_size_bytes" => &mut self.hybrid_pool_bytes,
+            "sglang_mamba_used_slots" => &mut self.mamba_used_slots,
+            "sglang:mamba_usage" => &mut self.mamba_usage,
             "sglang_api_live" => &mut self.api_live,
             _ => return None,
         })
@@ -387,7 +446,7 @@ fn add_rank(g: &mut Gpu, l: &Labels, servers: &[Server]) {
         "-" => server.to_string(),
         _ => format!("{server} {shown}"),
     });
-    if let Some(b) = rank.and_then(|r| r.pool_bytes) {
+    if let Some(b) = rank.and_then(Rank::all_pool_bytes) {
         *g.kv_pool_bytes.get_or_insert(0.0) += b;
     }
 }
@@ -442,5 +501,46 @@ mod tests {
         assert_eq!(m.gpus[0].ranks, ["d DP2 TP2"]);
         assert_eq!(m.gpus[0].kv_pool_bytes, Some(1e9));
         assert_eq!(m.down_sources, ["x.log"]);
+    }
+
+    /// A hybrid SWA rank: each pool against its own capacity, the fuller shown and named; its
+    /// GPU holds both pools' bytes.
+    #[test]
+    fn a_hybrid_ranks_pools_are_each_their_own() {
+        let g =
+            |n: &str, v: f64| Family::new(n, "h", Kind::Gauge).with(rank_labels("d", "0", "0"), v);
+        let mut fams = vec![
+            g("sglang:num_used_tokens", 95000.0),
+            g("sglang:token_usage", 0.95),
+            g("sglang:max_total_num_tokens", 500000.0),
+            g("sglang_kv_pool_capacity_tokens", 500000.0),
+            g("sglang_full_used_tokens", 50000.0),
+            g("sglang:full_token_usage", 0.1),
+            g("sglang_swa_used_tokens", 95000.0),
+            g("sglang:swa_token_usage", 0.95),
+            g("sglang_swa_pool_capacity_tokens", 100000.0),
+            g("sglang_kv_pool_size_bytes", 6e9),
+            g("sglang_swa_pool_size_bytes", 4e9),
+        ];
+        let mut info = rank_labels("d", "0", "0");
+        info.push(("gpu", "0".into()));
+        fams.push(Family::new("sglang_rank_gpu_info", "h", Kind::Gauge).with(info, 1.0));
+        let m = Model::from_families(&fams);
+        let r = &m.servers[0].ranks[0];
+        assert_eq!(r.kv_fraction(), Some(0.95));
+        assert_eq!(r.kv_tokens(), (Some(95000.0), Some(100000.0), Some("swa")));
+        assert_eq!(m.gpus[0].kv_pool_bytes, Some(1e10));
+        // Only SGLang's larger-pool figures (its HTTP API): its token usage, named `max`.
+        let only: Vec<Family> = fams
+            .into_iter()
+            .filter(|f| {
+                !f.name.contains("full_")
+                    && !f.name.contains("swa_t")
+                    && !f.name.contains("swa_used")
+            })
+            .collect();
+        let r = Model::from_families(&only).servers[0].ranks[0].clone();
+        assert_eq!(r.kv_fraction(), Some(0.95));
+        assert_eq!(r.kv_tokens(), (Some(95000.0), None, Some("max")));
     }
 }

@@ -275,10 +275,12 @@ fn totals(m: &Model, retr: &Retr) -> Line {
         l.push(" tok/s", Style::Dim);
     }
     // Ranks that print stats (with used tokens) and know their capacity; TP ranks that only
-    // logged the capacity would count one pool several times.
+    // logged the capacity would count one pool several times. A hybrid SWA rank adds the pool
+    // its row shows (the fuller), its used tokens with that pool's own capacity, never SGLang's
+    // larger-pool count with the full pool's.
     let (mut used, mut cap) = (None::<f64>, 0.0);
     for r in m.ranks() {
-        if let (Some(u), Some(c)) = (r.used_tokens, r.capacity()) {
+        if let (Some(u), Some(c), _) = r.kv_tokens() {
             *used.get_or_insert(0.0) += u;
             cap += c;
         }
@@ -510,11 +512,17 @@ fn cells(s: &Server, r: &Rank, now: f64, retr: &Retr) -> Vec<(Col, String, Strin
     let dim = r.is_idle();
     let st = if dim { Style::Dim } else { Style::Normal };
     let show = |v: Option<f64>| v.map_or("-".to_string(), num);
-    let tokens = match (r.used_tokens, r.capacity()) {
+    // The tokens of the pool the share is of, named where the rank has several.
+    let (used, capacity, pool) = r.kv_tokens();
+    let tokens = match (used, capacity) {
         (Some(u), Some(c)) => format!("{}/{}", num(u), num(c)),
         (None, Some(c)) => format!("-/{}", num(c)),
         (Some(u), None) => num(u),
         (None, None) => "-".into(),
+    };
+    let tokens = match pool {
+        Some(p) => format!("{p} {tokens}"),
+        None => tokens,
     };
     let (mut pd, mut pd_short) = (Vec::new(), Vec::new());
     for (name, v) in [
@@ -751,11 +759,11 @@ fn help() -> Vec<Line> {
         Line::new().with("Columns", Style::Title),
         col(
             "KV CACHE",
-            "KV-cache use: used / capacity tokens (token usage where one is missing)",
+            "KV-cache use: used / capacity tokens (token usage where one is missing); hybrid SWA: the fuller pool, each against its own capacity",
         ),
         col(
             "USED/CAP",
-            "sglang:num_used_tokens / sglang:max_total_num_tokens (or the pool's capacity)",
+            "sglang:num_used_tokens / sglang:max_total_num_tokens (or the pool's capacity); hybrid SWA: the fuller pool's, named (full, swa; max: only SGLang's larger-pool figures known)",
         ),
         col("RUN QUEUE", "running and queued requests"),
         col(

@@ -225,8 +225,9 @@ fn a_hybrid_swa_targets_two_pools_are_never_the_drafts() {
     );
     let out = run(&["--once", "--gpu.disable", "--timezone", "UTC", &log]);
     let err = String::from_utf8_lossy(&out.stderr);
+    // Each pool against its own capacity.
     assert!(
-        err.contains("TP0  busy at 10:03:00: KV cache 8.0% (96000/1200000 tokens)"),
+        err.contains("TP0  busy at 10:03:00: KV cache full 8.0% (96000/1200000 tokens), SWA 5.0% (48000/960000 tokens), 12 running, 0 queued"),
         "{err}"
     );
 }
@@ -269,11 +270,11 @@ fn labelled_pools_go_to_the_pool_they_name() {
         one(&expo, "sglang_draft_kv_pool_size_bytes"),
         Some(0.86 * GIB + 0.86 * GIB)
     );
-    // 180000 of 900000 tokens: 20 %, the printed full token usage; the estimate is 20 % of the
-    // full pool's bytes.
+    // 180000 of 900000 tokens: 20 %, the printed full token usage, of the full pool's bytes;
+    // 36000 of 720000: 5 % of the sliding-window pool's.
     assert_eq!(
         one(&expo, "sglang_kv_pool_used_estimate_bytes"),
-        Some((0.2 * (15.45 * GIB + 15.45 * GIB)).round())
+        Some((0.2 * (15.45 * GIB + 15.45 * GIB) + 0.05 * (12.36 * GIB + 12.36 * GIB)).round())
     );
     // No contradiction counted (the series appears with the first one).
     assert_eq!(
@@ -286,7 +287,7 @@ fn labelled_pools_go_to_the_pool_they_name() {
     let out = run(&["--once", "--gpu.disable", "--timezone", "UTC", &log]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("busy at 09:02:00: KV cache 20.0% (180000/900000 tokens)"),
+        err.contains("busy at 09:02:00: KV cache full 20.0% (180000/900000 tokens), SWA 5.0% (36000/720000 tokens)"),
         "{err}"
     );
 }
@@ -313,4 +314,308 @@ fn an_index_side_cache_is_never_the_kv_pool() {
     let report = String::from_utf8_lossy(&check.stdout);
     assert!(check.status.success(), "check: {report}");
     assert!(report.contains("kv_cache_index"), "{report}");
+}
+
+/// `--once`'s summary of `log` (stderr), and its exposition.
+fn once_summary(log: &str) -> (Vec<Sample>, String) {
+    let out = run(&["--once", "--gpu.disable", "--timezone", "UTC", log]);
+    assert!(out.status.success(), "{out:?}");
+    let expo = parse_exposition(&String::from_utf8_lossy(&out.stdout));
+    (expo, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// `top --snapshot`'s frame on `log`.
+fn top_frame(log: &str) -> String {
+    let out = run(&[
+        "top",
+        "--snapshot",
+        "--gpu.disable",
+        "--timezone",
+        "UTC",
+        log,
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `top --snapshot`'s last line (the one rank's row) on `log`.
+fn top_row(log: &str) -> String {
+    top_frame(log)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Hostile pass 31, H1: a hybrid SWA model's `#token` and `token usage` are the larger of its
+/// two pools (`get_kv_token_stats`, `get_max_pool_usage`); they are exported as SGLang's, but
+/// every share and bytes estimate takes each pool's own used tokens against that pool's own
+/// capacity and bytes. s02: the full-attention pool at 10 % (50000 of 500000, 6 GiB), the
+/// sliding-window pool at 95 % (95000 of 100000, 4 GiB) — never 95000 of 500000 (19 %), never
+/// 95 % of the full pool's bytes.
+#[test]
+fn a_hybrid_ranks_share_is_each_pool_against_its_own_capacity() {
+    let log = data("swa-fuller-than-full.log");
+    let (expo, err) = once_summary(&log);
+    // SGLang's own gauges, as it computes them.
+    assert_eq!(one(&expo, "sglang:num_used_tokens"), Some(95000.0));
+    assert_eq!(one(&expo, "sglang:token_usage"), Some(0.95));
+    assert_eq!(one(&expo, "sglang_full_used_tokens"), Some(50000.0));
+    assert_eq!(one(&expo, "sglang_swa_used_tokens"), Some(95000.0));
+    assert_eq!(one(&expo, "sglang_kv_pool_size_bytes"), Some(6.0 * GIB));
+    assert_eq!(one(&expo, "sglang_swa_pool_size_bytes"), Some(4.0 * GIB));
+    // 10 % of 6 GiB plus 95 % of 4 GiB.
+    assert_eq!(
+        one(&expo, "sglang_kv_pool_used_estimate_bytes"),
+        Some(4724464026.0)
+    );
+    assert_eq!(
+        one(&expo, "sglang_kv_pool_used_estimate_bytes"),
+        Some((0.1 * 6.0 * GIB + 0.95 * 4.0 * GIB).round())
+    );
+    assert!(
+        err.contains("    -  busy at 09:00:17: KV cache full 10.0% (50000/500000 tokens), SWA 95.0% (95000/100000 tokens), 10 running, 0 queued\n"),
+        "{err}"
+    );
+    // No contradiction: 95000 used tokens are the sliding-window pool's, within its own 100000.
+    assert_eq!(
+        one(
+            &expo,
+            "sglang_log_exporter_kv_capacity_contradictions_total"
+        ),
+        None
+    );
+    let frame = top_frame(&log);
+    let row = frame.lines().last().unwrap_or_default();
+    assert!(row.contains("  95.0%  swa 95.0k/100.0k "), "{frame}");
+    // The header's total is over the pool the row shows.
+    assert!(frame.contains("  KV 95.0% 95.0k/100.0k  "), "{frame}");
+    // s03: both pools busy, the sliding-window pool fuller (95 % against 76 %).
+    let log = data("swa-both-pools-busy.log");
+    let (expo, err) = once_summary(&log);
+    assert_eq!(one(&expo, "sglang:num_used_tokens"), Some(380000.0));
+    assert_eq!(
+        one(&expo, "sglang_kv_pool_used_estimate_bytes"),
+        Some(8976481649.0)
+    );
+    assert!(
+        err.contains("    -  busy at 09:00:17: KV cache full 76.0% (380000/500000 tokens), SWA 95.0% (380000/400000 tokens), 60 running, 0 queued\n"),
+        "{err}"
+    );
+    let row = top_row(&log);
+    assert!(row.contains("  95.0%  swa 380.0k/400.0k "), "{row}");
+}
+
+/// H1 on the live page's JSON: the pool the share is of, and each pool's own figures.
+#[test]
+fn the_live_json_names_a_hybrid_ranks_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = jiff::Timestamp::now()
+        .strftime("%Y-%m-%d %H:%M:%S")
+        .to_string();
+    let log = dir.path().join("hybrid.log");
+    std::fs::write(
+        &log,
+        format!(
+            "[{now}] Full KV Cache is allocated. dtype: torch.bfloat16, #tokens: 500000, K size: 3.00 GB, V size: 3.00 GB\n\
+             [{now}] SWA KV Cache is allocated. dtype: torch.bfloat16, #tokens: 100000, K size: 2.00 GB, V size: 2.00 GB\n\
+             [{now}] Decode batch, #running-req: 10, #full token: 50000, full token usage: 0.10, #swa token: 95000, swa token usage: 0.95, cuda graph: True, gen throughput (token/s): 500.00, #queue-req: 0\n"
+        ),
+    )
+    .unwrap();
+    let e = crate::common::Exporter::start(&["--gpu.disable", log.to_str().unwrap()]);
+    e.wait_ready();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let v = loop {
+        let (code, _, body) = e.get("/api/v1/status");
+        assert_eq!(code, 200, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        if !v["servers"][0]["ranks"][0]["kv_share"].is_null() {
+            break v;
+        }
+        assert!(std::time::Instant::now() < deadline, "{v:#}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let r = &v["servers"][0]["ranks"][0];
+    assert_eq!(r["kv_share"], 0.95, "{r:#}");
+    assert_eq!(r["kv_percent"], "95.0%");
+    assert_eq!(r["kv_pool"], "swa");
+    assert_eq!(r["used_tokens"], 95000.0);
+    assert_eq!(r["capacity_tokens"], 100000.0);
+    let pools = r["pools"].as_array().unwrap();
+    assert_eq!(pools.len(), 2, "{r:#}");
+    assert_eq!(
+        (&pools[0]["pool"], &pools[0]["share"]),
+        (&"full".into(), &0.1.into())
+    );
+    assert_eq!(
+        (&pools[0]["used_tokens"], &pools[0]["capacity_tokens"]),
+        (&50000.0.into(), &500000.0.into())
+    );
+    assert_eq!(
+        (&pools[1]["pool"], &pools[1]["share"]),
+        (&"swa".into(), &0.95.into())
+    );
+}
+
+/// Hostile pass 31, H2: with post-capture KV sizing (v0.5.17+) the target's pools print `VA
+/// upper bound` (reserved address space, not read), the EAGLE draft's pool a plain `KV Cache is
+/// allocated` (`is_post_capture_kv_active` holds for a draft only with dflash, so its pool is
+/// built at once and never resized), then the target's `Post-capture KV sizing: KV cache
+/// allocated`. That target figure, the first of its start-up, is no new process: the draft's
+/// pool stays.
+#[test]
+fn a_drafts_pool_stays_when_the_target_is_sized_after_capture() {
+    let (expo, err) = once_summary(&data("post-capture-mha-eagle.log"));
+    assert_eq!(
+        one(&expo, "sglang_draft_kv_pool_capacity_tokens"),
+        Some(500000.0)
+    );
+    assert_eq!(
+        one(&expo, "sglang_draft_kv_pool_size_bytes"),
+        Some(2.0 * GIB)
+    );
+    assert_eq!(one(&expo, "sglang_kv_pool_capacity_tokens"), Some(400000.0));
+    assert_eq!(one(&expo, "sglang_kv_pool_size_bytes"), Some(48.0 * GIB));
+    assert_eq!(one(&expo, "sglang:kv_cache_memory_usage_gb"), Some(48.0));
+    assert_eq!(
+        one(&expo, "sglang_kv_pool_used_estimate_bytes"),
+        Some(24.0 * GIB)
+    );
+    assert!(
+        err.contains("    -  busy at 09:00:18: KV cache 50.0% (200000/400000 tokens), 10 running, 0 queued\n"),
+        "{err}"
+    );
+    // The same with a hybrid SWA target (its pools sized after capture too).
+    let (expo, _) = once_summary(&data("post-capture-swa-eagle.log"));
+    assert_eq!(
+        one(&expo, "sglang_draft_kv_pool_capacity_tokens"),
+        Some(500000.0)
+    );
+    assert_eq!(
+        one(&expo, "sglang_draft_kv_pool_size_bytes"),
+        Some(0.4 * GIB)
+    );
+    assert_eq!(one(&expo, "sglang_kv_pool_capacity_tokens"), Some(300000.0));
+}
+
+/// Hostile pass 31, H3: a hybrid SWA model's post-capture `KV size` is both pools together
+/// (`SWAKVPool.post_capture_backed_bytes`, printed by `kv_pool_runtime.py`): it is the whole
+/// hybrid pool's (`sglang_swa_kv_pool_size_bytes`, `sglang:kv_cache_memory_usage_gb`, as
+/// upstream's), never the full-attention pool's gauge. Each pool's own bytes cannot be told
+/// from it (the pools printed only their reserved upper bounds), so neither pool's size nor the
+/// bytes estimate is exported; the shares are.
+#[test]
+fn a_hybrid_post_capture_size_is_both_pools_together() {
+    for log in ["post-capture-swa.log", "post-capture-swa-eagle.log"] {
+        let (expo, err) = once_summary(&data(log));
+        assert_eq!(one(&expo, "sglang_kv_pool_size_bytes"), None, "{log}");
+        assert_eq!(one(&expo, "sglang_swa_pool_size_bytes"), None, "{log}");
+        assert_eq!(
+            one(&expo, "sglang_swa_kv_pool_size_bytes"),
+            Some(6.0 * GIB),
+            "{log}"
+        );
+        assert_eq!(
+            one(&expo, "sglang:kv_cache_memory_usage_gb"),
+            Some(6.0),
+            "{log}"
+        );
+        assert_eq!(
+            one(&expo, "sglang_kv_pool_capacity_tokens"),
+            Some(300000.0),
+            "{log}"
+        );
+        assert_eq!(
+            one(&expo, "sglang_full_pool_capacity_tokens"),
+            Some(300000.0),
+            "{log}"
+        );
+        assert_eq!(
+            one(&expo, "sglang_swa_pool_capacity_tokens"),
+            Some(240000.0),
+            "{log}"
+        );
+        assert_eq!(
+            one(&expo, "sglang_kv_pool_used_estimate_bytes"),
+            None,
+            "{log}"
+        );
+        assert!(
+            err.contains("    -  busy at 09:00:18: KV cache full 50.0% (150000/300000 tokens), SWA 8.3% (20000/240000 tokens), 10 running, 0 queued\n"),
+            "{log}: {err}"
+        );
+    }
+}
+
+/// Hostile pass 31, H7: a pool of 0 tokens is no pool, wherever it is printed. A model without
+/// a sliding-window pool prints `Post-capture KV sizing: full_layer_tokens=N,
+/// swa_layer_tokens=0` (its one pool's count as the full count): no sliding-window pool, no
+/// hybrid full-attention pool. An all-SWA model's `full size: 0`: no full-attention pool.
+#[test]
+fn a_pool_of_no_tokens_is_no_pool_anywhere() {
+    let (expo, _) = once_summary(&data("post-capture-mha-eagle.log"));
+    assert_eq!(one(&expo, "sglang_swa_pool_capacity_tokens"), None);
+    assert_eq!(one(&expo, "sglang:max_total_num_tokens_swa"), None);
+    assert_eq!(one(&expo, "sglang_full_pool_capacity_tokens"), None);
+    assert_eq!(one(&expo, "sglang_kv_pool_capacity_tokens"), Some(400000.0));
+    let log = data("swa-all-swa.log");
+    let (expo, err) = once_summary(&log);
+    assert_eq!(one(&expo, "sglang_full_pool_capacity_tokens"), None);
+    assert_eq!(one(&expo, "sglang_kv_pool_capacity_tokens"), None);
+    assert_eq!(one(&expo, "sglang_kv_pool_size_bytes"), None);
+    assert_eq!(
+        one(&expo, "sglang_swa_pool_capacity_tokens"),
+        Some(400000.0)
+    );
+    assert_eq!(
+        one(&expo, "sglang:max_total_num_tokens_swa"),
+        Some(400000.0)
+    );
+    assert_eq!(one(&expo, "sglang_swa_pool_size_bytes"), Some(4.0 * GIB));
+    assert_eq!(one(&expo, "sglang_swa_kv_pool_size_bytes"), Some(4.0 * GIB));
+    // 75 % of the sliding-window pool's 4 GiB; there is no full-attention pool.
+    assert_eq!(
+        one(&expo, "sglang_kv_pool_used_estimate_bytes"),
+        Some(3.0 * GIB)
+    );
+    // The capacity line's 400000 is the sliding-window pool's: never the full pool's.
+    assert!(
+        err.contains("    -  busy at 09:00:17: KV cache full 0.0%, SWA 75.0% (300000/400000 tokens), 10 running, 0 queued\n"),
+        "{err}"
+    );
+    let row = top_row(&log);
+    assert!(row.contains("  75.0%  swa 300.0k/400.0k "), "{row}");
+}
+
+/// A capacity line read after a hybrid rank's stats lines is checked against the full-attention
+/// pool's own count, never SGLang's larger-pool `#token` (here the sliding-window pool's 95000,
+/// above the full pool's 50000 tokens yet within its own 100000).
+#[test]
+fn a_late_capacity_line_is_checked_against_the_full_pools_own_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("late.log");
+    std::fs::write(
+        &log,
+        "[2026-11-12 09:00:12] Full KV Cache is allocated. dtype: torch.bfloat16, #tokens: 50000, K size: 1.00 GB, V size: 1.00 GB\n\
+         [2026-11-12 09:00:13] SWA KV Cache is allocated. dtype: torch.bfloat16, #tokens: 100000, K size: 1.00 GB, V size: 1.00 GB\n\
+         [2026-11-12 09:00:17] Decode batch, #running-req: 10, #full token: 40000, full token usage: 0.80, #swa token: 95000, swa token usage: 0.95, cuda graph: True, gen throughput (token/s): 500.00, #queue-req: 0\n\
+         [2026-11-12 09:00:18] max_total_num_tokens=50000, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=64, context_len=131072, available_gpu_mem=0.80 GB\n\
+         [2026-11-12 09:00:19] Decode batch, #running-req: 10, #full token: 40000, full token usage: 0.80, #swa token: 99000, swa token usage: 0.99, cuda graph: True, gen throughput (token/s): 500.00, #queue-req: 0\n",
+    )
+    .unwrap();
+    let (expo, err) = once_summary(log.to_str().unwrap());
+    assert_eq!(one(&expo, "sglang:num_used_tokens"), Some(99000.0));
+    assert_eq!(
+        one(
+            &expo,
+            "sglang_log_exporter_kv_capacity_contradictions_total"
+        ),
+        None,
+        "{err}"
+    );
+    assert!(
+        err.contains("KV cache full 80.0% (40000/50000 tokens), SWA 99.0% (99000/100000 tokens)"),
+        "{err}"
+    );
 }
