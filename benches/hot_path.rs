@@ -78,7 +78,8 @@ mod parse {
             .bench_local(|| {
                 use sglang_log_exporter::source::framing::Framed;
                 match f.frame(black_box(JOURNAL.as_bytes())) {
-                    Framed::Message { text, .. } => {
+                    Framed::Message(m) => {
+                        let text = m.text;
                         let s = std::str::from_utf8(text).unwrap_or("");
                         black_box(p.parse(s).is_some())
                     }

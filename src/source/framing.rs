@@ -49,29 +49,63 @@ pub const MESSAGE_KEYS: &[&str] = &[
 /// `__REALTIME_TIMESTAMP`.
 pub const TIME_KEYS: &[&str] = &["time", "timestamp", "@timestamp", "ts"];
 
+/// A log line with what its wrapper said of it (all `None` for a line no wrapper said anything
+/// of).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Message<'a> {
+    /// The log line.
+    pub text: &'a [u8],
+    /// The server a journal record names (its unit without `.service`, see [`super::writer`]).
+    pub unit: Option<&'a str>,
+    /// The record's time, Unix seconds.
+    pub realtime: Option<f64>,
+    /// Who wrote the line, as the record names it (see [`ORIGIN_KEYS`] and [`super::writer`]):
+    /// an engine of the server, as a stream prefix's `engine` is.
+    pub origin: Option<&'a str>,
+    /// The host a journal record names: a node of its server (see [`super::nodes`]).
+    pub node: Option<&'a str>,
+    /// The service manager of a journal record's user unit (`user@1000`, see
+    /// [`super::writer`]).
+    pub user: Option<&'a str>,
+}
+
+impl<'a> Message<'a> {
+    /// A line no wrapper said anything of.
+    pub fn plain(text: &'a [u8]) -> Message<'a> {
+        Message {
+            text,
+            unit: None,
+            realtime: None,
+            origin: None,
+            node: None,
+            user: None,
+        }
+    }
+
+    /// A journal entry's message, its writer as [`super::writer`] named it.
+    pub fn journal(
+        text: &'a [u8],
+        writer: &'a super::writer::Writer,
+        realtime: Option<f64>,
+    ) -> Message<'a> {
+        Message {
+            text,
+            unit: writer.server(),
+            realtime,
+            origin: writer.engine(),
+            node: writer.node(),
+            user: writer.user(),
+        }
+    }
+}
+
 /// A line after unwrapping.
 #[derive(Debug, PartialEq)]
 pub enum Framed<'a> {
     /// The line as read (no wrapper).
     Plain(&'a [u8]),
     /// The wrapped text with what the wrapper said about it.
-    Message {
-        /// The log line.
-        text: &'a [u8],
-        /// The server a journal record names (its unit without `.service`, see
-        /// [`super::writer`]).
-        unit: Option<&'a str>,
-        /// The record's time, Unix seconds.
-        realtime: Option<f64>,
-        /// Who wrote the line, as the record names it (see [`ORIGIN_KEYS`] and
-        /// [`super::writer`]): an engine of the server, as a stream prefix's `engine` is.
-        origin: Option<&'a str>,
-        /// The host a journal record names: a node of its server (see [`super::nodes`]).
-        node: Option<&'a str>,
-        /// The service manager of a journal record's user unit (`user@1000`, see
-        /// [`super::writer`]).
-        user: Option<&'a str>,
-    },
+    Message(Message<'a>),
     /// A partial record was buffered; nothing to parse yet.
     Pending,
     /// A journald entry whose `MESSAGE` is null (over 4096 bytes; run journalctl with `--all`).
@@ -203,14 +237,7 @@ impl Framer {
                     self.out = msg;
                     writer.writer(&mut self.writer);
                     self.export.recycle(writer);
-                    return Framed::Message {
-                        text: &self.out,
-                        unit: self.writer.server(),
-                        realtime,
-                        origin: self.writer.engine(),
-                        node: self.writer.node(),
-                        user: self.writer.user(),
-                    };
+                    return Framed::Message(Message::journal(&self.out, &self.writer, realtime));
                 }
             }
         }
@@ -290,21 +317,14 @@ impl Framer {
         if self.out.last() == Some(&b'\n') {
             self.out.pop();
         }
-        let (unit, origin, node, user) = if journal {
-            let w = &self.writer;
-            (w.server(), w.engine(), w.node(), w.user())
-        } else {
-            let o = (!self.origin.is_empty()).then_some(self.origin.as_str());
-            (None, o, None, None)
-        };
-        Framed::Message {
-            text: &self.out,
-            unit,
-            realtime,
-            origin,
-            node,
-            user,
+        if journal {
+            return Framed::Message(Message::journal(&self.out, &self.writer, realtime));
         }
+        Framed::Message(Message {
+            realtime,
+            origin: (!self.origin.is_empty()).then_some(self.origin.as_str()),
+            ..Message::plain(&self.out)
+        })
     }
 
     /// Joins one piece of a container record of `stream` (0 stdout, 1 stderr).
@@ -329,15 +349,12 @@ impl Framer {
             return Framed::Oversized;
         }
         self.out = p.buf;
-        Framed::Message {
-            text: &self.out,
-            unit: None,
+        Framed::Message(Message {
             realtime: p.time,
             // A record's pieces share their writer: the last one's names it.
             origin: (!self.origin.is_empty()).then_some(self.origin.as_str()),
-            node: None,
-            user: None,
-        }
+            ..Message::plain(&self.out)
+        })
     }
 
     /// Drops the records whose last piece never came (the input ended, or was rotated or
@@ -500,12 +517,12 @@ mod tests {
 
     fn msg(f: &mut Framer, l: &[u8]) -> (String, Option<String>, Option<f64>) {
         match f.frame(l) {
-            Framed::Message {
+            Framed::Message(Message {
                 text,
                 unit,
                 realtime,
                 ..
-            } => (
+            }) => (
                 String::from_utf8_lossy(text).into_owned(),
                 unit.map(str::to_string),
                 realtime,
@@ -527,7 +544,7 @@ mod tests {
             )
         );
         let l = br#"{"MESSAGE":[104,255,105],"__REALTIME_TIMESTAMP":"1"}"#;
-        assert!(matches!(f.frame(l), Framed::Message { text, .. } if text == b"h\xffi"));
+        assert!(matches!(f.frame(l), Framed::Message(Message { text, .. }) if text == b"h\xffi"));
         assert_eq!(f.frame(br#"{"MESSAGE":null}"#), Framed::NullMessage);
         // Several values of one field: the first counts.
         let l = br#"{"MESSAGE":["a",[98]],"_SYSTEMD_UNIT":["u1.service","u2.service"]}"#;

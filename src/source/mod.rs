@@ -28,7 +28,7 @@ use crate::parse::stream::{join, StreamInfo, StreamScratch};
 use crate::parse::Parser;
 use crate::record::{LogTime, Record};
 use crate::state::{lock, SelfMetric, Shared, SourceDelta};
-use framing::{Framed, Framer};
+use framing::{Framed, Framer, Message};
 use linebuf::Event;
 
 /// Counters are handed to the state after this many lines (and at every pause), not per line.
@@ -207,7 +207,7 @@ impl Pipeline {
         d.incomplete += framer.take_cut();
         // Fast path: most lines are plain; only `{`, a digit and `_` can start a wrapper.
         let line = if !framer.wants(raw) {
-            Unwrapped::plain(raw)
+            Message::plain(raw)
         } else {
             match unframe(framer.frame(raw), d) {
                 Some(t) => t,
@@ -230,14 +230,7 @@ impl Pipeline {
     ) {
         let done = std::panic::AssertUnwindSafe(|| {
             fault::check(fault::Stage::Parse, text);
-            let line = Unwrapped {
-                text,
-                unit: writer.server(),
-                realtime,
-                origin: writer.engine(),
-                node: writer.node(),
-                user: writer.user(),
-            };
+            let line = Message::journal(text, writer, realtime);
             let outcome = self.steps.read(line, true, &mut ap.delta);
             ap.apply(&outcome);
         });
@@ -252,7 +245,7 @@ impl Steps {
     /// is unwrapped too).
     fn read<'a>(
         &'a mut self,
-        line: Unwrapped<'a>,
+        line: Message<'a>,
         wrapped: bool,
         d: &mut SourceDelta,
     ) -> Outcome<'a> {
@@ -268,7 +261,7 @@ impl Steps {
             engine,
             node_buf,
         } = self;
-        let Unwrapped {
+        let Message {
             text,
             mut unit,
             mut realtime,
@@ -360,52 +353,11 @@ impl Steps {
     }
 }
 
-/// A wrapped line with what its wrapper said: the server (a journal record's unit), time,
-/// origin (who wrote it, as the record says), node (a journal record's host) and user (a
-/// journal record's user manager).
-#[derive(Debug, Clone, Copy)]
-struct Unwrapped<'a> {
-    text: &'a [u8],
-    unit: Option<&'a str>,
-    realtime: Option<f64>,
-    origin: Option<&'a str>,
-    node: Option<&'a str>,
-    user: Option<&'a str>,
-}
-
-impl<'a> Unwrapped<'a> {
-    /// A line no wrapper said anything of.
-    fn plain(text: &'a [u8]) -> Unwrapped<'a> {
-        Unwrapped {
-            text,
-            unit: None,
-            realtime: None,
-            origin: None,
-            node: None,
-            user: None,
-        }
-    }
-}
-
 /// What a wrapper made of a line, or `None` for a record not to parse (counted in `d`).
-fn unframe<'a>(f: Framed<'a>, d: &mut SourceDelta) -> Option<Unwrapped<'a>> {
+fn unframe<'a>(f: Framed<'a>, d: &mut SourceDelta) -> Option<Message<'a>> {
     match f {
-        Framed::Plain(l) => Some(Unwrapped::plain(l)),
-        Framed::Message {
-            text,
-            unit,
-            realtime,
-            origin,
-            node,
-            user,
-        } => Some(Unwrapped {
-            text,
-            unit,
-            realtime,
-            origin,
-            node,
-            user,
-        }),
+        Framed::Plain(l) => Some(Message::plain(l)),
+        Framed::Message(m) => Some(m),
         Framed::Pending => None,
         Framed::NullMessage => {
             d.unmatched += 1;
