@@ -101,6 +101,10 @@ fn start(dir: &Path) -> Exporter {
             "100ms",
             "--gpus",
             "decode=0,1",
+            // The decode ranks' lines are from the start: busy however long a loaded machine
+            // takes to sample and start a browser (the chat ranks' are 10 minutes old).
+            "--idle-after",
+            "5m",
             decode.to_str().unwrap(),
             chat.to_str().unwrap(),
         ],
