@@ -1071,11 +1071,31 @@ impl State {
     /// the prefix time, or the arrival time); `None` for a line without a usable time.
     pub fn apply(&mut self, source: &str, server: &str, rec: &Record<'_>, ts: Option<f64>) {
         let key = ServerKey::new(server, rec.engine.unwrap_or(""));
+        self.count_record(source, rec);
+        let clock = self.clock_id(source);
+        self.apply_to(&key, rec, ts, clock);
+    }
+
+    /// Counts `rec` as a line of `source` (for callers that do not keep a [`SourceDelta`]).
+    fn count_record(&mut self, source: &str, rec: &Record<'_>) {
         let mut d = SourceDelta::default();
         d.count_record(rec);
         self.add_source_counts(source, &d);
-        let clock = self.clock_id(source);
-        self.apply_to(&key, rec, ts, clock);
+    }
+
+    /// What every applied line does before its time is decided: the key bounded (keys made by
+    /// `ServerKey::new`/`set` are already: two length checks), the generation moved on, its
+    /// unknown field names counted.
+    fn begin_line<'k>(
+        &mut self,
+        key: &'k ServerKey,
+        rec: &Record<'_>,
+    ) -> std::borrow::Cow<'k, ServerKey> {
+        self.generation += 1;
+        for k in rec.unknown_keys() {
+            self.count_unknown(k);
+        }
+        key.bounded()
     }
 
     /// The log clock of source `source`, for [`State::apply_to`] and [`State::observe_times`]:
@@ -1088,13 +1108,8 @@ impl State {
     /// own [`SourceDelta`], [`SourceDelta::count_record`]) and its source's clock
     /// ([`State::clock_id`]): no allocation per line.
     pub fn apply_to(&mut self, key: &ServerKey, rec: &Record<'_>, ts: Option<f64>, clock: usize) {
-        // Keys made by `ServerKey::new`/`set` are bounded already: two length checks.
-        let key = key.bounded();
+        let key = self.begin_line(key, rec);
         let key = &*key;
-        self.generation += 1;
-        for k in rec.unknown_keys() {
-            self.count_unknown(k);
-        }
         // Every timed line moves its input's clock (a log that goes on with access lines past
         // --idle-after reads idle at its end, as it would followed live); the clock's own rule
         // keeps a lone line with a wrong day from moving it.
@@ -1138,14 +1153,9 @@ impl State {
         rec: &Record<'_>,
         ts: Option<f64>,
     ) {
-        let mut d = SourceDelta::default();
-        d.count_record(rec);
-        self.add_source_counts(source, &d);
-        self.generation += 1;
-        for k in rec.unknown_keys() {
-            self.count_unknown(k);
-        }
-        self.apply_at(key, rec, ts, 0);
+        self.count_record(source, rec);
+        let key = self.begin_line(key, rec);
+        self.apply_at(&key, rec, ts, 0);
     }
 
     /// Observes one line's time on clock `clock`; returns the time to use for that line's
