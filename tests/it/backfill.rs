@@ -207,6 +207,29 @@ fn time_only_prefixes_need_a_date() {
 }
 
 #[test]
+fn a_python_logging_time_before_sglangs_line_is_written() {
+    // Issue 37 item 3: SGLang's lines under an embedding project's logging format (no SGLang
+    // prefix) were all skipped as untimed.
+    let mut log = String::new();
+    for (i, (prefix, _)) in crate::streams::PYTHON_LOGGING.iter().enumerate() {
+        log += &format!("{prefix}Decode batch, #running-req: {}, #token: 300, token usage: 0.03, cuda graph: True, gen throughput (token/s): 10.00, #queue-req: 1\n", i + 3);
+    }
+    let (code, out, err) = backfill(&["--timezone", "UTC", "-o", "-", "-"], &log);
+    assert_eq!(code, Some(0), "{err}");
+    let s = series(&out);
+    let (_, pts) = s
+        .iter()
+        .find(|(k, _)| k.starts_with("sglang:num_running_reqs{"))
+        .expect("num_running_reqs");
+    let want: Vec<(f64, f64)> = crate::streams::PYTHON_LOGGING
+        .iter()
+        .enumerate()
+        .map(|(i, (_, t))| (*t, i as f64 + 3.0))
+        .collect();
+    assert_eq!(pts, &want, "{out}");
+}
+
+#[test]
 fn recent_samples_are_warned_about() {
     let t = jiff::Timestamp::now() - jiff::SignedDuration::from_hours(1);
     let stamp = t.strftime("%Y-%m-%d %H:%M:%S");

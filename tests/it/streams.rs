@@ -760,3 +760,61 @@ fn forward_logs_that_step_back_are_not_read_backwards() {
         "{m}"
     );
 }
+
+/// The Python-logging prefixes of issue 37 item 3, each with its Unix time (UTC): comma or dot
+/// milliseconds, with or without a level in brackets and a logger name.
+pub const PYTHON_LOGGING: [(&str, f64); 5] = [
+    (
+        "2026-06-07 10:59:31,659 [INFO] sglang.srt.managers.scheduler: ",
+        1_780_829_971.659,
+    ),
+    (
+        "2026-06-07 10:59:32.250 [WARNING] myapp: ",
+        1_780_829_972.25,
+    ),
+    ("2026-06-07 10:59:33,001 ", 1_780_829_973.001),
+    ("2026-06-07 10:59:34,120 [info] ", 1_780_829_974.12),
+    ("2026-06-07 10:59:35,500 myapp.worker: ", 1_780_829_975.5),
+];
+
+#[test]
+fn a_python_logging_time_before_sglangs_line_is_the_lines_time() {
+    // A project that embeds SGLang logs its lines under its own format: SGLang's `[TIME TP0]`
+    // is gone, the logging module's time is the line's.
+    for (i, (prefix, t)) in PYTHON_LOGGING.iter().enumerate() {
+        let running = i as u32 + 3;
+        let m = read("py.log", &format!("{prefix}{}\n", decode(running, 1)));
+        let at = |metric: &str| of(&m, metric, "py", "", "", TP0);
+        assert_eq!(
+            at("sglang:num_running_reqs"),
+            Some(f64::from(running)),
+            "{m}"
+        );
+        assert_eq!(
+            at("sglang_last_stats_timestamp_seconds"),
+            Some(*t),
+            "{prefix}"
+        );
+        assert!(!m.contains("engine="), "{m}");
+    }
+    // SGLang's own prefix after it still gives the line's time and rank.
+    let m = read(
+        "py.log",
+        &format!(
+            "2026-06-07 10:59:31,659 [INFO] sglang: [2026-06-07 10:59:30 TP1] {}\n",
+            decode(2, 0)
+        ),
+    );
+    assert_eq!(
+        of(
+            &m,
+            "sglang_last_stats_timestamp_seconds",
+            "py",
+            "",
+            "",
+            r#"pp_rank="0",tp_rank="1",moe_ep_rank="0""#
+        ),
+        Some(1_780_829_970.0),
+        "{m}"
+    );
+}
