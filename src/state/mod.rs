@@ -267,7 +267,9 @@ impl ServerKey {
 pub struct ServerState {
     /// From `server_args`.
     pub args: Option<ServerArgs>,
-    /// Inferred from PD-only fields when `server_args` was not seen.
+    /// What the stats lines say of the mode: a PD-only field of a prefill or decode line gives
+    /// that side; a stats line without one, before any, `unified` (every PD server's lines carry
+    /// their PD fields: decode v0.4.6+, prefill v0.4.6+; sglang-formats.md §3).
     pub engine_hint: Option<EngineType>,
     /// Values of server-scope metrics by [`MetricId`]; NaN where never set.
     pub values: Vec<f64>,
@@ -326,8 +328,10 @@ impl ServerState {
         }
     }
 
-    /// `engine_type`: `server_args`' `disaggregation_mode`, else the server's name containing
-    /// `prefill`/`decode`, else PD-only fields seen, else `unified`.
+    /// `engine_type`: `server_args`' `disaggregation_mode`, else what its stats lines say
+    /// (`engine_hint`), else the server's name containing `prefill`/`decode` (a name only
+    /// suggests a mode: `sglang-decode-crash.log` of a unified server is unified once its
+    /// lines or its `server_args` say so), else `unified`.
     pub fn engine_type(&self, name: &str) -> EngineType {
         match self
             .args
@@ -339,12 +343,14 @@ impl ServerState {
             Some(_) => return EngineType::Unified,
             None => {}
         }
-        if name.contains("prefill") {
+        if let Some(hint) = self.engine_hint {
+            hint
+        } else if name.contains("prefill") {
             EngineType::Prefill
         } else if name.contains("decode") {
             EngineType::Decode
         } else {
-            self.engine_hint.unwrap_or(EngineType::Unified)
+            EngineType::Unified
         }
     }
 
@@ -1503,6 +1509,8 @@ fn apply_rank_line(
             };
             if ids.iter().flatten().any(|&m| rec.get(m).is_some()) {
                 srv.engine_hint = Some(hint);
+            } else if srv.engine_hint.is_none() {
+                srv.engine_hint = Some(EngineType::Unified);
             }
             // The used count as printed (`#token`; a hybrid model's `#full token`), against the
             // rank's pool, else the server's capacity line; a hybrid SWA model's `#swa token`

@@ -364,7 +364,9 @@ fn stdin_json_journal_lines_and_serving_after_eof() {
     let e = Exporter::tapped(child, port);
     e.wait_ready();
     let s = e.scrape_until(10, |s| has(s, &running("stdin", 0), 2.0));
-    let l = "{server=\"sglang-decode\",model_name=\"\",engine_type=\"decode\",pp_rank=\"0\",tp_rank=\"3\",moe_ep_rank=\"0\"}";
+    // The unit's name suggests decode, but its decode line has none of a PD decode server's
+    // fields: a unified server's.
+    let l = "{server=\"sglang-decode\",model_name=\"\",engine_type=\"unified\",pp_rank=\"0\",tp_rank=\"3\",moe_ep_rank=\"0\"}";
     assert!(has(&s, &format!("sglang:num_running_reqs{l}"), 11.0), "{s}");
     assert!(
         has(

@@ -312,13 +312,14 @@ fn cgroup_unit_names_the_server() {
     let dec = tp_log(dir.path(), "sglang-decode", "");
     let gp = format!("--gpu.proc-root={}", proc_root.display());
     let (out, _) = once(&lib, &s, &[&gp, &pre, &dec]);
+    // Both print plain decode lines (no PD fields): unified servers, whatever the names say.
     assert_eq!(
         samples(&out, "sglang_rank_gpu_info"),
         [
-            rank_info("sglang-decode", "decode", 0, 0, "process"),
-            rank_info("sglang-decode", "decode", 1, 1, "process"),
-            rank_info("sglang-prefill", "prefill", 0, 2, "process"),
-            rank_info("sglang-prefill", "prefill", 1, 3, "process"),
+            rank_info("sglang-decode", "unified", 0, 0, "process"),
+            rank_info("sglang-decode", "unified", 1, 1, "process"),
+            rank_info("sglang-prefill", "unified", 0, 2, "process"),
+            rank_info("sglang-prefill", "unified", 1, 3, "process"),
         ]
     );
     assert_eq!(
@@ -332,7 +333,7 @@ fn cgroup_unit_names_the_server() {
         ]
     );
     assert_eq!(
-        value(&out, "sglang_rank_gpu_memory_used_bytes{server=\"sglang-prefill\",engine_type=\"prefill\",pp_rank=\"0\",tp_rank=\"1\",moe_ep_rank=\"0\",gpu=\"3\",uuid=\"GPU-3333\"}"),
+        value(&out, "sglang_rank_gpu_memory_used_bytes{server=\"sglang-prefill\",engine_type=\"unified\",pp_rank=\"0\",tp_rank=\"1\",moe_ep_rank=\"0\",gpu=\"3\",uuid=\"GPU-3333\"}"),
         Some((4 * GIB) as f64)
     );
 }

@@ -793,3 +793,43 @@ fn each_input_is_judged_by_its_own_clock() {
         "{summary}"
     );
 }
+
+#[test]
+fn a_files_name_never_gives_a_mode_its_lines_or_server_args_deny() {
+    // Issue 37 item 5: a unified server's crash log named `…-decode-crash.log` read as decode.
+    let tp0 = r#"pp_rank="0",tp_rank="0",moe_ep_rank="0""#;
+    let unified = "[2026-06-03 10:00:00 TP0] Prefill batch, #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0\n\
+        [2026-06-03 10:00:01 TP0] Decode batch, #running-req: 1, #token: 8, token usage: 0.01, cuda graph: True, gen throughput (token/s): 5.00, #queue-req: 0\n";
+    let m = crate::common::once_on("sglang-decode-crash.log", unified);
+    let series = |server: &str, kind: &str| {
+        format!(
+            r#"sglang:num_running_reqs{{server="{server}",model_name="",engine_type="{kind}",{tp0}}}"#
+        )
+    };
+    assert_eq!(
+        value(&m, &series("sglang-decode-crash", "unified")),
+        Some(1.0),
+        "{m}"
+    );
+    assert!(!m.contains("engine_type=\"decode\""), "{m}");
+    // A decode line alone, without the PD group every PD decode server prints: unified too.
+    let decode_only = unified.lines().nth(1).unwrap().to_string() + "\n";
+    let m = crate::common::once_on("decode.log", &decode_only);
+    assert_eq!(value(&m, &series("decode", "unified")), Some(1.0), "{m}");
+    // `server_args` says unified (`disaggregation_mode='null'`) before any stats line.
+    let m = crate::common::once_on(
+        "sglang-prefill-old.log",
+        "[2026-06-03 10:00:00] server_args=ServerArgs(model_path='m/a', served_model_name='m/a', tp_size=1, dp_size=1, disaggregation_mode='null')\n",
+    );
+    assert!(m.contains(r#"sglang_server_info{server="sglang-prefill-old",model_name="m/a",engine_type="unified","#), "{m}");
+    // A PD decode server's line (its PD group) under a name that suggests nothing: decode.
+    let pd = "[2026-06-03 10:00:01 TP0] Decode batch, #running-req: 2, #token: 8, token usage: 0.01, pre-allocated usage: 0.00, #prealloc-req: 0, #transfer-req: 1, #retracted-req: 0, cuda graph: True, gen throughput (token/s): 5.00, #queue-req: 0\n";
+    let m = crate::common::once_on("node-7.log", pd);
+    assert_eq!(value(&m, &series("node-7", "decode")), Some(2.0), "{m}");
+    // Nothing says otherwise (a capacity line only): the name still suggests the mode.
+    let m = crate::common::once_on(
+        "sglang-decode.log",
+        "[2026-06-03 10:00:00 TP0] max_total_num_tokens=1000, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=64, context_len=4096\n",
+    );
+    assert!(m.contains(r#"sglang:max_total_num_tokens{server="sglang-decode",model_name="",engine_type="decode","#), "{m}");
+}
