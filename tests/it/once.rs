@@ -478,12 +478,15 @@ fn check_reports_coverage_of_the_variants_file() {
         export.contains("journal-export.txt: 4422 lines, 201 messages, 152 matched\n"),
         "{export}"
     );
-    // A stats-like line no pattern reads still fails the check; a comment line does not.
+    // A stats line no pattern reads (a label SGLang might print next) still fails the check; a
+    // comment line does not, nor a line that only mentions a batch or running requests.
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("new.log");
     std::fs::write(
         &p,
-        "# Decode batch, a note\n#\n[2026-06-03 10:00:00 TP0] Decode batch: #running-req 3\n",
+        "# Decode batch, #running-req: 3, #token: 300, a note\n#\n\
+         [2026-06-03 10:00:00 TP0] Decode batch: #running-req 3\n\
+         [2026-06-03 10:00:00 TP0] Decode step, #running-req: 3, #token: 300, token usage: 0.03\n",
     )
     .unwrap();
     let out = run(&["check", p.to_str().unwrap()]);
@@ -493,6 +496,47 @@ fn check_reports_coverage_of_the_variants_file() {
         text.contains("stats-like lines no pattern matched: 1 "),
         "{text}"
     );
+}
+
+/// `check` as a CI gate (issue 37 item 2): a modern boot with CUDA graph capture (its progress
+/// bar `Capturing batches (bs=… avail_mem=… GB)`) and a scheduler crash (a traceback's
+/// `batch = self.get_next_batch_to_run()`), every shipped sample and every public case exit 0;
+/// only a line shaped like a stats line SGLang prints counts as unread.
+#[test]
+fn check_is_a_ci_gate_on_boots_crashes_samples_and_cases() {
+    let boot = crate::common::root().join("tests/data/check/boot-capture-crash.log");
+    let out = run(&["check", boot.to_str().unwrap()]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains(": 43 lines, 10 matched\n"), "{text}");
+    assert!(text.contains("  decode                 1\n"), "{text}");
+    assert!(text.contains("  prefill                2\n"), "{text}");
+    assert!(!text.contains("stats-like"), "{text}");
+    let mut logs: Vec<std::path::PathBuf> = Vec::new();
+    for dir in ["samples", "tests/data/cases"] {
+        for e in std::fs::read_dir(crate::common::root().join(dir)).unwrap() {
+            let p = e.unwrap().path();
+            if matches!(p.extension().and_then(|x| x.to_str()), Some("log" | "txt")) {
+                logs.push(p);
+            }
+        }
+    }
+    logs.sort();
+    assert_eq!(logs.len(), 18, "{logs:?}");
+    for p in &logs {
+        let out = run(&["check", p.to_str().unwrap()]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}: {}",
+            p.display(),
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+    // sglang-jax's `#cache_miss` (a JIT-cache diagnostic) is a known field, not exported.
+    let jax = crate::common::root().join("tests/data/cases/10-sglang-jax-tpu.log");
+    let text = String::from_utf8(run(&["check", jax.to_str().unwrap()]).stdout).unwrap();
+    assert!(!text.contains("unknown fields"), "{text}");
 }
 
 /// `check` is clean on every shipped sample (the journal export read as what it is).
