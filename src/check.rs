@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use crate::parse::patterns::{FieldTarget, MetricKind, Patterns};
-use crate::parse::Parser;
+use crate::parse::{foreign_prefix, Parser};
 use crate::record::Class;
 use crate::source::linebuf::{Event, LineBuf};
 use crate::source::{Outcome, Pipeline};
@@ -90,6 +90,21 @@ pub struct Report {
     pub incomplete: u64,
     /// Lines whose reading hit a bug (caught panics).
     pub panics: u64,
+    /// Lines read after a prefix SGLang does not print (a fork's, a launcher's: see
+    /// [`crate::parse::foreign`]), by the `stream_prefixes` regex that reads that prefix exactly:
+    /// how many, the first prefix of that shape and the engines it named (the first few).
+    pub foreign: BTreeMap<String, Inferred>,
+}
+
+/// One inferred prefix shape of a [`Report`].
+#[derive(Debug, Default)]
+pub struct Inferred {
+    /// Lines read after a prefix of this shape.
+    pub lines: u64,
+    /// The first such prefix, verbatim.
+    pub sample: String,
+    /// The engines its prefixes named (the first [`SAMPLES`]).
+    pub engines: Vec<String>,
 }
 
 /// Lines quoted per problem in the report.
@@ -128,6 +143,9 @@ pub fn check<R: Read>(
                     *rep.kinds
                         .entry(patterns.lines[rec.kind].name.clone())
                         .or_insert(0) += 1;
+                    if let Some(p) = foreign_prefix(patterns, rec.kind, rec.line) {
+                        note_foreign(patterns, p, rec.engine.unwrap_or(""), rep);
+                    }
                     for k in rec.unknown_keys() {
                         *rep.unknown.entry(k.to_string()).or_insert(0) += 1;
                     }
@@ -160,6 +178,23 @@ pub fn check<R: Read>(
     // Records past the limit once joined (container pieces, journal export values).
     rep.oversized += d.oversized;
     Ok(rep)
+}
+
+/// Counts a line read after the foreign prefix `prefix` (its engine label `engine`) under the
+/// `stream_prefixes` entry that would read it exactly.
+fn note_foreign(patterns: &Patterns, prefix: &str, engine: &str, rep: &mut Report) {
+    let entry = crate::parse::foreign::entry(&patterns.rank_tags, prefix);
+    if !rep.foreign.contains_key(&entry) && rep.foreign.len() >= MAX_LISTED {
+        return;
+    }
+    let i = rep.foreign.entry(entry).or_insert_with(|| Inferred {
+        sample: prefix.chars().take(300).collect(),
+        ..Inferred::default()
+    });
+    i.lines += 1;
+    if i.engines.len() < SAMPLES && !i.engines.iter().any(|e| e == engine) {
+        i.engines.push(engine.to_string());
+    }
 }
 
 /// The fewest known fields a stats line SGLang prints carries: the retraction line's two
@@ -349,6 +384,17 @@ impl Report {
         }
         if self.panics > 0 {
             let _ = writeln!(s, "  lines that hit a bug of the exporter: {}", self.panics);
+        }
+        for (entry, i) in &self.foreign {
+            let engines: Vec<String> = i.engines.iter().map(|e| format!("{e:?}")).collect();
+            let _ = writeln!(
+                s,
+                "  read after a prefix SGLang does not print: {} lines, like\n    {}\n    (engines {}); a stream_prefixes entry that reads it exactly:\n      - name: inferred\n        regex: '{}'",
+                i.lines,
+                i.sample,
+                engines.join(", "),
+                entry.replace('\'', "''")
+            );
         }
         s
     }

@@ -23,6 +23,7 @@ pub mod actor;
 mod anchored;
 pub mod clean;
 pub mod fields;
+pub mod foreign;
 pub mod literals;
 pub mod patterns;
 pub mod prefix;
@@ -83,8 +84,10 @@ struct Scratch {
     unknown_spans: Vec<(usize, usize)>,
     /// A compound key expanded (`#token` + `full` → `#full token`).
     key_buf: String,
-    /// The engine label of the line (Ray's actor prefix).
+    /// The engine label of the line (Ray's actor prefix, then a foreign prefix's identity).
     engine: String,
+    /// A foreign prefix's identity ([`foreign`]).
+    foreign: String,
     /// What the last request record said.
     request: request::RequestRecord,
 }
@@ -200,6 +203,8 @@ fn group_index(re: &Regex, name: &str) -> Option<usize> {
 struct Found<'a> {
     time: Option<LogTime>,
     ranks: Ranks,
+    /// The time and ranks are a foreign prefix's, its identity in `Scratch::foreign`.
+    foreign: bool,
     bad_values: u32,
     access: Option<Access<'a>>,
     server_args: Option<Box<ServerArgs>>,
@@ -337,6 +342,18 @@ impl Parser {
                 None => next = self.next_kind(line, lits, k + 1),
             }
         };
+        let engine = if found.foreign && !self.scratch.foreign.is_empty() {
+            let Scratch {
+                engine: e, foreign, ..
+            } = &mut self.scratch;
+            if !engine {
+                e.clear();
+            }
+            stream::join(e, foreign);
+            true
+        } else {
+            engine
+        };
         let s = &self.scratch;
         Some(Record {
             kind: k,
@@ -448,8 +465,20 @@ impl Parser {
         // The SGLang prefix: the last timestamp bracket before the end of the label.
         // The shape memo knows the prefix of the line's first kind only.
         let memo = self.shapes.as_mut().filter(|_| first);
-        let (time, mut ranks) = self.prefix.read(pat, &line[..m_end], one_bracket, memo)?;
-        if time.is_none() && ranks == Ranks::default() {
+        let (mut time, mut ranks) = self.prefix.read(pat, &line[..m_end], one_bracket, memo)?;
+        let mut foreign = false;
+        if time.is_none() && ranks == Ranks::default() && foreign::reads(class) {
+            // No SGLang prefix: a fork's or launcher's own before a known body.
+            let before = actor_rest(&line[..label_start(line, m_start)]);
+            match foreign::read(&pat.rank_tags, before, &mut self.scratch.foreign) {
+                foreign::Read::Refused => return None,
+                foreign::Read::Prefix { time: t, ranks: r } => {
+                    (time, ranks, foreign) = (t, r, true);
+                }
+                foreign::Read::Nothing => {}
+            }
+        }
+        if time.is_none() && ranks == Ranks::default() && !foreign {
             if prefix::broken_timestamp(&line[..m_start]) {
                 return None;
             }
@@ -464,6 +493,7 @@ impl Parser {
         let mut found = Found {
             time,
             ranks,
+            foreign,
             bad_values: 0,
             access: None,
             server_args: None,
@@ -787,6 +817,37 @@ impl PrefixScratch {
             Some(m) if !m.is_empty() => pat.prefix.find_at(region, m.end()).is_none(),
             _ => false,
         }
+    }
+}
+
+/// Where a kind's label starts in its match at `m_start`: after the `]`, `:` or `)` and space
+/// that some kinds' regexes match before it (`(?:^|[\]:)] )new fill batch`).
+fn label_start(line: &str, m_start: usize) -> usize {
+    match line.as_bytes()[m_start..] {
+        [b']' | b':' | b')', b' ', ..] => m_start + 1,
+        _ => m_start,
+    }
+}
+
+/// The foreign prefix (see [`foreign`]) a record of kind `kind` was read after, if any: the
+/// text before its label, where SGLang's own prefix is absent (for `check`'s report).
+pub fn foreign_prefix<'l>(pat: &Patterns, kind: usize, line: &'l str) -> Option<&'l str> {
+    let m = pat.lines.get(kind)?.regex.find(line)?;
+    if !foreign::reads(pat.lines[kind].class) || pat.prefix.is_match(&line[..m.end()]) {
+        return None;
+    }
+    let before = actor_rest(&line[..label_start(line, m.start())]);
+    match foreign::read(&pat.rank_tags, before, &mut String::new()) {
+        foreign::Read::Prefix { .. } => Some(before.trim()),
+        foreign::Read::Nothing | foreign::Read::Refused => None,
+    }
+}
+
+/// `before` after Ray's actor prefix (the parser's engine already), if it has one.
+fn actor_rest(before: &str) -> &str {
+    match before.starts_with('(') && actor::actor_prefix(before).is_some() {
+        true => before.split_once(") ").map_or("", |(_, r)| r),
+        false => before,
     }
 }
 

@@ -45,7 +45,7 @@ const LEVELS: &[&str] = &[
 /// loud: `INFO`, `W`, `level=warning`, `INFO:`), an output stream (`stderr`), a separator of a
 /// logging format (`-`, `|`), or the name of the Python logger that printed it (`sglang.srt.
 /// managers.scheduler`, `uvicorn.access`: which module, of one process).
-fn names_no_writer(word: &str) -> bool {
+pub fn names_no_writer(word: &str) -> bool {
     let w = word.trim_end_matches(':');
     // A module's logger (`sglang.srt.managers.scheduler`: dotted lower-case identifiers),
     // never a bare `sglang`: that is how a syslog identifier or an RFC 5424 app name reads.

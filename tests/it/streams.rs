@@ -337,19 +337,28 @@ fn an_export_that_ate_sglangs_date_keeps_rank_and_takes_the_exports_time() {
     );
 }
 
+/// `--once` on `log` (every rank busy) with the shipped patterns and a first stream prefix
+/// entry `regex` (written next to `log`).
+fn once_with_entry(regex: &str, log: &std::path::Path) -> String {
+    let shipped =
+        std::fs::read_to_string(crate::common::root().join("patterns/sglang.yaml")).unwrap();
+    let entry = format!("stream_prefixes:\n  - name: fork\n    regex: '{regex}'\n");
+    let pf = log.with_extension("yaml");
+    std::fs::write(&pf, shipped.replacen("stream_prefixes:\n", &entry, 1)).unwrap();
+    once(&[
+        "--gpu.disable",
+        "--idle-after",
+        "1000000h",
+        "--patterns",
+        pf.to_str().unwrap(),
+        log.to_str().unwrap(),
+    ])
+}
+
 #[test]
 fn a_forks_prefix_is_read_from_a_pattern_file_alone() {
     // A fork that logs `[ts.ms GPU=N Worker N (model) TP=N]`, several models in one file.
-    let shipped =
-        std::fs::read_to_string(crate::common::root().join("patterns/sglang.yaml")).unwrap();
-    let entry = r#"stream_prefixes:
-  - name: fork
-    regex: '\[(?P<ts>[0-9]{10}\.[0-9]{3}) GPU=[0-9]+ Worker [0-9]+ \((?P<engine>[^()]+)\) TP=(?P<tp>[0-9]+)\] '
-"#;
-    let patterns = shipped.replacen("stream_prefixes:\n", entry, 1);
     let dir = tempfile::tempdir().unwrap();
-    let pf = dir.path().join("fork.yaml");
-    std::fs::write(&pf, patterns).unwrap();
     let log = dir.path().join("fork.log");
     std::fs::write(
         &log,
@@ -361,14 +370,10 @@ fn a_forks_prefix_is_read_from_a_pattern_file_alone() {
         ),
     )
     .unwrap();
-    let m = once(&[
-        "--gpu.disable",
-        "--idle-after",
-        "1000000h",
-        "--patterns",
-        pf.to_str().unwrap(),
-        log.to_str().unwrap(),
-    ]);
+    let m = once_with_entry(
+        r"\[(?P<ts>[0-9]{10}\.[0-9]{3}) GPU=[0-9]+ Worker [0-9]+ \((?P<engine>[^()]+)\) TP=(?P<tp>[0-9]+)\] ",
+        &log,
+    );
     assert_eq!(
         of(&m, "sglang:num_running_reqs", "fork", "model_1", "", TP0),
         Some(4.0),
@@ -817,4 +822,97 @@ fn a_python_logging_time_before_sglangs_line_is_the_lines_time() {
         Some(1_780_829_970.0),
         "{m}"
     );
+}
+
+/// A fork whose own bracket replaces SGLang's prefix, two models' schedulers (TP0 and TP1 each)
+/// in one file (issue 32 item 4); its last three lines are not read: a line no kind reads, a
+/// time with a non-ASCII digit, a rank that does not fit.
+const FORK_LOG: &str = "\
+[2025-12-10 14:02:10.001 GPU=0 Worker 0 (model_1) TP=0] server_args=ServerArgs(model_path='m/one', served_model_name='m/one', tp_size=2, dp_size=1)
+[2025-12-10 14:02:10.002 GPU=2 Worker 1 (model_2) TP=0] server_args=ServerArgs(model_path='m/two', served_model_name='m/two', tp_size=2, dp_size=1)
+[2025-12-10 14:02:11.100 GPU=0 Worker 0 (model_1) TP=0] KV Cache is allocated. #tokens: 1000, K size: 1.00 GB, V size: 1.00 GB
+[2025-12-10 14:02:11.101 GPU=1 Worker 0 (model_1) TP=1] KV Cache is allocated. #tokens: 1000, K size: 1.00 GB, V size: 1.00 GB
+[2025-12-10 14:02:11.102 GPU=2 Worker 1 (model_2) TP=0] KV Cache is allocated. #tokens: 2000, K size: 2.00 GB, V size: 2.00 GB
+[2025-12-10 14:02:11.103 GPU=3 Worker 1 (model_2) TP=1] KV Cache is allocated. #tokens: 2000, K size: 2.00 GB, V size: 2.00 GB
+[2025-12-10 14:02:13.102 GPU=0 Worker 0 (model_1) TP=0] Prefill batch. #new-seq: 1, #new-token: 128, #cached-token: 0, token usage: 0.10, #running-req: 0, #queue-req: 0
+[2025-12-10 14:02:13.105 GPU=1 Worker 0 (model_1) TP=1] Prefill batch. #new-seq: 1, #new-token: 64, #cached-token: 0, token usage: 0.11, #running-req: 0, #queue-req: 0
+[2025-12-10 14:02:14.250 GPU=2 Worker 1 (model_2) TP=0] Decode batch. #running-req: 5, #token: 500, token usage: 0.25, gen throughput (token/s): 100.00, #queue-req: 2
+[2025-12-10 14:02:14.260 GPU=3 Worker 1 (model_2) TP=1] Decode batch. #running-req: 6, #token: 600, token usage: 0.30, gen throughput (token/s): 110.00, #queue-req: 3
+[2025-12-10 14:02:15.000 GPU=0 Worker 0 (model_1) TP=0] INFO: something else
+[2025-12-1٠ 14:02:16.000 GPU=2 Worker 1 (model_2) TP=0] Decode batch. #running-req: 50, #token: 500, token usage: 0.25, gen throughput (token/s): 100.00, #queue-req: 2
+[2025-12-10 14:02:17.000 GPU=3 Worker 1 (model_2) TP=99999999999] Decode batch. #running-req: 60, #token: 600, token usage: 0.30, gen throughput (token/s): 110.00, #queue-req: 3
+";
+
+/// The series of the fork's engines in `m`, sorted.
+fn fork_series(m: &str) -> Vec<&str> {
+    let mut s: Vec<&str> = m
+        .lines()
+        .filter(|l| l.contains("engine=\"Worker"))
+        .collect();
+    s.sort_unstable();
+    s
+}
+
+#[test]
+fn a_known_body_after_a_forks_own_prefix_is_read_each_model_apart() {
+    let m = read("fork.log", FORK_LOG);
+    let rank = |tp: u32| format!(r#"pp_rank="0",tp_rank="{tp}",moe_ep_rank="0""#);
+    let at = |metric: &str, engine: &str, model: &str, tp: u32| {
+        of(&m, metric, "fork", engine, model, &rank(tp))
+    };
+    let (one, two) = ("Worker 0 (model_1)", "Worker 1 (model_2)");
+    for (metric, want) in [
+        ("sglang:num_running_reqs", [0.0, 0.0, 5.0, 6.0]),
+        ("sglang:token_usage", [0.10, 0.11, 0.25, 0.30]),
+        ("sglang:num_queue_reqs", [0.0, 0.0, 2.0, 3.0]),
+        (
+            "sglang_kv_pool_capacity_tokens",
+            [1000.0, 1000.0, 2000.0, 2000.0],
+        ),
+        (
+            "sglang_last_stats_timestamp_seconds",
+            [
+                1_765_375_333.102,
+                1_765_375_333.105,
+                1_765_375_334.25,
+                1_765_375_334.26,
+            ],
+        ),
+    ] {
+        let got = [
+            at(metric, one, "m/one", 0),
+            at(metric, one, "m/one", 1),
+            at(metric, two, "m/two", 0),
+            at(metric, two, "m/two", 1),
+        ];
+        assert_eq!(got, want.map(Some), "{metric}: {m}");
+    }
+    assert_eq!(
+        at("sglang_prefill_new_tokens_total", one, "m/one", 1),
+        Some(64.0)
+    );
+    // Nothing merged into a rank without the engine, and the three lines not read counted.
+    assert!(
+        !m.contains(r#"sglang:num_running_reqs{server="fork",model_name"#),
+        "{m}"
+    );
+    assert_eq!(unmatched(&m), 3.0, "{m}");
+
+    // `check` says what it inferred, and the entry it prints reads the same series.
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("fork.log");
+    std::fs::write(&log, FORK_LOG).unwrap();
+    let out = crate::common::run(&["check", log.to_str().unwrap()]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("read after a prefix SGLang does not print: 10 lines, like\n    [2025-12-10 14:02:10.001 GPU=0 Worker 0 (model_1) TP=0]\n    (engines \"Worker 0 (model_1)\", \"Worker 1 (model_2)\")"),
+        "{text}"
+    );
+    let regex = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("regex: '")?.strip_suffix('\''))
+        .expect("an entry");
+    let named = once_with_entry(regex, &log);
+    assert_eq!(fork_series(&named), fork_series(&m));
+    assert_eq!(fork_series(&m).len(), 112, "{m}");
 }

@@ -1,0 +1,383 @@
+//! Foreign prefixes: what a fork or a launcher prints before SGLang's body in place of SGLang's
+//! own `[TIME TP0] ` (`configure_logger` in `python/sglang/srt/utils.py`), e.g. a bracket of
+//! its own, `[2025-12-10 14:02:13.102 GPU=0 Worker 0 (model_1) TP=0] Prefill batch. …`, several
+//! models' schedulers in one file. A line whose body is a known SGLang kind is read whatever
+//! comes before it; from the prefix this module takes what it can recognise:
+//!
+//! * the time (`YYYY-MM-DD HH:MM:SS[.,frac]`, or a time of day alone), a local time as SGLang's
+//!   own (`--timezone`); a zoned or Unix time is left unread (a local reading would be off by
+//!   the zone), and `check` prints the `stream_prefixes` entry whose `ts` group reads it;
+//! * rank tags as SGLang writes them (`TP0`) or with `=`/`:` (`TP=0`, `DP:1`), by the pattern
+//!   file's `rank_tags`;
+//! * the rest is the writer's identity, its own engine (`engine="Worker 0 (model_1)"`), so two
+//!   models' `TP0` never merge. Times (any digits of a time), rank tags, GPU numbers (`GPU=0`,
+//!   `gpu_id=1`: the device of a rank, not a writer), log levels, separators and Python logger
+//!   names are not part of it.
+//!
+//! A prefix that opens like a time but holds no valid one (`[2026-0٦-03 …`, `25:00:00`), or
+//! a rank that does not fit, makes the line unread (counted), never read with a made-up time or
+//! rank. Only a prefix that ends like one (`]`, `)`, `|`, `>`) and quotes nothing is read: text
+//! before a label that ends otherwise (`warning: …`, a quoted prompt) is not a prefix.
+
+use std::sync::OnceLock;
+
+use regex::Regex;
+
+use super::prefix::{read_prefix_parts, BAD_RANK};
+use super::stream::{join, names_no_writer};
+use crate::record::{Class, LogTime, RankTag, Ranks};
+
+/// The most bytes of a foreign prefix read (SGLang's own is under 60).
+const MAX_PREFIX: usize = 256;
+
+/// What [`read`] made of the text before a line's label.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Read {
+    /// No foreign prefix (nothing before the label, or text that is not a prefix).
+    Nothing,
+    /// A prefix with a malformed time or rank: the line is not read.
+    Refused,
+    /// A foreign prefix: its time and ranks (its identity in the caller's buffer).
+    Prefix {
+        /// Its local time, if it has one that reads as local.
+        time: Option<LogTime>,
+        /// The ranks its tags name.
+        ranks: Ranks,
+    },
+}
+
+/// Whether lines of `class` are read after a foreign prefix: the kinds whose label starts
+/// SGLang's body (stats lines, startup facts, the `server_args` dump). An access line's match
+/// starts inside uvicorn's text and a request record's inside its own; the text before them
+/// is no prefix.
+pub fn reads(class: Class) -> bool {
+    matches!(
+        class,
+        Class::Prefill | Class::Decode | Class::Retract | Class::Fact | Class::ServerArgs
+    )
+}
+
+/// The time forms a foreign prefix may hold: a date and time (`T` or a space between, `.` or
+/// `,` before the fraction, a zone after), a time of day, or a Unix time of 10 digits (seconds,
+/// then ms, µs or ns) with a fraction.
+fn time_regex() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| {
+        Regex::new(
+            r"(?-u:\b)(?:(?:(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})[ T])?(?P<time>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:[.,](?P<frac>[0-9]{1,9}))?(?P<zone>Z|[+-][0-9]{2}:?[0-9]{2})?|(?P<unix>[0-9]{10}(?:[0-9]{3}){0,3}(?:\.[0-9]{1,9})?))(?-u:\b)",
+        )
+        .expect("the time regex compiles")
+    })
+}
+
+/// Reads `before` (the text before a line's label, SGLang's own prefix absent) as a foreign
+/// prefix, its identity into `identity` (cleared first; words joined by a space).
+pub fn read(tags: &[(String, RankTag)], before: &str, identity: &mut String) -> Read {
+    identity.clear();
+    let p = before.trim();
+    if p.is_empty()
+        || p.len() > MAX_PREFIX
+        || p.contains(['"', '\''])
+        || !p.ends_with([']', ')', '|', '>'])
+    {
+        return Read::Nothing;
+    }
+    let mut time = None;
+    let mut rest = p;
+    let mut cut = (0, 0);
+    let found = time_regex().captures(p);
+    let at = found.as_ref().and_then(|c| c.get(0)).map(|m| m.start());
+    // Every bracket that opens like a time (digits of any script) opens with the time read.
+    if time_openings(p).any(|i| Some(i) != at) {
+        return Read::Refused;
+    }
+    if let Some(c) = found {
+        let g = |n: &str| c.name(n).map(|m| m.as_str());
+        let whole = c.get(0).map_or((0, 0), |m| (m.start(), m.end()));
+        cut = whole;
+        if g("unix").is_none() && g("zone").is_none() {
+            match read_prefix_parts(tags, g("date"), g("time"), g("frac"), None) {
+                Some((t, _)) => time = t,
+                None => return Read::Refused,
+            }
+        }
+    }
+    let mut ranks = Ranks::default();
+    let mut words = |s: &str| -> bool {
+        for w in s.split(|c: char| c.is_whitespace() || matches!(c, '[' | ']' | '|' | '<' | '>')) {
+            let w = w.trim_end_matches([',', ';']);
+            if w.is_empty() || gpu_tag(w) || names_no_writer(w) {
+                continue;
+            }
+            match rank_tag(tags, w, &mut ranks) {
+                Some(true) => {}
+                Some(false) => return false,
+                None => join(identity, w),
+            }
+        }
+        true
+    };
+    if !(words(&rest[..cut.0]) && {
+        rest = &rest[cut.1..];
+        words(rest)
+    }) {
+        identity.clear();
+        return Read::Refused;
+    }
+    if identity.is_empty() && time.is_none() && ranks == Ranks::default() {
+        return Read::Nothing;
+    }
+    Read::Prefix { time, ranks }
+}
+
+/// Where the brackets of `p` that open like a time (`[2026-…`, `[14:…`: four digits and `-`, or
+/// two and `:`, digits of any script, as `prefix::broken_timestamp` tells) have their first byte
+/// after the `[`.
+fn time_openings(p: &str) -> impl Iterator<Item = usize> + '_ {
+    p.match_indices('[').map(|(i, _)| i + 1).filter(|&i| {
+        let mut n = 0;
+        let sep = p[i..].chars().find(|c| {
+            n += 1;
+            !c.is_numeric()
+        });
+        (n == 5 && sep == Some('-')) || (n == 3 && sep == Some(':'))
+    })
+}
+
+/// Reads `w` as a rank tag (`TP0`, `TP=0`, `TP:0`) into `ranks`: `Some(true)` when it is one,
+/// `Some(false)` when it is one whose number does not fit or names a rank already set, `None`
+/// when it is no rank tag.
+fn rank_tag(tags: &[(String, RankTag)], w: &str, ranks: &mut Ranks) -> Option<bool> {
+    for (name, which) in tags {
+        let Some(num) = w.strip_prefix(name.as_str()) else {
+            continue;
+        };
+        let num = num
+            .strip_prefix('=')
+            .or_else(|| num.strip_prefix(':'))
+            .unwrap_or(num);
+        if num.is_empty() || !num.bytes().all(|c| c.is_ascii_digit()) {
+            continue;
+        }
+        let slot = which.slot(ranks);
+        let n = num.parse::<u32>().ok().filter(|&n| n != BAD_RANK);
+        return Some(match (slot.is_some(), n) {
+            (false, Some(n)) => {
+                *slot = Some(n);
+                true
+            }
+            _ => false,
+        });
+    }
+    None
+}
+
+/// Whether `w` names a GPU (`GPU=0`, `gpu_id:1`, `GPU3`): the device a rank runs on.
+fn gpu_tag(w: &str) -> bool {
+    let lower = w.to_ascii_lowercase();
+    let Some(rest) = lower.strip_prefix("gpu") else {
+        return false;
+    };
+    let rest = rest.strip_prefix("_id").unwrap_or(rest);
+    let rest = rest
+        .strip_prefix('=')
+        .or_else(|| rest.strip_prefix(':'))
+        .unwrap_or(rest);
+    !rest.is_empty() && rest.bytes().all(|c| c.is_ascii_digit())
+}
+
+/// The characters that end a word of a prefix (and are matched as themselves).
+fn delimiter(c: char) -> bool {
+    c.is_whitespace() || matches!(c, '[' | ']' | '|' | '<' | '>')
+}
+
+/// The rank group of a stream prefix (src/parse/stream.rs) that `tag` sets.
+fn group(tag: RankTag) -> &'static str {
+    match tag {
+        RankTag::Dp => "dp",
+        RankTag::Pp => "pp",
+        RankTag::AttnCp => "attn_cp",
+        RankTag::MoeDp => "moe_dp",
+        RankTag::Tp => "tp",
+        RankTag::Ep => "ep",
+    }
+}
+
+/// A `stream_prefixes` entry that reads the foreign prefix `before` as [`read`] does (for
+/// `check`): its time as `date`/`time`/`frac` (`ts` when zoned or Unix, which the entry then
+/// reads exactly), rank tags as rank groups, GPU numbers as any number, and the first run of
+/// identity words as the `engine` group (each word any word: one entry for every writer of
+/// that shape).
+pub fn entry(tags: &[(String, RankTag)], before: &str) -> String {
+    let p = before.trim_start();
+    let time = time_regex().captures(p);
+    let span = time
+        .as_ref()
+        .and_then(|c| c.get(0))
+        .map_or((p.len(), p.len()), |m| (m.start(), m.end()));
+    // The pattern of each word; `None` for an identity word.
+    let word = |w: &str| -> Option<String> {
+        let bare = w.trim_end_matches([',', ';']);
+        let tail = regex::escape(&w[bare.len()..]);
+        let name = bare.trim_end_matches(|c: char| c.is_ascii_digit());
+        let mut scratch = Ranks::default();
+        if gpu_tag(bare) {
+            Some(format!("{}[0-9]+{tail}", regex::escape(name)))
+        } else if rank_tag(tags, bare, &mut scratch).is_some() {
+            let g = tags
+                .iter()
+                .find(|(n, _)| name.starts_with(n.as_str()))
+                .map_or("tp", |(_, t)| group(*t));
+            Some(format!("{}(?P<{g}>[0-9]+){tail}", regex::escape(name)))
+        } else if names_no_writer(bare) {
+            Some(regex::escape(w))
+        } else {
+            None
+        }
+    };
+    let mut re = String::new();
+    // The engine group's words so far (open while some), whether a space after them waits,
+    // and whether it was written.
+    let (mut open, mut space, mut done) = (0usize, false, false);
+    let close = |re: &mut String, open: &mut usize, space: &mut bool, done: &mut bool| {
+        if *open > 0 {
+            re.push_str(&engine_words(*open));
+            *open = 0;
+            *done = true;
+        }
+        if std::mem::take(space) {
+            re.push(' ');
+        }
+    };
+    let mut at = 0;
+    while at < p.len() {
+        if at == span.0 {
+            close(&mut re, &mut open, &mut space, &mut done);
+            let c = time.as_ref().expect("a time where its span is");
+            if c.name("unix").is_some() || c.name("zone").is_some() {
+                re.push_str("(?P<ts>[^ \\]]+)");
+            } else {
+                if let Some(d) = c.name("date") {
+                    re.push_str("(?P<date>[0-9]{4}-[0-9][0-9]-[0-9][0-9])");
+                    re.push_str(&regex::escape(&p[d.end()..d.end() + 1]));
+                }
+                re.push_str("(?P<time>[0-9][0-9]:[0-9][0-9]:[0-9][0-9])");
+                if c.name("frac").is_some() {
+                    re.push_str("[.,](?P<frac>[0-9]{1,9})");
+                }
+            }
+            at = span.1;
+            continue;
+        }
+        let c = p[at..].chars().next().unwrap_or(' ');
+        if delimiter(c) {
+            // One space after an identity word may go on inside the engine group.
+            if c == ' ' && open > 0 && !space {
+                space = true;
+            } else {
+                close(&mut re, &mut open, &mut space, &mut done);
+                re.push_str(&regex::escape(&p[at..at + c.len_utf8()]));
+            }
+            at += c.len_utf8();
+            continue;
+        }
+        let stop = if span.0 > at { span.0 } else { p.len() };
+        let end = p[at..]
+            .find(delimiter)
+            .map_or(p.len(), |i| at + i)
+            .min(stop);
+        let w = &p[at..end];
+        match word(w) {
+            None if !done && (open == 0 || space) => {
+                open += 1;
+                space = false;
+            }
+            pattern => {
+                close(&mut re, &mut open, &mut space, &mut done);
+                re.push_str(&pattern.unwrap_or_else(|| regex::escape(w)));
+            }
+        }
+        at = end;
+    }
+    close(&mut re, &mut open, &mut space, &mut done);
+    if !re.ends_with(' ') {
+        re.push(' ');
+    }
+    re
+}
+
+/// The engine group of `n` words separated by single spaces.
+fn engine_words(n: usize) -> String {
+    let more = if n > 1 {
+        format!("(?: [^ \\[\\]]+){{{}}}", n - 1)
+    } else {
+        String::new()
+    };
+    format!("(?P<engine>[^ \\[\\]]+{more})")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::patterns::Patterns;
+
+    fn read_of(before: &str) -> (Read, String) {
+        let pat = Patterns::embedded().unwrap();
+        let mut id = String::new();
+        (read(&pat.rank_tags, before, &mut id), id)
+    }
+
+    #[test]
+    fn a_forks_bracket_gives_time_ranks_and_identity() {
+        let (r, id) = read_of("[2025-12-10 14:02:13.102 GPU=0 Worker 0 (model_1) TP=0] ");
+        let Read::Prefix { time, ranks } = r else {
+            panic!("{r:?}");
+        };
+        assert_eq!(id, "Worker 0 (model_1)");
+        assert_eq!(ranks.tp, Some(0));
+        let t = time.unwrap();
+        assert_eq!(t.date.unwrap().to_string(), "2025-12-10");
+        assert_eq!(t.time.to_string(), "14:02:13.102");
+        // SGLang's spelling of the tag, a DP tag with a colon, a level among the words.
+        let (r, id) = read_of("[14:02:13 INFO model_2 DP:1 TP3] ");
+        assert_eq!(id, "model_2");
+        let Read::Prefix { ranks, time } = r else {
+            panic!("{r:?}");
+        };
+        assert_eq!((ranks.dp, ranks.tp), (Some(1), Some(3)));
+        assert_eq!(time.unwrap().date, None);
+    }
+
+    #[test]
+    fn malformed_times_and_ranks_refuse_the_line_and_non_prefixes_are_nothing() {
+        assert_eq!(read_of("[2026-0٦-03 10:00:00 TP0] ").0, Read::Refused);
+        assert_eq!(read_of("[2026-06-03 25:00:00 w TP0] ").0, Read::Refused);
+        assert_eq!(read_of("[w TP=99999999999] ").0, Read::Refused);
+        assert_eq!(read_of("[w TP=1 TP=2] ").0, Read::Refused);
+        assert_eq!(read_of("").0, Read::Nothing);
+        assert_eq!(read_of("warning: ").0, Read::Nothing);
+        assert_eq!(read_of("echo \"[x] ").0, Read::Nothing);
+        // SGLang's own v0.1.17-v0.2.13 tag: the parser's `gpu_id` rule reads it.
+        assert_eq!(read_of("[gpu_id=0] ").0, Read::Nothing);
+        // A Unix or zoned time is not read as local time, and not part of the identity.
+        let (r, id) = read_of("[1790416801.000 w1 TP=1] ");
+        assert_eq!(id, "w1");
+        assert!(matches!(r, Read::Prefix { time: None, .. }), "{r:?}");
+    }
+
+    #[test]
+    fn check_suggests_an_entry_that_reads_the_prefix_exactly() {
+        let pat = Patterns::embedded().unwrap();
+        let p = "[2025-12-10 14:02:13.102 GPU=0 Worker 0 (model_1) TP=0] ";
+        let e = entry(&pat.rank_tags, p);
+        assert_eq!(
+            e,
+            r"\[(?P<date>[0-9]{4}-[0-9][0-9]-[0-9][0-9]) (?P<time>[0-9][0-9]:[0-9][0-9]:[0-9][0-9])[.,](?P<frac>[0-9]{1,9}) GPU=[0-9]+ (?P<engine>[^ \[\]]+(?: [^ \[\]]+){2}) TP=(?P<tp>[0-9]+)\] "
+        );
+        let re = Regex::new(&format!("^(?:{e})")).unwrap();
+        let c = re.captures(p).unwrap();
+        assert_eq!(&c["engine"], "Worker 0 (model_1)");
+        assert_eq!(&c["tp"], "0");
+        assert_eq!(c.get(0).unwrap().end(), p.len());
+    }
+}
