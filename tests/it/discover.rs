@@ -265,21 +265,21 @@ fn docker_symlinks_namespaces_and_plain_files() {
     let l = |server: &str, ns: &str, pod: &str, c: &str, v: f64| {
         format!("server={server},namespace={ns},pod={pod},container={c},model_name=,engine_type=unified,pp_rank=0,tp_rank=0,moe_ep_rank=0 {v}")
     };
+    // Servers named `…decode…` whose decode lines have none of a PD decode server's fields:
+    // unified (a name never gives the mode the lines deny).
     let decode_engine =
-        "server=decode,model_name=,engine_type=decode,pp_rank=0,tp_rank=0,moe_ep_rank=0 0.5";
+        "server=decode,model_name=,engine_type=unified,pp_rank=0,tp_rank=0,moe_ep_rank=0 0.5";
     assert_eq!(
         got,
         [
             decode_engine.to_string(),
-            // engine_type from the name, as for any server named `…decode…`.
             l(
                 "ns1/sglang-0/sglang-decode",
                 "ns1",
                 "sglang-0",
                 "sglang-decode",
                 0.3
-            )
-            .replace("unified", "decode"),
+            ),
             l("ns2/sglang-0/sglang", "ns2", "sglang-0", "sglang", 0.2),
             l("other", "ns3", "other", "sglang", 0.4),
             l("sglang-0", "ns1", "sglang-0", "sglang", 0.1),
@@ -384,10 +384,11 @@ fn gpu_processes_map_to_their_pods() {
         [
             info("sglang-2", "unified", 0, 3, "server_args"),
             info("sglang-2", "unified", 1, 2, "server_args"),
-            info("sglang-decode-0", "decode", 0, 0, "process"),
-            info("sglang-decode-0", "decode", 1, 1, "process"),
-            info("sglang-prefill-0", "prefill", 0, 2, "process"),
-            info("sglang-prefill-0", "prefill", 1, 3, "process"),
+            // Plain decode lines: unified, whatever the pods' names suggest.
+            info("sglang-decode-0", "unified", 0, 0, "process"),
+            info("sglang-decode-0", "unified", 1, 1, "process"),
+            info("sglang-prefill-0", "unified", 0, 2, "process"),
+            info("sglang-prefill-0", "unified", 1, 3, "process"),
         ]
     );
 }

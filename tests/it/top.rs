@@ -435,7 +435,8 @@ fn top_reads_stdin_and_keys_from_the_terminal() {
     );
     let t = Tmux::start(&cmd, 100, 30);
     t.wait_for("the server read from stdin", 20, |s| {
-        s.contains("decode  decode") && s.contains("DP0 TP0")
+        // A server named decode whose decode lines have no PD fields: unified.
+        s.contains("decode  unified") && s.contains("DP0 TP0")
     });
     // Stdin lines keep their own time (there is no catch-up to tell apart): a line of now.
     let now = jiff::Timestamp::now()
@@ -677,7 +678,7 @@ fn top_url_terminal_follows_a_live_exporter() {
         row_of(s, "DP0 TP0").is_some_and(|r| r.starts_with(NEW_ROW))
     });
     assert!(
-        s.contains(&format!("decode  decode · @ 127.0.0.1:{}", e.port)),
+        s.contains(&format!("decode  unified · @ 127.0.0.1:{}", e.port)),
         "{s}"
     );
 }
