@@ -58,13 +58,14 @@ pub fn reads(class: Class) -> bool {
 }
 
 /// The time forms a foreign prefix may hold: a date and time (`T` or a space between, `.` or
-/// `,` before the fraction, a zone after), a time of day, or a Unix time of 10 digits (seconds,
-/// then ms, µs or ns) with a fraction.
+/// `,` before the fraction, a zone after), a time of day (after a month and day without year,
+/// `12-10 14:02:13`, as vLLM-style formats print it: read as a time of day), or a Unix time of
+/// 10 digits (seconds, then ms, µs or ns) with a fraction.
 fn time_regex() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
     RE.get_or_init(|| {
         Regex::new(
-            r"(?-u:\b)(?:(?:(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})[ T])?(?P<time>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:[.,](?P<frac>[0-9]{1,9}))?(?P<zone>Z|[+-][0-9]{2}:?[0-9]{2})?|(?P<unix>[0-9]{10}(?:[0-9]{3}){0,3}(?:\.[0-9]{1,9})?))(?-u:\b)",
+            r"(?-u:\b)(?:(?:(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})[ T]|[0-9]{2}-[0-9]{2} )?(?P<time>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:[.,](?P<frac>[0-9]{1,9}))?(?P<zone>Z|[+-][0-9]{2}:?[0-9]{2})?|(?P<unix>[0-9]{10}(?:[0-9]{3}){0,3}(?:\.[0-9]{1,9})?))(?-u:\b)",
         )
         .expect("the time regex compiles")
     })
@@ -106,7 +107,7 @@ pub fn read(tags: &[(String, RankTag)], before: &str, identity: &mut String) -> 
     let mut words = |s: &str| -> bool {
         for w in s.split(|c: char| c.is_whitespace() || matches!(c, '[' | ']' | '|' | '<' | '>')) {
             let w = w.trim_end_matches([',', ';']);
-            if w.is_empty() || gpu_tag(w) || names_no_writer(w) {
+            if w.is_empty() || gpu_tag(w) || source_location(w) || names_no_writer(w) {
                 continue;
             }
             match rank_tag(tags, w, &mut ranks) {
@@ -172,6 +173,16 @@ fn rank_tag(tags: &[(String, RankTag)], w: &str, ranks: &mut Ranks) -> Option<bo
     None
 }
 
+/// Whether `w` is a source location (`scheduler.py:1234`, `scheduler.py`): which code printed
+/// the line (a prefill and a decode line of one rank differ), not who.
+fn source_location(w: &str) -> bool {
+    let file = match w.rsplit_once(':') {
+        Some((f, n)) if !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()) => f,
+        _ => w,
+    };
+    file.len() > 3 && file.ends_with(".py")
+}
+
 /// Whether `w` names a GPU (`GPU=0`, `gpu_id:1`, `GPU3`): the device a rank runs on.
 fn gpu_tag(w: &str) -> bool {
     let lower = w.to_ascii_lowercase();
@@ -223,6 +234,8 @@ pub fn entry(tags: &[(String, RankTag)], before: &str) -> String {
         let mut scratch = Ranks::default();
         if gpu_tag(bare) {
             Some(format!("{}[0-9]+{tail}", regex::escape(name)))
+        } else if source_location(bare) {
+            Some(format!("[^ \\[\\]]+{tail}"))
         } else if rank_tag(tags, bare, &mut scratch).is_some() {
             let g = tags
                 .iter()
@@ -359,6 +372,13 @@ mod tests {
         assert_eq!(read_of("echo \"[x] ").0, Read::Nothing);
         // SGLang's own v0.1.17-v0.2.13 tag: the parser's `gpu_id` rule reads it.
         assert_eq!(read_of("[gpu_id=0] ").0, Read::Nothing);
+        // A vLLM-style month and day, a level and the source location name no writer.
+        let (r, id) = read_of("INFO 12-10 14:02:13 [scheduler.py:1234] [w1 TP1] ");
+        assert_eq!(id, "w1");
+        assert!(
+            matches!(r, Read::Prefix { time: Some(t), ranks } if t.date.is_none() && ranks.tp == Some(1)),
+            "{r:?}"
+        );
         // A Unix or zoned time is not read as local time, and not part of the identity.
         let (r, id) = read_of("[1790416801.000 w1 TP=1] ");
         assert_eq!(id, "w1");
