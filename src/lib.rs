@@ -7,7 +7,7 @@
 //!   discovery) and the glue that carries a line from them to the state (`Pipeline`: wrapper
 //!   framing, stream prefixes, cleaning, parsing; `Ingest`: counting and applying, in log
 //!   order, also on several threads for history; newest-first inputs read backwards).
-//! * [`parse`]: one line to a [`record::Record`] (prefix, pattern file, fields, `server_args`,
+//! * [`parse`]: one line to a [`record::Record`] (prefix, a foreign prefix, pattern file, fields, `server_args`,
 //!   request records), pure, no I/O; [`record`] is its output type, a leaf module.
 //! * [`state`]: current values per server, engine and rank, the log clock, the idle policy,
 //!   cardinality caps, self metrics, the state file; [`label`] bounds the length of every label
