@@ -71,38 +71,60 @@ fn time_regex() -> &'static Regex {
     })
 }
 
-/// Reads `before` (the text before a line's label, SGLang's own prefix absent) as a foreign
-/// prefix, its identity into `identity` (cleared first; words joined by a space).
-pub fn read(tags: &[(String, RankTag)], before: &str, identity: &mut String) -> Read {
-    identity.clear();
-    let p = before.trim();
-    if p.is_empty()
-        || p.len() > MAX_PREFIX
-        || p.contains(['"', '\''])
-        || !p.ends_with([']', ')', '|', '>'])
-    {
-        return Read::Nothing;
-    }
-    let mut time = None;
-    let mut rest = p;
-    let mut cut = (0, 0);
+/// The time of a foreign prefix `p` (trimmed) and the span it takes: `Ok(None)` without one
+/// (or with a zoned or Unix one, not read as local time), `Err(())` for a prefix that opens
+/// like a time but holds no valid one.
+type TimePart = Result<(Option<LogTime>, (usize, usize)), ()>;
+
+fn time_part(tags: &[(String, RankTag)], p: &str) -> TimePart {
     let found = time_regex().captures(p);
     let at = found.as_ref().and_then(|c| c.get(0)).map(|m| m.start());
     // Every bracket that opens like a time (digits of any script) opens with the time read.
     if time_openings(p).any(|i| Some(i) != at) {
+        return Err(());
+    }
+    let Some(c) = found else {
+        return Ok((None, (0, 0)));
+    };
+    let g = |n: &str| c.name(n).map(|m| m.as_str());
+    let cut = c.get(0).map_or((0, 0), |m| (m.start(), m.end()));
+    if g("unix").is_some() || g("zone").is_some() {
+        return Ok((None, cut));
+    }
+    match read_prefix_parts(tags, g("date"), g("time"), g("frac"), None) {
+        Some((t, _)) => Ok((t, cut)),
+        None => Err(()),
+    }
+}
+
+/// `before` trimmed, when it may be a foreign prefix: not empty, not too long, quoting
+/// nothing, and ending like a prefix.
+fn prefix_like(before: &str) -> Option<&str> {
+    let p = before.trim();
+    let like = !p.is_empty()
+        && p.len() <= MAX_PREFIX
+        && !p.contains(['"', '\''])
+        && p.ends_with([']', ')', '|', '>']);
+    like.then_some(p)
+}
+
+/// The local time of the foreign prefix `before` (whatever its ranks), for a line no kind
+/// reads that may still be the input's last timed line (`Parser::prefix_time`).
+pub fn time(tags: &[(String, RankTag)], before: &str) -> Option<LogTime> {
+    time_part(tags, prefix_like(before)?).ok()?.0
+}
+
+/// Reads `before` (the text before a line's label, SGLang's own prefix absent) as a foreign
+/// prefix, its identity into `identity` (cleared first; words joined by a space).
+pub fn read(tags: &[(String, RankTag)], before: &str, identity: &mut String) -> Read {
+    identity.clear();
+    let Some(p) = prefix_like(before) else {
+        return Read::Nothing;
+    };
+    let mut rest = p;
+    let Ok((time, cut)) = time_part(tags, p) else {
         return Read::Refused;
-    }
-    if let Some(c) = found {
-        let g = |n: &str| c.name(n).map(|m| m.as_str());
-        let whole = c.get(0).map_or((0, 0), |m| (m.start(), m.end()));
-        cut = whole;
-        if g("unix").is_none() && g("zone").is_none() {
-            match read_prefix_parts(tags, g("date"), g("time"), g("frac"), None) {
-                Some((t, _)) => time = t,
-                None => return Read::Refused,
-            }
-        }
-    }
+    };
     let mut ranks = Ranks::default();
     let mut words = |s: &str| -> bool {
         for w in s.split(|c: char| c.is_whitespace() || matches!(c, '[' | ']' | '|' | '<' | '>')) {

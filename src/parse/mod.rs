@@ -385,11 +385,16 @@ impl Parser {
                 .map_or(0, |i| i + 2),
             false => 0,
         };
-        let c = self.pat.prefix.captures_at(text, start)?;
-        if c.get(0)?.start() != start {
-            return None;
+        match self.pat.prefix.captures_at(text, start) {
+            Some(c) if c.get(0)?.start() == start => {
+                prefix::read_prefix(&self.pat.rank_tags, &c)?.0
+            }
+            // A foreign prefix's bracket (see [`foreign`]).
+            _ => {
+                let end = start + text[start..].find("] ")? + 1;
+                foreign::time(&self.pat.rank_tags, &text[start..end])
+            }
         }
-        prefix::read_prefix(&self.pat.rank_tags, &c)?.0
     }
 
     /// Ray's actor prefix: notes the engine in the scratch and drops Ray's repeat note.

@@ -912,6 +912,20 @@ fn a_known_body_after_a_forks_own_prefix_is_read_each_model_apart() {
         .lines()
         .find_map(|l| l.trim().strip_prefix("regex: '")?.strip_suffix('\''))
         .expect("an entry");
+    // The lines no kind reads still move the input's clock to their prefix's time (the last
+    // one's rank does not fit; its time does).
+    let out = crate::common::run(&[
+        "--once",
+        "--gpu.disable",
+        "--timezone",
+        "UTC",
+        log.to_str().unwrap(),
+    ]);
+    let summary = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        summary.contains("KV cache at the end of the input (2025-12-10 14:02:17):"),
+        "{summary}"
+    );
     let named = once_with_entry(regex, &log);
     assert_eq!(fork_series(&named), fork_series(&m));
     assert_eq!(fork_series(&m).len(), 112, "{m}");
