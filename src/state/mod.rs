@@ -306,6 +306,21 @@ pub struct ServerState {
 }
 
 impl ServerState {
+    /// The key under which `r` is kept: `r` itself, or the rank already kept that names the
+    /// same scheduler ([`Ranks::same_scheduler`]: `TP0` and an untagged line), so that two
+    /// keys never render the same labels (two samples of one series, an invalid exposition).
+    /// The first form seen stays the key (the `--once` summary names the rank by it).
+    pub fn rank_key(&self, r: &Ranks) -> Ranks {
+        if self.ranks.contains_key(r) {
+            return *r;
+        }
+        self.ranks
+            .keys()
+            .find(|k| k.same_scheduler(r))
+            .copied()
+            .unwrap_or(*r)
+    }
+
     fn new(n: usize) -> ServerState {
         ServerState {
             args: None,
@@ -1000,10 +1015,9 @@ impl State {
         // gives way, which makes room in all too): nothing to remove here.
         let max_ranks = self.cfg.max_ranks;
         if self.ranks_total < self.cfg.max_ranks_total
-            || self
-                .servers
-                .get(key)
-                .is_some_and(|s| s.ranks.contains_key(rank) || s.ranks.len() >= max_ranks)
+            || self.servers.get(key).is_some_and(|s| {
+                s.ranks.contains_key(&s.rank_key(rank)) || s.ranks.len() >= max_ranks
+            })
         {
             return;
         }
@@ -1171,7 +1185,10 @@ impl State {
             // The line before was no outlier after all (a log resumed after a quiet spell):
             // its rank's last stats time is its own.
             if let Some((k, r, t)) = held {
-                let rank = self.servers.get_mut(&k).and_then(|s| s.ranks.get_mut(&r));
+                let rank = self.servers.get_mut(&k).and_then(|s| {
+                    let r = s.rank_key(&r);
+                    s.ranks.get_mut(&r)
+                });
                 if let Some(rank) = rank.filter(|x| x.last_stats.is_some_and(|l| l < t)) {
                     rank.last_stats = Some(t);
                 }
@@ -1288,7 +1305,8 @@ impl State {
                 }
             }),
             class => {
-                let new_rank = !srv.ranks.contains_key(&rec.ranks);
+                let ranks = srv.rank_key(&rec.ranks);
+                let new_rank = !srv.ranks.contains_key(&ranks);
                 // The server's own restored rank gives way to one its input prints.
                 if new_rank && srv.ranks.len() >= max_ranks && give_way(srv) {
                     *ranks_total -= 1;
@@ -1299,10 +1317,11 @@ impl State {
                 } else if new_rank && *ranks_total >= max_total {
                     Some(caps::Cap::RanksTotal)
                 } else {
-                    contradictions = apply_rank_line(pat, d, srv, class, rec, ts, fact_metrics);
+                    let line = (class, rec, ranks);
+                    contradictions = apply_rank_line(pat, d, srv, line, ts, fact_metrics);
                     *ranks_total += usize::from(new_rank);
                     if matches!(class, Class::Prefill | Class::Decode) && srv.api.is_some() {
-                        *ranks_total -= live::adopt(srv, &rec.ranks);
+                        *ranks_total -= live::adopt(srv, &ranks);
                     }
                     None
                 }
@@ -1416,21 +1435,18 @@ fn confirm(srv_restored: &mut usize, rank: &mut RankState) {
 /// Applies a stats, retraction or startup line to its rank (created if new), marking the
 /// metrics a startup line set in `facts`. Returns how many ranks now hold used tokens above
 /// their known capacity because of this line (a contradiction, counted by the caller).
+/// `ranks` is the key the line's rank is kept under ([`ServerState::rank_key`]).
 fn apply_rank_line(
     pat: &Patterns,
     d: &Derived,
     srv: &mut ServerState,
-    class: Class,
-    rec: &Record<'_>,
+    (class, rec, ranks): (Class, &Record<'_>, Ranks),
     ts: Option<f64>,
     facts: &mut [bool],
 ) -> u32 {
     let n = pat.metrics.len();
     let line_scope = pat.lines[rec.kind].scope;
-    let rank = srv
-        .ranks
-        .entry(rec.ranks)
-        .or_insert_with(|| RankState::new(n));
+    let rank = srv.ranks.entry(ranks).or_insert_with(|| RankState::new(n));
     confirm(&mut srv.restored_ranks, rank);
     let slot_of = |id: MetricId| {
         pat.metrics[id as usize].scope == Scope::Server || line_scope == Scope::Server
