@@ -115,9 +115,9 @@ pub struct RankState {
     startup_marks: Vec<Option<u64>>,
     /// By draft twin: the server's stats-line count when the rank last wrote that draft figure.
     draft_marks: Vec<Option<u64>>,
-    /// The server's stats-line count at the rank's latest weight line, and whether that line
-    /// was the draft model's (see [`draft`]): the runner its next pool lines belong to.
-    loaded: Option<(u64, bool)>,
+    /// The server's stats-line count at the rank's latest weight line, and the runner its next
+    /// pool lines belong to (see [`draft`]).
+    loaded: Option<(u64, draft::Whose)>,
     /// The hybrid SWA split announced at that count: full-attention and sliding-window pool
     /// capacities in tokens (see [`draft`]).
     hybrid_split: Option<(u64, f64, f64)>,
