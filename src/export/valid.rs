@@ -26,6 +26,9 @@ pub fn withheld() -> u64 {
     WITHHELD.load(Ordering::Relaxed)
 }
 
+/// Label pairs as owned strings (a series key kept past its labels, or read from text).
+type Pairs = Vec<(String, String)>;
+
 /// A sample's label set as a series key: sorted by label name (the order does not tell series
 /// apart).
 fn series_key(labels: &Labels) -> Vec<(&str, &str)> {
@@ -138,7 +141,7 @@ fn withhold_repeats<T>(series: &mut Vec<(Labels, T)>) -> u64 {
     for (l, _) in series.iter() {
         *count.entry(series_key(l)).or_insert(0) += 1;
     }
-    let bad: HashSet<Vec<(String, String)>> = count
+    let bad: HashSet<Pairs> = count
         .into_iter()
         .filter(|(k, n)| *n > 1 || k.windows(2).any(|w| w[0].0 == w[1].0))
         .map(|(k, _)| {
@@ -152,7 +155,7 @@ fn withhold_repeats<T>(series: &mut Vec<(Labels, T)>) -> u64 {
     }
     let before = series.len();
     series.retain(|(l, _)| {
-        let k: Vec<(String, String)> = series_key(l)
+        let k: Pairs = series_key(l)
             .into_iter()
             .map(|(a, b)| (a.to_string(), b.to_string()))
             .collect();
@@ -186,7 +189,7 @@ pub fn check_text(text: &str) -> Result<TextCount, Vec<String>> {
     let mut done: HashSet<String> = HashSet::new();
     let mut current: Option<String> = None;
     // Series → last timestamp (None without one).
-    let mut series: HashMap<(String, Vec<(String, String)>), Option<f64>> = HashMap::new();
+    let mut series: HashMap<(String, Pairs), Option<f64>> = HashMap::new();
     let mut count = TextCount::default();
     let mut open = |fam: &str, current: &mut Option<String>, faults: &mut Vec<String>, n: usize| {
         if current.as_deref() != Some(fam) {
@@ -276,7 +279,7 @@ fn family_of(name: &str, typed: &HashMap<String, String>) -> String {
 
 /// A sample line's name, label pairs (values as written, escapes kept) and the rest (value and
 /// timestamp); `None` when it is not one.
-fn split_sample(line: &str) -> Option<(String, Vec<(String, String)>, &str)> {
+fn split_sample(line: &str) -> Option<(String, Pairs, &str)> {
     let end = line.find(['{', ' '])?;
     let name = line[..end].to_string();
     if name.is_empty() {
