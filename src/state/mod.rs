@@ -314,11 +314,24 @@ impl ServerState {
         if self.ranks.contains_key(r) {
             return *r;
         }
-        self.ranks
-            .keys()
-            .find(|k| k.same_scheduler(r))
-            .copied()
-            .unwrap_or(*r)
+        // The other forms of the same scheduler (each of PP, TP and EP untagged or tagged 0):
+        // at most 8 lookups, not a search of every rank (a server may hold 1,024).
+        let forms = |v: Option<u32>| match v {
+            None | Some(0) => [None, Some(0)],
+            v => [v, v],
+        };
+        for pp in forms(r.pp) {
+            for tp in forms(r.tp) {
+                for ep in forms(r.ep) {
+                    let k = Ranks { pp, tp, ep, ..*r };
+                    if self.ranks.contains_key(&k) {
+                        debug_assert!(k.same_scheduler(r));
+                        return k;
+                    }
+                }
+            }
+        }
+        *r
     }
 
     fn new(n: usize) -> ServerState {
