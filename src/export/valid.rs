@@ -137,29 +137,24 @@ pub fn enforce(families: &mut Vec<Family>) -> u64 {
 /// Removes every entry whose label set repeats (sorted by name), or that names a label twice;
 /// the number removed.
 fn withhold_repeats<T>(series: &mut Vec<(Labels, T)>) -> u64 {
-    let mut count: HashMap<Vec<(&str, &str)>, u32> = HashMap::new();
-    for (l, _) in series.iter() {
-        *count.entry(series_key(l)).or_insert(0) += 1;
-    }
-    let bad: HashSet<Pairs> = count
-        .into_iter()
-        .filter(|(k, n)| *n > 1 || k.windows(2).any(|w| w[0].0 == w[1].0))
-        .map(|(k, _)| {
-            k.into_iter()
-                .map(|(a, b)| (a.to_string(), b.to_string()))
-                .collect()
-        })
-        .collect();
-    if bad.is_empty() {
+    let bad: Vec<bool> = {
+        let keys: Vec<Vec<(&str, &str)>> = series.iter().map(|(l, _)| series_key(l)).collect();
+        let mut count: HashMap<&[(&str, &str)], u32> = HashMap::with_capacity(keys.len());
+        for k in &keys {
+            *count.entry(k.as_slice()).or_insert(0) += 1;
+        }
+        keys.iter()
+            .map(|k| count[k.as_slice()] > 1 || k.windows(2).any(|w| w[0].0 == w[1].0))
+            .collect()
+    };
+    if !bad.contains(&true) {
         return 0;
     }
     let before = series.len();
-    series.retain(|(l, _)| {
-        let k: Pairs = series_key(l)
-            .into_iter()
-            .map(|(a, b)| (a.to_string(), b.to_string()))
-            .collect();
-        !bad.contains(&k)
+    let mut i = 0;
+    series.retain(|_| {
+        i += 1;
+        !bad[i - 1]
     });
     (before - series.len()) as u64
 }
