@@ -740,7 +740,8 @@ impl Ctx<'_> {
         };
         let stats = matches!(rec.class, Class::Prefill | Class::Decode | Class::Retract);
         let request = rec.request.is_some_and(|r| r.counts());
-        let ranks = rec.ranks;
+        // The key the state keeps the line's rank under (`TP0` and an untagged line are one).
+        let ranks = (self.state.servers().get(key)).map_or(rec.ranks, |s| s.rank_key(&rec.ranks));
         if matches!(rec.class, Class::Prefill | Class::Decode) {
             // The rank's first stats line after a gap: it went idle in between.
             idle_before(

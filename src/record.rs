@@ -178,6 +178,24 @@ impl Ranks {
         ]
         .contains(&Some(BAD_RANK))
     }
+
+    /// Whether `self` and `other` name the same scheduler as its series' labels do
+    /// ([`crate::view::rank_label_pairs`]): equal, or differing only where one has no `PPn`,
+    /// `TPn` or `EPn` tag and the other tags rank 0. SGLang prints those tags only where the
+    /// size is above 1 (v0.4.6.post2+ `scheduler.py` `configure_logger`: `if tp_size > 1`,
+    /// `pp_size > 1`, `ep_size > 1`), and v0.3.4-v0.4.6.post1 printed `TP0` even on one GPU,
+    /// so an untagged line and a `TP0` line of one server (a log across the upgrade, or cut
+    /// before its `server_args`) are one scheduler: the only one a size of 1 allows. `DPn`,
+    /// `ATTN_CPn` and `MOE_DPn` label a series only where printed, so they must be equal.
+    pub fn same_scheduler(&self, other: &Ranks) -> bool {
+        let z = |v: Option<u32>| v.unwrap_or(0);
+        self.dp == other.dp
+            && self.attn_cp == other.attn_cp
+            && self.moe_dp == other.moe_dp
+            && z(self.pp) == z(other.pp)
+            && z(self.tp) == z(other.tp)
+            && z(self.ep) == z(other.ep)
+    }
 }
 
 /// The local wall-clock time in a line's SGLang prefix: no timezone, a date only from v0.3.4

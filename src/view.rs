@@ -322,14 +322,23 @@ pub fn kv_values(read: &dyn Fn(&str) -> Option<f64>) -> crate::kv::KvValues {
     }
 }
 
-/// The labels of a server's series: `server`, then `engine` where several engines share a log,
-/// then the source's own labels (Kubernetes `namespace`, `pod`, `container`).
-pub fn server_labels(key: &ServerKey, srv: &ServerState) -> Labels {
+/// The labels that tell one server's series from another's (every [`ServerKey`] and source
+/// its own): `server`, then `engine` where several engines share a log, then the source's own
+/// labels (Kubernetes `namespace`, `pod`, `container`). Every family fed per server carries
+/// them all, or two engines (two replicas of a `kubectl logs --prefix` stream) would be two
+/// samples of one series.
+pub fn origin_labels(key: &ServerKey, srv: &ServerState) -> Labels {
     let mut l: Labels = vec![("server", key.server.clone())];
     if !key.engine.is_empty() {
         l.push(("engine", key.engine.clone()));
     }
     l.extend(srv.source_labels.iter().cloned());
+    l
+}
+
+/// The labels of a server's series: [`origin_labels`], then `model_name` and `engine_type`.
+pub fn server_labels(key: &ServerKey, srv: &ServerState) -> Labels {
+    let mut l = origin_labels(key, srv);
     l.push(("model_name", srv.model_name().to_string()));
     l.push((
         "engine_type",

@@ -1811,13 +1811,23 @@ fn fuzz_state_stays_finite_and_counters_never_decrease() {
                 }
             }
         }
-        // What a scrape shows: never NaN or infinity.
+        // What a scrape shows: never NaN or infinity; each series once and each family's HELP
+        // and TYPE once, as the state renders it (before `enforce` could hide a repeat) and as
+        // encoded.
+        use sglang_log_exporter::export::{metrics, valid};
         for now in [t0, t0 + 7200.0] {
-            for f in sglang_log_exporter::export::metrics::families(&st, now) {
+            let raw = metrics::collect(&st, now);
+            let faults = valid::check(&raw);
+            prop_assert!(faults.is_empty(), "invalid exposition: {:?}", faults);
+            let fams = metrics::families(&st, now);
+            for f in &fams {
                 for (labels, v) in &f.samples {
                     prop_assert!(v.is_finite(), "{}{:?} = {}", f.name, labels, v);
                 }
             }
+            let text = metrics::encode_text(&fams);
+            let checked = valid::check_text(&text);
+            prop_assert!(checked.is_ok(), "invalid text: {:?}", checked);
         }
         Ok(())
     });

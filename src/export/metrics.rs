@@ -12,6 +12,8 @@ use crate::family::{Family, Kind};
 use crate::state::{SelfMetric, State};
 use crate::view;
 
+use super::valid;
+
 /// `Content-Type` of the text exposition (Prometheus 3 refuses a scrape without one).
 pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -20,7 +22,27 @@ pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 ///
 /// The request families (counters and histograms from `--log-requests` Finish records) follow
 /// the per-rank ones.
+///
+/// What it returns keeps [`crate::export::valid`]'s rule (no series twice, each family once):
+/// [`collect`]'s families through [`valid::enforce`].
 pub fn families(state: &State, now: f64) -> Vec<Family> {
+    let mut out = collect(state, now);
+    if valid::enforce(&mut out) > 0 {
+        // This rendering's own withheld samples, counted already.
+        let f = out.iter_mut().find(|f| f.name == WITHHELD);
+        if let Some((_, v)) = f.and_then(|f| f.samples.first_mut()) {
+            *v = valid::withheld() as f64;
+        }
+    }
+    out
+}
+
+/// The name of the family counting [`valid::withheld`].
+const WITHHELD: &str = "sglang_log_exporter_exposition_samples_withheld_total";
+
+/// [`families`] before [`valid::enforce`]: what the state renders, for the tests and the fuzzer
+/// to [`valid::check`].
+pub fn collect(state: &State, now: f64) -> Vec<Family> {
     let mut out = view::rank_families(state, now);
     out.extend(view::request_families(state));
     out.extend(server_families(state));
@@ -67,6 +89,9 @@ fn server_families(state: &State) -> Vec<Family> {
             ("pp_size", size(|a| a.pp_size)),
         ]);
         info.push(l, 1.0);
+        // SGLang's own names carry SGLang's labels, plus those that tell servers apart (an
+        // `engine` is what upstream would add if it ran several).
+        let origin = view::origin_labels(key, srv);
         let mut requests: BTreeMap<(&str, &str), u64> = BTreeMap::new();
         for (k, n) in &srv.http {
             let (method, path, status) = (k.method(), k.path(), k.status);
@@ -78,8 +103,7 @@ fn server_families(state: &State) -> Vec<Family> {
             ]);
             http.push(l, *n as f64);
             // SGLang's own names: by endpoint and method, and by status too.
-            let server = vec![("server", key.server.clone())];
-            let mut l = server.clone();
+            let mut l = origin.clone();
             l.extend([
                 ("endpoint", path.to_string()),
                 ("method", method.to_string()),
@@ -89,14 +113,12 @@ fn server_families(state: &State) -> Vec<Family> {
             *requests.entry((path, method)).or_insert(0) += n;
         }
         for ((path, method), n) in requests {
-            up_requests.push(
-                vec![
-                    ("server", key.server.clone()),
-                    ("endpoint", path.to_string()),
-                    ("method", method.to_string()),
-                ],
-                n as f64,
-            );
+            let mut l = origin.clone();
+            l.extend([
+                ("endpoint", path.to_string()),
+                ("method", method.to_string()),
+            ]);
+            up_requests.push(l, n as f64);
         }
     }
     vec![info, http, up_requests, up_responses]
@@ -219,9 +241,14 @@ fn self_families(state: &State) -> Vec<Family> {
         ],
         1.0,
     );
+    let withheld = counter(
+        WITHHELD,
+        "Samples left out of an exposition because their series was given twice (which copy is right is not known); each rendering counts its own. Always 0 unless an input shows a fault of the exporter: please report it.",
+    )
+    .with(vec![], valid::withheld() as f64);
     let mut out = vec![
-        build, lines, bytes, matched, unmatched, oversized, incomplete, invalid, errors, bad,
-        control, json_none, nul, unknown, dropped, by_cap, shortened,
+        build, withheld, lines, bytes, matched, unmatched, oversized, incomplete, invalid, errors,
+        bad, control, json_none, nul, unknown, dropped, by_cap, shortened,
     ];
     for m in SelfMetric::ALL {
         let (name, help, kind, label) = m.def();

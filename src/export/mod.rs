@@ -12,5 +12,6 @@ pub mod push;
 pub mod ring;
 pub mod signals;
 pub mod summary;
+pub mod valid;
 pub mod webconfig;
 pub mod worker;

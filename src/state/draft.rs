@@ -11,15 +11,28 @@
 //! builds its pools, the target's first, and both before the server serves.
 //!
 //! **Which runner.** A `Load weight end` in the target's words is the draft's when its rank
-//! already holds the target's since the server started (see below). Every pool line after a
-//! weight line belongs to that weight line's runner: a target may build several pools (a hybrid
-//! SWA model's sliding-window and full-attention pools, `mem_cache/swa_memory_pool.py`, each
-//! printing its own `KV Cache is allocated` line; a MiniMax sparse model's main and index
-//! pools), and none of them is ever the draft's; the draft's pool is the one printed after the
-//! draft's weight line. A rank whose weight line was not seen (a log that starts later) falls
-//! back to the order of the pool lines: the second KV-pool figure is the draft's. Lines whose
-//! kind says `runner: target` (v0.5.17+ `Post-capture KV sizing: ...`, printed after both
-//! runners captured) are the target's whatever loaded last.
+//! already holds the target's since the server started (see below). The start-up order of the
+//! runners depends on the release:
+//!
+//! * to v0.5.13 (`model_executor/model_runner.py` `initialize`: load, pools, graphs; the draft's
+//!   `TpModelWorker` built after the target's), and v0.5.14+ Frozen-KV MTP (whose draft needs
+//!   the target's pool first): target weights, its pools, its graphs, then the draft's;
+//! * v0.5.14+ (`managers/scheduler.py` `init_model_worker`): target weights, draft weights,
+//!   then `init_memory_pools` (the target's pools, then the draft's), then every graph (the
+//!   target's `Capture target verify CUDA graph`, then the draft's). A v0.5.2x MTP draft builds
+//!   no pool of its own: one `KV Cache is allocated` after both weight lines, the target's.
+//!
+//! So every pool line after the target's weight line is the target's: a target may build
+//! several pools (a hybrid SWA model's sliding-window and full-attention pools,
+//! `mem_cache/swa_memory_pool.py`, each printing its own `KV Cache is allocated` line; a MiniMax
+//! sparse model's main and index pools), and none of them is ever the draft's. After the draft's
+//! weight line the pool lines are the draft's where the target built its pool before it (the
+//! older order; a reserved pool, `KV Cache VA upper bound.`, counts as built), else they are
+//! told by order (the first KV-pool figure is the target's, the next the draft's; a reserved
+//! pool of the target's ends the target's). A rank whose weight line was not seen (a log that
+//! starts later) falls back to the same order. Lines whose kind says `runner: target` (v0.5.17+
+//! `Post-capture KV sizing: ...`, printed after both runners captured) are the target's
+//! whatever loaded last.
 //!
 //! **Which pool.** A hybrid SWA model's two pools print the same unlabelled words before v0.5.17
 //! (the sliding-window pool first, `SWAKVPool.__init__`) and in v0.5.23's hybrid MLA pool (the
@@ -99,11 +112,14 @@ pub struct DraftTwins {
     sized: Vec<(MetricId, Option<MetricId>)>,
     /// Pool metrics of the target alone (no draft metric): a draft runner's are not exported.
     target_only: Vec<MetricId>,
+    /// The line kind of a pool's reserved address space (`KV Cache VA upper bound.`, v0.5.18+):
+    /// no figure is read from it, only that its runner built its pool.
+    reserved: Option<usize>,
 }
 
 /// What a startup line's runner is, as far as the rank knows.
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Whose {
+pub(super) enum Whose {
     /// The target's (its weight line is the latest, or the line names the target).
     Target,
     /// The draft's (its weight line is the latest).
@@ -161,6 +177,7 @@ impl DraftTwins {
             whole_bytes: id("swa_pool_size_bytes"),
             sized,
             target_only,
+            reserved: pat.lines.iter().position(|l| l.name == "kv_cache_reserved"),
         }
     }
 
@@ -206,14 +223,17 @@ impl DraftTwins {
             _ => {}
         }
         let whose = match runner {
-            Runner::Target => Whose::Target,
+            Runner::Target => {
+                self.pool_was_drafts(rec, rank, stats);
+                Whose::Target
+            }
             Runner::Latest => {
                 let weight = self.weight.map(|i| self.pairs[i].0);
                 if let Some(w) = weight.filter(|&w| rec.get(w).is_some()) {
                     // A weight line: the target's or the draft's by order, and from now on the
                     // runner of this rank's pool lines.
                     let draft = self.by_order(w, rank, stats, no_draft);
-                    rank.loaded = Some((stats, draft));
+                    rank.loaded = Some((stats, self.pools_after(draft, rank, stats)));
                     if draft {
                         Whose::Draft
                     } else {
@@ -221,18 +241,19 @@ impl DraftTwins {
                     }
                 } else {
                     match rank.loaded {
-                        Some((at, draft)) if at == stats => {
-                            if draft {
-                                Whose::Draft
-                            } else {
-                                Whose::Target
-                            }
-                        }
+                        Some((at, whose)) if at == stats => whose,
                         _ => Whose::Unknown,
                     }
                 }
             }
         };
+        if Some(rec.kind) == self.reserved {
+            self.reserved_pool(whose, rank, stats);
+            return Routed {
+                values: Cow::Borrowed(&[]),
+                bad: Cow::Borrowed(&[]),
+            };
+        }
         // A hybrid SWA split of this start-up (one with a sliding-window pool).
         let hybrid = rank
             .hybrid_split
@@ -310,6 +331,69 @@ impl DraftTwins {
         Routed {
             values: Cow::Owned(values),
             bad: Cow::Owned(bad),
+        }
+    }
+
+    /// Whose the pool lines after a weight line are: the target's after its own; after the
+    /// draft's, the draft's where the target built its KV pool before the draft loaded (each
+    /// runner loads, builds its pools and captures its graphs in turn: to v0.5.13, and
+    /// Frozen-KV MTP, whose draft needs the target's pool), else decided by order, the target's
+    /// first (v0.5.14+ `scheduler.py` `init_model_worker`: both runners load, then
+    /// `init_memory_pools` builds the target's pools and then the draft's).
+    fn pools_after(&self, draft: bool, rank: &RankState, stats: u64) -> Whose {
+        if !draft {
+            return Whose::Target;
+        }
+        let kv = self
+            .kv_tokens
+            .and_then(|m| self.pairs.iter().position(|p| p.0 == m));
+        let target_pool = kv.is_some_and(|i| rank.startup_marks[i] == Some(stats));
+        if target_pool {
+            Whose::Draft
+        } else {
+            Whose::Unknown
+        }
+    }
+
+    /// A target pool line that is the target's whatever loaded last (`Post-capture KV sizing`,
+    /// v0.5.17+) after a pool figure this start-up took as the target's by order (the first
+    /// after both weight lines): that one was the draft's, built at once while the target's was
+    /// only reserved (its `VA upper bound` line not in the log). It moves to the draft's
+    /// metrics.
+    fn pool_was_drafts(&self, rec: &Record<'_>, rank: &mut RankState, stats: u64) {
+        let Some(tokens) = self.kv_tokens.filter(|&m| rec.get(m).is_some()) else {
+            return;
+        };
+        if rank.loaded != Some((stats, Whose::Unknown)) {
+            return;
+        }
+        let kv = [Some(tokens), self.kv_bytes];
+        for (i, &(t, d)) in self.pairs.iter().enumerate() {
+            let own = rank.draft_marks[i] == Some(stats);
+            if kv.contains(&Some(t)) && rank.startup_marks[i] == Some(stats) && !own {
+                rank.values[d as usize] = std::mem::replace(&mut rank.values[t as usize], f64::NAN);
+                rank.draft_marks[i] = Some(stats);
+                rank.startup_marks[i] = None;
+            }
+        }
+        rank.loaded = Some((stats, Whose::Draft));
+    }
+
+    /// A pool of `whose` runner whose address space was reserved (sized after graph capture,
+    /// v0.5.18+): no figure, but the target's pool is built, so the pool lines after it (and
+    /// after the draft's weights) are the draft's.
+    fn reserved_pool(&self, whose: Whose, rank: &mut RankState, stats: u64) {
+        if whose == Whose::Draft {
+            return;
+        }
+        let kv = self
+            .kv_tokens
+            .and_then(|m| self.pairs.iter().position(|p| p.0 == m));
+        if let Some(i) = kv {
+            rank.startup_marks[i] = Some(stats);
+        }
+        if rank.loaded == Some((stats, Whose::Unknown)) {
+            rank.loaded = Some((stats, Whose::Draft));
         }
     }
 
@@ -438,6 +522,53 @@ mod tests {
         assert_eq!(r.get("weight_memory_bytes"), 80.0 * GIB);
         // Known to run without a draft: the target's again.
         assert_eq!(r.apply(&lw("81.00"), 5, true), [w]);
+    }
+
+    /// v0.5.14+: both runners load, then the target's pool, then the draft's. The first pool
+    /// after the draft's weights is the target's; a reserved pool of the target's
+    /// (`VA upper bound`, v0.5.18+) makes the next the draft's.
+    #[test]
+    fn after_both_weight_lines_the_first_pool_is_the_targets() {
+        let lw =
+            |gb: &str| format!("Load weight end. type=M, avail mem=40.00 GB, mem usage={gb} GB.");
+        let kv = |n: u32| {
+            format!("KV Cache is allocated. dtype: torch.bfloat16, #tokens: {n}, KV size: 1.00 GB")
+        };
+        let mut r = Rig::new();
+        let (t, d) = (
+            r.id("kv_pool_capacity_tokens"),
+            r.id("draft_kv_pool_capacity_tokens"),
+        );
+        let (tb, db) = (r.id("kv_pool_size_bytes"), r.id("draft_kv_pool_size_bytes"));
+        r.apply(&lw("60.00"), 0, false);
+        assert_eq!(
+            r.apply(&lw("-1.20"), 0, false),
+            [r.id("draft_weight_memory_bytes")]
+        );
+        assert_eq!(r.apply(&kv(1000), 0, false), [t, tb]);
+        assert_eq!(r.apply(&kv(2000), 0, false), [d, db]);
+        assert_eq!(
+            (
+                r.get("kv_pool_capacity_tokens"),
+                r.get("draft_kv_pool_capacity_tokens")
+            ),
+            (1000.0, 2000.0)
+        );
+        // Post-capture sizing: the target's pool is reserved, the plain pool after it the draft's.
+        let mut r = Rig::new();
+        r.apply(&lw("60.00"), 0, false);
+        r.apply(&lw("1.00"), 0, false);
+        let va = "KV Cache VA upper bound. dtype: torch.bfloat16, #tokens: 9, K size: 9.00 GB, V size: 9.00 GB";
+        assert_eq!(r.apply(va, 0, false), Vec::<MetricId>::new());
+        assert_eq!(r.apply(&kv(3000), 0, false), [d, db]);
+        assert!(r.get("kv_pool_capacity_tokens").is_nan());
+        // The older order: the target's pool before the draft loaded; the pool after the
+        // draft's weights is the draft's.
+        let mut r = Rig::new();
+        r.apply(&lw("60.00"), 0, false);
+        assert_eq!(r.apply(&kv(1000), 0, false), [t, tb]);
+        r.apply(&lw("1.00"), 0, false);
+        assert_eq!(r.apply(&kv(4000), 0, false), [d, db]);
     }
 
     /// v0.5.10 gpt-oss with EAGLE3: the target's two hybrid pools (sliding-window first), then

@@ -182,7 +182,7 @@ impl State {
         // restored rank's room, if one is left, once this server is no longer borrowed.
         let mut waiting = Vec::new();
         for (i, load) in r.loads.iter().enumerate() {
-            let want = rank_for(srv, load.dp_rank, many, ep_size);
+            let want = srv.rank_key(&rank_for(srv, load.dp_rank, many, ep_size));
             // The values move when the log shows another rank prints for this DP rank.
             for (ranks, rank) in srv.ranks.iter_mut() {
                 if *ranks != want

@@ -115,9 +115,9 @@ pub struct RankState {
     startup_marks: Vec<Option<u64>>,
     /// By draft twin: the server's stats-line count when the rank last wrote that draft figure.
     draft_marks: Vec<Option<u64>>,
-    /// The server's stats-line count at the rank's latest weight line, and whether that line
-    /// was the draft model's (see [`draft`]): the runner its next pool lines belong to.
-    loaded: Option<(u64, bool)>,
+    /// The server's stats-line count at the rank's latest weight line, and the runner its next
+    /// pool lines belong to (see [`draft`]).
+    loaded: Option<(u64, draft::Whose)>,
     /// The hybrid SWA split announced at that count: full-attention and sliding-window pool
     /// capacities in tokens (see [`draft`]).
     hybrid_split: Option<(u64, f64, f64)>,
@@ -308,6 +308,34 @@ pub struct ServerState {
 }
 
 impl ServerState {
+    /// The key under which `r` is kept: `r` itself, or the rank already kept that names the
+    /// same scheduler ([`Ranks::same_scheduler`]: `TP0` and an untagged line), so that two
+    /// keys never render the same labels (two samples of one series, an invalid exposition).
+    /// The first form seen stays the key (the `--once` summary names the rank by it).
+    pub fn rank_key(&self, r: &Ranks) -> Ranks {
+        if self.ranks.contains_key(r) {
+            return *r;
+        }
+        // The other forms of the same scheduler (each of PP, TP and EP untagged or tagged 0):
+        // at most 8 lookups, not a search of every rank (a server may hold 1,024).
+        let forms = |v: Option<u32>| match v {
+            None | Some(0) => [None, Some(0)],
+            v => [v, v],
+        };
+        for pp in forms(r.pp) {
+            for tp in forms(r.tp) {
+                for ep in forms(r.ep) {
+                    let k = Ranks { pp, tp, ep, ..*r };
+                    if self.ranks.contains_key(&k) {
+                        debug_assert!(k.same_scheduler(r));
+                        return k;
+                    }
+                }
+            }
+        }
+        *r
+    }
+
     fn new(n: usize) -> ServerState {
         ServerState {
             args: None,
@@ -1006,10 +1034,9 @@ impl State {
         // gives way, which makes room in all too): nothing to remove here.
         let max_ranks = self.cfg.max_ranks;
         if self.ranks_total < self.cfg.max_ranks_total
-            || self
-                .servers
-                .get(key)
-                .is_some_and(|s| s.ranks.contains_key(rank) || s.ranks.len() >= max_ranks)
+            || self.servers.get(key).is_some_and(|s| {
+                s.ranks.contains_key(&s.rank_key(rank)) || s.ranks.len() >= max_ranks
+            })
         {
             return;
         }
@@ -1177,7 +1204,10 @@ impl State {
             // The line before was no outlier after all (a log resumed after a quiet spell):
             // its rank's last stats time is its own.
             if let Some((k, r, t)) = held {
-                let rank = self.servers.get_mut(&k).and_then(|s| s.ranks.get_mut(&r));
+                let rank = self.servers.get_mut(&k).and_then(|s| {
+                    let r = s.rank_key(&r);
+                    s.ranks.get_mut(&r)
+                });
                 if let Some(rank) = rank.filter(|x| x.last_stats.is_some_and(|l| l < t)) {
                     rank.last_stats = Some(t);
                 }
@@ -1294,7 +1324,8 @@ impl State {
                 }
             }),
             class => {
-                let new_rank = !srv.ranks.contains_key(&rec.ranks);
+                let ranks = srv.rank_key(&rec.ranks);
+                let new_rank = !srv.ranks.contains_key(&ranks);
                 // The server's own restored rank gives way to one its input prints.
                 if new_rank && srv.ranks.len() >= max_ranks && give_way(srv) {
                     *ranks_total -= 1;
@@ -1305,10 +1336,11 @@ impl State {
                 } else if new_rank && *ranks_total >= max_total {
                     Some(caps::Cap::RanksTotal)
                 } else {
-                    contradictions = apply_rank_line(pat, d, srv, class, rec, ts, fact_metrics);
+                    let line = (class, rec, ranks);
+                    contradictions = apply_rank_line(pat, d, srv, line, ts, fact_metrics);
                     *ranks_total += usize::from(new_rank);
                     if matches!(class, Class::Prefill | Class::Decode) && srv.api.is_some() {
-                        *ranks_total -= live::adopt(srv, &rec.ranks);
+                        *ranks_total -= live::adopt(srv, &ranks);
                     }
                     None
                 }
@@ -1422,21 +1454,18 @@ fn confirm(srv_restored: &mut usize, rank: &mut RankState) {
 /// Applies a stats, retraction or startup line to its rank (created if new), marking the
 /// metrics a startup line set in `facts`. Returns how many ranks now hold used tokens above
 /// their known capacity because of this line (a contradiction, counted by the caller).
+/// `ranks` is the key the line's rank is kept under ([`ServerState::rank_key`]).
 fn apply_rank_line(
     pat: &Patterns,
     d: &Derived,
     srv: &mut ServerState,
-    class: Class,
-    rec: &Record<'_>,
+    (class, rec, ranks): (Class, &Record<'_>, Ranks),
     ts: Option<f64>,
     facts: &mut [bool],
 ) -> u32 {
     let n = pat.metrics.len();
     let line_scope = pat.lines[rec.kind].scope;
-    let rank = srv
-        .ranks
-        .entry(rec.ranks)
-        .or_insert_with(|| RankState::new(n));
+    let rank = srv.ranks.entry(ranks).or_insert_with(|| RankState::new(n));
     confirm(&mut srv.restored_ranks, rank);
     let slot_of = |id: MetricId| {
         pat.metrics[id as usize].scope == Scope::Server || line_scope == Scope::Server

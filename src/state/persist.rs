@@ -295,7 +295,7 @@ pub fn restore(
             {
                 break;
             }
-            let ranks = r.ranks();
+            let ranks = srv.rank_key(&r.ranks());
             if srv.ranks.contains_key(&ranks) {
                 continue;
             }

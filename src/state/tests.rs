@@ -679,3 +679,68 @@ fn the_first_user_of_a_unit_name_on_a_host_keeps_it() {
     assert!(!s.first_user("third", "h", "user@1000"));
     assert!(!s.first_user("sglang", "h", "user@1001"));
 }
+
+/// Issue 37 item 1: one single-GPU scheduler printed `TP0` (v0.3.4-v0.4.6.post1) and then no
+/// tag (v0.4.6.post2+), a log across the upgrade without its `server_args`. Both render
+/// `tp_rank="0"`, so they are one rank (two were 26 duplicate samples): its counts are both
+/// lines', its gauges the last line's, and the exposition has each series once.
+#[test]
+fn a_tagged_and_an_untagged_line_of_one_scheduler_are_one_rank() {
+    let mut f = Fixture::new(StateConfig::default());
+    f.apply(
+        "s",
+        "[2025-02-27 04:46:39 TP0] Decode batch, #running-req: 8, #token: 62531, token usage: 0.12, gen throughput (token/s): 186.64, #queue-req: 0",
+        Some(T),
+    );
+    f.apply(
+        "s",
+        "[2025-05-14 09:32:02] Decode batch, #running-req: 64, #token: 250981, token usage: 0.62, gen throughput (token/s): 1366.53, #queue-req: 2",
+        Some(T + 10.0),
+    );
+    f.apply(
+        "s",
+        "[2025-05-14 09:32:03 TP0 EP0 PP0] Prefill batch, #new-seq: 1, #new-token: 10, #cached-token: 30, token usage: 0.63, #running-req: 64, #queue-req: 1",
+        Some(T + 11.0),
+    );
+    let srv = f.server("s");
+    assert_eq!(srv.ranks.len(), 1);
+    // The first form seen stays the key.
+    let r = f.rank("s", tp(0));
+    assert_eq!((r.decode_lines, r.prefill_lines), (2, 1));
+    assert_eq!(r.values[f.id("num_running_reqs")], 64.0);
+    assert_eq!(r.values[f.id("num_queue_reqs")], 1.0);
+    assert_eq!(r.values[f.id("token_usage")], 0.63);
+    assert_eq!(r.values[f.id("gen_throughput")], 1366.53);
+    assert_eq!(r.last_stats, Some(T + 11.0));
+    let fams = crate::export::metrics::collect(&f.state, T + 11.0);
+    assert_eq!(crate::export::valid::check(&fams), Vec::<String>::new());
+    let running = fams
+        .iter()
+        .find(|x| x.name == "sglang:num_running_reqs")
+        .unwrap();
+    let labels: Vec<(&str, &str)> = running.samples[0]
+        .0
+        .iter()
+        .map(|(k, v)| (*k, v.as_str()))
+        .collect();
+    assert_eq!(running.samples.len(), 1);
+    assert_eq!(running.samples[0].1, 64.0);
+    assert_eq!(
+        labels[labels.len() - 3..],
+        [("pp_rank", "0"), ("tp_rank", "0"), ("moe_ep_rank", "0")]
+    );
+}
+
+/// A `DP0` line and an untagged one are not one scheduler: `dp_rank` labels only the first.
+#[test]
+fn a_dp_tag_keeps_its_rank_apart() {
+    let mut f = Fixture::new(StateConfig::default());
+    let line = |tag: &str| {
+        format!("[2025-05-14 09:32:02{tag}] Decode batch, #running-req: 1, #token: 1, token usage: 0.01, #queue-req: 0")
+    };
+    f.apply("s", &line(" DP0 TP0"), Some(T));
+    f.apply("s", &line(""), Some(T));
+    assert_eq!(f.server("s").ranks.len(), 2);
+    let fams = crate::export::metrics::collect(&f.state, T);
+    assert_eq!(crate::export::valid::check(&fams), Vec::<String>::new());
+}

@@ -8,6 +8,7 @@ mod census;
 mod common;
 mod contract;
 mod discover;
+mod exposition;
 mod follow;
 mod formats;
 pub mod gpu;

@@ -28,6 +28,9 @@ fn one(expo: &[Sample], name: &str) -> Option<f64> {
 
 const GIB: f64 = 1073741824.0;
 
+/// The per-runner start-up order (to v0.5.13, and Frozen-KV MTP after: the target loads,
+/// builds its pool and captures its graphs before the draft loads) with the dict `server_args`
+/// of v0.5.19+; v0.5.14+'s own order is `a_deferred_*` below.
 #[test]
 fn a_draft_model_keeps_its_own_figures_and_the_dict_server_args_is_read() {
     let log = data("eagle-draft-v0519.log");
@@ -617,5 +620,90 @@ fn a_late_capacity_line_is_checked_against_the_full_pools_own_count() {
     assert!(
         err.contains("KV cache full 80.0% (40000/50000 tokens), SWA 99.0% (99000/100000 tokens)"),
         "{err}"
+    );
+}
+
+/// Exactly one series of `name`, its value.
+fn only(expo: &[Sample], name: &str) -> f64 {
+    one(expo, name).unwrap_or_else(|| panic!("no {name}"))
+}
+
+/// A v0.5.2x MTP boot in its own order (v0.5.14+ `scheduler.py` `init_model_worker`: both
+/// runners load, then `init_memory_pools` builds the target's pool, then the draft's, then the
+/// graphs): the target's `Load weight end`, the draft's (`mem usage` negative), one `KV Cache is
+/// allocated` (the packed MTP pool, the target's: its verify graphs are captured on it), then
+/// `Capture target verify CUDA graph`. The pool is the target's, not the draft's (it was shown
+/// as `sglang_draft_kv_pool_*`, and the target had none).
+#[test]
+fn a_deferred_mtp_boot_keeps_its_one_pool_on_the_target() {
+    let log = data("mtp-deferred-v0520.log");
+    let expo = parse_exposition(&once(&["--gpu.disable", &log]));
+    assert_eq!(only(&expo, "sglang_kv_pool_capacity_tokens"), 655360.0);
+    assert_eq!(only(&expo, "sglang_kv_pool_size_bytes"), 42.87 * GIB);
+    assert_eq!(only(&expo, "sglang:kv_cache_memory_usage_gb"), 42.87);
+    assert_eq!(only(&expo, "sglang_weight_memory_bytes"), 86.5 * GIB);
+    assert_eq!(only(&expo, "sglang_cuda_graph_memory_bytes"), 1.62 * GIB);
+    // The draft's own figures: its weights and its graphs; it built no pool of its own.
+    assert_eq!(only(&expo, "sglang_draft_weight_memory_bytes"), -1.2 * GIB);
+    assert_eq!(
+        only(&expo, "sglang_draft_cuda_graph_memory_bytes"),
+        0.31 * GIB
+    );
+    assert_eq!(one(&expo, "sglang_draft_kv_pool_capacity_tokens"), None);
+    assert_eq!(one(&expo, "sglang_draft_kv_pool_size_bytes"), None);
+    // The used-bytes estimate is the target pool's: 6553 of 655360 tokens of 42.87 GiB.
+    assert_eq!(
+        only(&expo, "sglang_kv_pool_used_estimate_bytes"),
+        (6553.0 / 655360.0 * 42.87 * GIB).round()
+    );
+}
+
+/// A v0.5.14+ EAGLE3 boot whose draft builds a pool of its own: both runners load, then the
+/// target's pool, then the draft's. The first pool after the draft's weights is the target's,
+/// the second the draft's (it overwrote the target's pool as the draft's before).
+#[test]
+fn a_deferred_eagle3_boot_has_the_targets_pool_first_then_the_drafts() {
+    let log = data("eagle3-deferred-v0515.log");
+    let expo = parse_exposition(&once(&["--gpu.disable", &log]));
+    assert_eq!(only(&expo, "sglang_kv_pool_capacity_tokens"), 9000.0);
+    assert_eq!(
+        only(&expo, "sglang_kv_pool_size_bytes"),
+        (1.37 + 1.37) * GIB
+    );
+    assert_eq!(only(&expo, "sglang:kv_cache_memory_usage_gb"), 2.74);
+    assert_eq!(only(&expo, "sglang_weight_memory_bytes"), 131.5 * GIB);
+    assert_eq!(only(&expo, "sglang_cuda_graph_memory_bytes"), 0.52 * GIB);
+    assert_eq!(only(&expo, "sglang_draft_weight_memory_bytes"), 2.5 * GIB);
+    assert_eq!(only(&expo, "sglang_draft_kv_pool_capacity_tokens"), 9000.0);
+    assert_eq!(
+        only(&expo, "sglang_draft_kv_pool_size_bytes"),
+        (0.02 + 0.02) * GIB
+    );
+    assert_eq!(
+        only(&expo, "sglang_draft_cuda_graph_memory_bytes"),
+        0.11 * GIB
+    );
+}
+
+/// A v0.5.18+ boot with post-capture KV sizing in its own order: both runners load, the
+/// target's pool reserves its address space (`KV Cache VA upper bound`, no figure), the EAGLE3
+/// draft's pool is built at once (`KV Cache is allocated`: the draft's, the target's pool being
+/// built), the graphs, then the target's pool is sized (`Post-capture KV sizing`).
+#[test]
+fn a_deferred_post_capture_boot_keeps_the_drafts_pool_after_the_targets_reserved_one() {
+    let log = data("post-capture-deferred-v0520.log");
+    let expo = parse_exposition(&once(&["--gpu.disable", &log]));
+    assert_eq!(only(&expo, "sglang_kv_pool_capacity_tokens"), 400000.0);
+    assert_eq!(only(&expo, "sglang_kv_pool_size_bytes"), 48.0 * GIB);
+    assert_eq!(only(&expo, "sglang:kv_cache_memory_usage_gb"), 48.0);
+    assert_eq!(
+        only(&expo, "sglang_draft_kv_pool_capacity_tokens"),
+        500000.0
+    );
+    assert_eq!(only(&expo, "sglang_draft_kv_pool_size_bytes"), 2.0 * GIB);
+    assert_eq!(only(&expo, "sglang_cuda_graph_memory_bytes"), 1.5 * GIB);
+    assert_eq!(
+        only(&expo, "sglang_draft_cuda_graph_memory_bytes"),
+        0.3 * GIB
     );
 }
