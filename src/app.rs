@@ -755,7 +755,12 @@ fn api_config(a: &RunArgs) -> Result<Option<ApiConfig>, ConfigError> {
             "--sglang.interval must be at least 100ms".into(),
         ));
     }
-    if x.api_timeout.is_zero() || x.api_timeout > x.api_interval {
+    // Unset, it is 3 s or the interval where that is shorter (as Prometheus' scrape_timeout);
+    // given, it must fit in the interval.
+    let timeout = x
+        .api_timeout
+        .unwrap_or(x.api_interval.min(std::time::Duration::from_secs(3)));
+    if timeout.is_zero() || timeout > x.api_interval {
         return Err(ConfigError(
             "--sglang.timeout must be above 0 and at most --sglang.interval".into(),
         ));
@@ -787,7 +792,7 @@ fn api_config(a: &RunArgs) -> Result<Option<ApiConfig>, ConfigError> {
     Ok(Some(ApiConfig {
         targets,
         interval: x.api_interval,
-        timeout: x.api_timeout,
+        timeout,
         api_key,
     }))
 }

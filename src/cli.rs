@@ -205,9 +205,10 @@ pub struct ApiArgs {
     #[arg(long = "sglang.interval", default_value = "5s", value_name = "DURATION", value_parser = parse_duration)]
     pub api_interval: std::time::Duration,
 
-    /// Timeout of one API request (at most --sglang.interval).
-    #[arg(long = "sglang.timeout", default_value = "3s", value_name = "DURATION", value_parser = parse_duration)]
-    pub api_timeout: std::time::Duration,
+    /// Timeout of one API request (at most --sglang.interval) [default: 3s, or
+    /// --sglang.interval where that is shorter].
+    #[arg(long = "sglang.timeout", value_name = "DURATION", value_parser = parse_duration)]
+    pub api_timeout: Option<std::time::Duration>,
 
     /// File holding the servers' API key (SGLang's --api-key; trailing newline ignored), sent
     /// as `Authorization: Bearer KEY`.
