@@ -767,14 +767,8 @@ fn api_config(a: &RunArgs) -> Result<Option<ApiConfig>, ConfigError> {
     }
     let api_key = match &x.api_key_file {
         Some(p) => {
-            let too_big = std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() > 8192);
-            let k = if too_big {
-                String::new()
-            } else {
-                std::fs::read_to_string(p).map_err(|e| {
-                    ConfigError(format!("--sglang.api-key-file {}: {e}", p.display()))
-                })?
-            };
+            let k = crate::optfile::read_text(p, crate::optfile::Kind::Secret)
+                .map_err(|e| ConfigError(format!("--sglang.api-key-file {}: {e}", p.display())))?;
             let k = k.trim_end_matches(['\n', '\r']).to_string();
             // A header value: visible ASCII, bounded (the key itself is never printed).
             let header_safe = k.bytes().all(|b| b.is_ascii_graphic());

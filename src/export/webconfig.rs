@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+use crate::optfile;
 use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;
@@ -97,7 +98,8 @@ impl WebConfig {
     /// bad hash, unsupported client auth or TLS version).
     pub fn load(path: &Path) -> Result<WebConfig, String> {
         let name = path.display();
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: {e}"))?;
+        let text =
+            optfile::read_text(path, optfile::Kind::Config).map_err(|e| format!("{name}: {e}"))?;
         let f: FileFormat = if text.trim().is_empty() {
             FileFormat {
                 tls_server_config: None,
@@ -167,13 +169,17 @@ fn tls_config(
     };
     let cert_file = resolve(&t.cert_file, "cert_file")?;
     let key_file = resolve(&t.key_file, "key_file")?;
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&cert_file)
-        .and_then(|it| it.collect::<Result<_, _>>())
-        .map_err(|e| format!("cert_file {}: {e}", cert_file.display()))?;
+    let pem = |p: &Path, what: &str| {
+        optfile::read(p, optfile::Kind::Pem).map_err(|e| format!("{what} {}: {e}", p.display()))
+    };
+    let certs: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_slice_iter(&pem(&cert_file, "cert_file")?)
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("cert_file {}: {e}", cert_file.display()))?;
     if certs.is_empty() {
         return Err(format!("cert_file {}: no certificate", cert_file.display()));
     }
-    let key = PrivateKeyDer::from_pem_file(&key_file)
+    let key = PrivateKeyDer::from_pem_slice(&pem(&key_file, "key_file")?)
         .map_err(|e| format!("key_file {}: {e}", key_file.display()))?;
     let version = |v: &Option<String>, default| match v.as_deref() {
         None | Some("") => Ok(default),
@@ -222,9 +228,7 @@ fn tls_config(
                 "client_ca_file (needed by client_auth_type)",
             )?;
             let mut roots = rustls::RootCertStore::empty();
-            for c in CertificateDer::pem_file_iter(&ca_file)
-                .map_err(|e| format!("client_ca_file {}: {e}", ca_file.display()))?
-            {
+            for c in CertificateDer::pem_slice_iter(&pem(&ca_file, "client_ca_file")?) {
                 let c = c.map_err(|e| format!("client_ca_file {}: {e}", ca_file.display()))?;
                 roots
                     .add(c)
