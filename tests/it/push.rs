@@ -68,12 +68,17 @@ fn group_samples(
     )
 }
 
-fn terminate(child: &mut std::process::Child) -> std::process::ExitStatus {
+/// Sends signal `sig` (a name as `kill -SIG` takes it) to process `pid`.
+fn send_signal(pid: u32, sig: &str) {
     let st = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
+        .args([&format!("-{sig}"), &pid.to_string()])
         .status()
         .expect("kill");
-    assert!(st.success());
+    assert!(st.success(), "kill -{sig}");
+}
+
+fn terminate(child: &mut std::process::Child) -> std::process::ExitStatus {
+    send_signal(child.id(), "TERM");
     child.wait().expect("wait")
 }
 
@@ -592,13 +597,6 @@ fn a_failure_streak_warns_once_and_recovery_is_logged() {
 #[test]
 fn stray_signals_are_ignored_and_stop_signals_delete_the_group() {
     let (_dir, log) = busy_log();
-    let kill = |pid: u32, sig: &str| {
-        let st = Command::new("kill")
-            .args([&format!("-{sig}"), &pid.to_string()])
-            .status()
-            .expect("kill");
-        assert!(st.success(), "kill -{sig}");
-    };
     for stop in ["QUIT", "XCPU", "PWR"] {
         let (port, _, methods) = fake_gateway(Fake::FailFirst(0));
         let url = format!("http://127.0.0.1:{port}");
@@ -623,7 +621,7 @@ fn stray_signals_are_ignored_and_stop_signals_delete_the_group() {
         for sig in [
             "USR1", "USR2", "ALRM", "VTALRM", "PROF", "IO", "XFSZ", "RTMIN+3",
         ] {
-            kill(e.child.id(), sig);
+            send_signal(e.child.id(), sig);
             let name = match sig {
                 "RTMIN+3" => "SIGRTMIN+3".to_string(),
                 s => format!("SIG{s}"),
@@ -634,7 +632,7 @@ fn stray_signals_are_ignored_and_stop_signals_delete_the_group() {
         // Still serving.
         let s = e.scrape();
         assert!(s.contains("sglang_log_exporter_build_info"), "{s}");
-        kill(e.child.id(), stop);
+        send_signal(e.child.id(), stop);
         let status = wait_exit(&mut e.child, 30).expect("the exporter exits");
         assert!(status.success(), "SIG{stop}: {status:?}");
         assert_eq!(
