@@ -122,3 +122,79 @@ fn option_files_that_are_devices_fifos_or_huge_are_refused_at_once() {
         "{err}"
     );
 }
+
+const STATS: &str = "[2026-11-30 15:00:00 TP0] Decode batch, #running-req: 1, #token: 1, token usage: 0.01, #queue-req: 0";
+
+/// Repro 27: a server name from a file name holding ESC/BEL reaches the terminal escaped in
+/// `--once`'s summary, `top --snapshot` and `check`: no ESC byte is written.
+#[test]
+fn names_from_the_input_reach_the_terminal_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir
+        .path()
+        .join("\u{1b}]0;PWNED\u{7}\u{1b}[31mred\u{9b}2J.log");
+    std::fs::write(&file, format!("{STATS}\n")).unwrap();
+    let f = file.to_str().unwrap();
+    let escaped = "\\e]0;PWNED\\x07\\e[31mred\\u{9b}2J";
+    // `--once`'s exposition on stdout keeps the bytes inside quoted label values (valid, and
+    // for a program): its summary on stderr is for a terminal.
+    let run = |args: &[&str], stdout: bool| {
+        let out = Command::new(bin())
+            .args(args)
+            .env("TZ", "UTC")
+            .output()
+            .unwrap();
+        String::from_utf8(if stdout { out.stdout } else { out.stderr }).unwrap()
+    };
+    for (what, args, stdout) in [
+        (
+            "--once",
+            vec!["--once", "--gpu.disable", "--timezone", "UTC", f],
+            false,
+        ),
+        (
+            "top --snapshot",
+            vec!["top", "--snapshot", "--timezone", "UTC", f],
+            true,
+        ),
+        ("check", vec!["check", f], true),
+    ] {
+        let text = run(&args, stdout);
+        assert!(
+            !text.contains(['\u{1b}', '\u{7}', '\u{9b}']),
+            "{what}: {text:?}"
+        );
+        assert!(text.contains(escaped), "{what}: {text}");
+    }
+}
+
+/// Repro 28: a file name holding a newline and ESC, logged in the default text format, stays
+/// on its event's line, escaped: it cannot forge a line of its own.
+#[test]
+fn a_file_name_cannot_forge_a_text_log_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let forged = "2026-12-02T21:00:00.000000Z ERROR forged: the exporter lost its credentials";
+    let file = dir.path().join(format!("x\n{forged}\u{1b}[2K.log"));
+    let mut e = crate::common::Exporter::start(&["--gpu.disable", file.to_str().unwrap()]);
+    let logs = e.log_lines();
+    let line = crate::common::wait_log(&logs, "forged", 30);
+    assert!(line.contains("WARN"), "{line}");
+    assert!(
+        line.contains(&format!("x\\x0a{forged}\\e[2K.log")),
+        "{line}"
+    );
+    let _ = e.child.kill();
+    let _ = e.child.wait();
+    let all = e.stderr_to_end();
+    assert!(!all.contains('\u{1b}'), "{all:?}");
+    assert_eq!(
+        all.lines().filter(|l| l.contains("forged")).count(),
+        1,
+        "{all}"
+    );
+    assert!(
+        !all.lines()
+            .any(|l| l.starts_with("2026-12-02T21:00:00.000000Z")),
+        "{all}"
+    );
+}
