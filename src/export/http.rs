@@ -17,6 +17,12 @@ use crate::source::now_unix;
 /// Prometheus answers them: probes carry none.
 pub const UNAUTHENTICATED: [&str; 2] = ["/-/healthy", "/-/ready"];
 
+/// Marks a request to an [`UNAUTHENTICATED`] path that came without valid credentials while
+/// basic auth is configured: its answer names nothing of the inputs (paths, units and server
+/// names, which everything else keeps behind the 401).
+#[derive(Debug, Clone, Copy)]
+pub struct Anonymous;
+
 /// Paths of our own endpoints, which `--web.telemetry-path` cannot take.
 pub const RESERVED: [&str; 3] = ["/api/v1/status", "/-/healthy", "/-/ready"];
 
@@ -45,7 +51,7 @@ pub fn check_telemetry_path(p: &str) -> Result<(), String> {
 
 /// The routes: `/` (the live page), `/api/v1/status` (its JSON, see [`super::live::Status`]),
 /// `/-/healthy` (200 while serving), `/-/ready` (200 once every source caught up at start, else
-/// 503 naming those still reading) and `telemetry_path` (the exposition, gzip-compressed when
+/// 503 naming those still reading, or only "Not ready." to an [`Anonymous`] request) and `telemetry_path` (the exposition, gzip-compressed when
 /// the scraper accepts it, as Prometheus does; at `/` it replaces the page). `telemetry_path`
 /// has passed [`check_telemetry_path`].
 pub fn router(
@@ -94,11 +100,14 @@ pub fn router(
         .route("/-/healthy", get(|| async { "Healthy.\n" }))
         .route(
             "/-/ready",
-            get(move || {
+            get(move |req: axum::extract::Request| {
                 let pending = live.readiness().pending();
+                let anonymous = req.extensions().get::<Anonymous>().is_some();
                 async move {
                     if pending.is_empty() {
                         (StatusCode::OK, "Ready.\n".to_string())
+                    } else if anonymous {
+                        (StatusCode::SERVICE_UNAVAILABLE, "Not ready.\n".to_string())
                     } else {
                         (
                             StatusCode::SERVICE_UNAVAILABLE,

@@ -198,3 +198,38 @@ fn a_file_name_cannot_forge_a_text_log_line() {
         "{all}"
     );
 }
+
+/// Repro 32: under basic auth `/-/ready` answers without credentials (for probes) but names
+/// nothing of the inputs then: the paths still being read go only to an authorised request.
+#[test]
+fn ready_names_the_pending_inputs_only_with_credentials() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("customer-acme-secret");
+    std::fs::create_dir(&secret).unwrap();
+    let fifo = secret.join("prod-llama.log");
+    mkfifo(&fifo);
+    let web = dir.path().join("web.yml");
+    let hash = crate::webconfig::hash("s3cret");
+    std::fs::write(&web, format!("basic_auth_users:\n  prom: {hash}\n")).unwrap();
+    let e = crate::common::Exporter::start(&[
+        "--gpu.disable",
+        "--web.config.file",
+        web.to_str().unwrap(),
+        fifo.to_str().unwrap(),
+    ]);
+    let agent = ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(30))
+        .build();
+    let url = format!("http://127.0.0.1:{}/-/ready", e.port);
+    let ready = |auth| crate::webconfig::get(&agent, &url, auth);
+    assert_eq!(ready(None), (503, String::new(), "Not ready.\n".into()));
+    assert_eq!(
+        ready(Some(("prom", "wrong"))),
+        (503, String::new(), "Not ready.\n".into())
+    );
+    let want = format!("Not ready: still reading {}.\n", fifo.display());
+    assert_eq!(ready(Some(("prom", "s3cret"))), (503, String::new(), want));
+    // Nothing else of it without credentials.
+    let status = format!("http://127.0.0.1:{}/api/v1/status", e.port);
+    assert_eq!(crate::webconfig::get(&agent, &status, None).0, 401);
+}
