@@ -144,6 +144,52 @@ pub fn router(
         }),
     );
     r.fallback(|| async { (StatusCode::NOT_FOUND, "not found\n") })
+        .layer(axum::middleware::from_fn(hardening))
+}
+
+/// The live page's Content-Security-Policy: nothing but its own inline script (by its
+/// SHA-256), inline styles, its JSON from the same origin; never framed.
+fn csp() -> &'static header::HeaderValue {
+    static CSP: std::sync::OnceLock<header::HeaderValue> = std::sync::OnceLock::new();
+    CSP.get_or_init(|| {
+        use base64::Engine as _;
+        let script = PAGE
+            .split_once("<script>")
+            .and_then(|(_, rest)| rest.split_once("</script>"))
+            .map_or("", |(s, _)| s);
+        let digest = ring::digest::digest(&ring::digest::SHA256, script.as_bytes());
+        let hash = base64::engine::general_purpose::STANDARD.encode(digest.as_ref());
+        header::HeaderValue::from_str(&format!(
+            "default-src 'none'; script-src 'sha256-{hash}'; style-src 'unsafe-inline'; \
+             connect-src 'self'; img-src 'self'; frame-ancestors 'none'"
+        ))
+        .expect("a header value")
+    })
+}
+
+/// Headers on every response (repro 33): the CSP above, `X-Content-Type-Options: nosniff`,
+/// `X-Frame-Options: DENY`, and `Cache-Control: no-store` on the status JSON (behind basic
+/// auth it must not be kept by browsers and proxies).
+async fn hardening(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let status = req.uri().path() == "/api/v1/status";
+    let mut r = next.run(req).await;
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_SECURITY_POLICY, csp().clone());
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        header::HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::X_FRAME_OPTIONS,
+        header::HeaderValue::from_static("DENY"),
+    );
+    if status {
+        h.insert(
+            header::CACHE_CONTROL,
+            header::HeaderValue::from_static("no-store"),
+        );
+    }
+    r
 }
 
 /// The `Content-Encoding` the scraper's `Accept-Encoding` allows for gzip, if any.

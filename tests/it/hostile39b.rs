@@ -233,3 +233,80 @@ fn ready_names_the_pending_inputs_only_with_credentials() {
     let status = format!("http://127.0.0.1:{}/api/v1/status", e.port);
     assert_eq!(crate::webconfig::get(&agent, &status, None).0, 401);
 }
+
+/// Repro 33: the live page shows names with their bidi and zero-width characters escaped and
+/// isolated (a `<bdi>` each), so `prod` + U+202E cannot reverse the facts after it and
+/// `zero`+U+200B+`width` does not look like `zerowidth`; every response carries the CSP (the
+/// page's script allowed by its hash: it runs in Chromium under it), nosniff and DENY framing,
+/// and the status JSON `Cache-Control: no-store`.
+#[test]
+fn the_live_page_isolates_names_and_its_responses_are_hardened() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = "[2026-11-30 15:00:00] server_args=ServerArgs(model_path='model-A', tp_size=1)";
+    let prod = dir.path().join("prod\u{202e}.log");
+    std::fs::write(&prod, format!("{args}\n{STATS}\n")).unwrap();
+    let k = dir.path().join("k.log");
+    std::fs::write(
+        &k,
+        format!("[pod/zero\u{200b}width/sglang] {STATS}\n[pod/zerowidth/sglang] {STATS}\n"),
+    )
+    .unwrap();
+    let e = crate::common::Exporter::start(&[
+        "--gpu.disable",
+        prod.to_str().unwrap(),
+        k.to_str().unwrap(),
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !e.get("/api/v1/status").2.contains("zerowidth") {
+        assert!(Instant::now() < deadline, "the logs were not read");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let agent = ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(30))
+        .build();
+    for (path, cache) in [("/", None), ("/api/v1/status", Some("no-store"))] {
+        let r = agent
+            .get(&format!("http://127.0.0.1:{}{path}", e.port))
+            .call()
+            .unwrap();
+        let csp = r.header("content-security-policy").unwrap_or_default();
+        assert!(
+            csp.starts_with("default-src 'none'; script-src 'sha256-")
+                && csp.ends_with(
+                    "'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self'; frame-ancestors 'none'"
+                ),
+            "{path}: {csp}"
+        );
+        assert_eq!(
+            r.header("x-content-type-options"),
+            Some("nosniff"),
+            "{path}"
+        );
+        assert_eq!(r.header("x-frame-options"), Some("DENY"), "{path}");
+        assert_eq!(r.header("cache-control"), cache, "{path}");
+    }
+    let url = format!("http://127.0.0.1:{}/", e.port);
+    let dom = crate::livepage::browse(&dir.path().join("profile"), &url, &["--dump-dom"]);
+    // The script ran (under the CSP): the servers are there, each name escaped in its <bdi>.
+    assert!(
+        dom.contains(
+            r#"<h2><bdi>prod\u{202e}</bdi><span class="facts"><bdi>unified</bdi> · <bdi>model-A</bdi></span></h2>"#
+        ),
+        "{dom}"
+    );
+    assert!(
+        dom.contains(r"[pod/zero\u{200b}width/sglang]</bdi>"),
+        "{dom}"
+    );
+    assert!(dom.contains("[pod/zerowidth/sglang]</bdi>"), "{dom}");
+    // Nothing shown holds them raw: only the data-server attributes (identifiers, never shown).
+    let mut shown = String::new();
+    for (i, part) in dom.split("data-server=\"").enumerate() {
+        shown.push_str(if i == 0 {
+            part
+        } else {
+            part.split_once('"').map_or("", |p| p.1)
+        });
+    }
+    assert!(!shown.contains(['\u{202e}', '\u{200b}']), "{shown}");
+}
