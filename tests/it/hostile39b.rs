@@ -57,8 +57,8 @@ fn option_files_that_are_devices_fifos_or_huge_are_refused_at_once() {
         )
         .unwrap();
         let cases: Vec<(Vec<&str>, String)> = vec![
-            (vec!["--patterns", bad], format!("{bad}")),
-            (vec!["--web.config.file", bad], format!("{bad}")),
+            (vec!["--patterns", bad], bad.to_string()),
+            (vec!["--web.config.file", bad], bad.to_string()),
             (vec!["--web.config.file", &web], format!("cert_file {bad}")),
             (
                 vec![
