@@ -755,21 +755,20 @@ fn api_config(a: &RunArgs) -> Result<Option<ApiConfig>, ConfigError> {
             "--sglang.interval must be at least 100ms".into(),
         ));
     }
-    if x.api_timeout.is_zero() || x.api_timeout > x.api_interval {
+    // Unset, it is 3 s or the interval where that is shorter (as Prometheus' scrape_timeout);
+    // given, it must fit in the interval.
+    let timeout = x
+        .api_timeout
+        .unwrap_or(x.api_interval.min(std::time::Duration::from_secs(3)));
+    if timeout.is_zero() || timeout > x.api_interval {
         return Err(ConfigError(
             "--sglang.timeout must be above 0 and at most --sglang.interval".into(),
         ));
     }
     let api_key = match &x.api_key_file {
         Some(p) => {
-            let too_big = std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() > 8192);
-            let k = if too_big {
-                String::new()
-            } else {
-                std::fs::read_to_string(p).map_err(|e| {
-                    ConfigError(format!("--sglang.api-key-file {}: {e}", p.display()))
-                })?
-            };
+            let k = crate::optfile::read_text(p, crate::optfile::Kind::Secret)
+                .map_err(|e| ConfigError(format!("--sglang.api-key-file {}: {e}", p.display())))?;
             let k = k.trim_end_matches(['\n', '\r']).to_string();
             // A header value: visible ASCII, bounded (the key itself is never printed).
             let header_safe = k.bytes().all(|b| b.is_ascii_graphic());
@@ -787,7 +786,7 @@ fn api_config(a: &RunArgs) -> Result<Option<ApiConfig>, ConfigError> {
     Ok(Some(ApiConfig {
         targets,
         interval: x.api_interval,
-        timeout: x.api_timeout,
+        timeout,
         api_key,
     }))
 }

@@ -24,7 +24,7 @@ const MAX_LISTED: usize = 64;
 /// closed stdout (`| head`) ends the report quietly.
 pub fn run(a: &crate::cli::CheckArgs) -> ExitCode {
     let fail = |msg: String| {
-        eprintln!("error: {msg}");
+        eprintln!("error: {}", crate::logging::escape_controls(&msg));
         ExitCode::from(2)
     };
     let pat = match crate::app::load_patterns(a.patterns.as_deref()) {
@@ -325,6 +325,8 @@ fn number_like(v: &str) -> bool {
 impl Report {
     /// The report as text.
     pub fn render(&self, name: &str) -> String {
+        // The file name and the lines quoted reach a terminal: written escaped (repro 27).
+        let name = crate::logging::escape_controls(name);
         let mut s = String::new();
         let matched: u64 = self.kinds.values().sum();
         if self.messages == self.lines {
@@ -368,7 +370,7 @@ impl Report {
                 self.suspicious.len()
             );
             for l in &self.suspicious {
-                let _ = writeln!(s, "    {l}");
+                let _ = writeln!(s, "    {}", crate::logging::escape_controls(l));
             }
         }
         if self.bad_values > 0 {
@@ -379,7 +381,7 @@ impl Report {
                 self.bad_samples.len()
             );
             for l in &self.bad_samples {
-                let _ = writeln!(s, "    {l}");
+                let _ = writeln!(s, "    {}", crate::logging::escape_controls(l));
             }
         }
         if self.panics > 0 {

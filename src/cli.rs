@@ -196,7 +196,7 @@ pub struct RunArgs {
 pub struct ApiArgs {
     /// Poll this SGLang server's HTTP API for live values (repeatable): `/v1/loads` (v0.5.8+)
     /// or `/get_load` (per DP rank v0.5.3-v0.5.20; v0.4.7-v0.5.2 answer only that the server is
-    /// up), and `/server_info`. `NAME=` joins the log input of that server name
+    /// up), and `/server_info` (alone on v0.4.1-v0.4.6, which have no load endpoint). `NAME=` joins the log input of that server name
     /// (`NAME=PATH`, a --journal-unit's name); without it the server is named HOST:PORT.
     #[arg(long = "sglang.url", value_name = "[NAME=]URL")]
     pub api_urls: Vec<String>,
@@ -205,9 +205,10 @@ pub struct ApiArgs {
     #[arg(long = "sglang.interval", default_value = "5s", value_name = "DURATION", value_parser = parse_duration)]
     pub api_interval: std::time::Duration,
 
-    /// Timeout of one API request (at most --sglang.interval).
-    #[arg(long = "sglang.timeout", default_value = "3s", value_name = "DURATION", value_parser = parse_duration)]
-    pub api_timeout: std::time::Duration,
+    /// Timeout of one API request (at most --sglang.interval) [default: 3s, or
+    /// --sglang.interval where that is shorter].
+    #[arg(long = "sglang.timeout", value_name = "DURATION", value_parser = parse_duration)]
+    pub api_timeout: Option<std::time::Duration>,
 
     /// File holding the servers' API key (SGLang's --api-key; trailing newline ignored), sent
     /// as `Authorization: Bearer KEY`.

@@ -19,7 +19,8 @@
 //!   summary).
 //! * Commands beside the main job: [`backfill`], [`check`], [`top`], [`generate`].
 //! * [`cli`] (the command line, clap only), [`app`] (turns it into each part's configuration
-//!   and runs the mode), [`stop`] (one stop signal for every thread).
+//!   and runs the mode), [`stop`] (one stop signal for every thread), [`optfile`] (the one
+//!   bounded reader of the files options name: keys, passwords, patterns, configs, PEM).
 //!
 //! See `DESIGN.md` in the repository for the metric contract.
 //!
@@ -55,6 +56,7 @@ pub mod gpu;
 pub mod kv;
 pub mod label;
 pub mod logging;
+pub mod optfile;
 pub mod parse;
 pub mod record;
 pub mod source;

@@ -20,6 +20,90 @@ pub enum Lines {
     Json,
 }
 
+/// Whether `c` must not reach a terminal or a text log as it is: C0 controls (ESC, BEL, a
+/// newline), DEL and C1 controls (U+009B is an 8-bit CSI), the bidi controls that reorder the
+/// text after them (U+061C, U+200E/F, U+202A–U+202E, U+2066–U+2069) and the zero-width
+/// characters that make two names look one (U+200B–U+200D, U+2060, U+FEFF).
+pub fn is_unsafe(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{061c}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}'
+            | '\u{2060}'..='\u{2069}' | '\u{feff}')
+}
+
+/// `s` safe for a terminal and a text log: every character of [`is_unsafe`] written escaped,
+/// ESC as `\e`, other ASCII controls as `\x07`, the rest as `\u{9b}` (as Rust writes them), so
+/// a name taken from the input (a file name, a pod or model name) cannot set the window
+/// title, colours or the clipboard, move the cursor, start a forged log line or reorder what
+/// follows it. Used by every writer of text for a terminal (`--once`'s summary, `top`, `check`)
+/// and by the text log format ([`TextFields`]).
+pub fn escape_controls(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(is_unsafe) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\u{1b}' => out.push_str("\\e"),
+            c if is_unsafe(c) && (c as u32) < 0x80 => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c if is_unsafe(c) => {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// The fields of the text log format (`--log.format text`) as tracing-subscriber's default
+/// writes them (the message, then ` key=value`), each escaped with [`escape_controls`]: a value
+/// logged with `%` (a path holding a newline or ESC) otherwise reached the log raw, ending the
+/// exporter's line and starting a forged one.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TextFields;
+
+impl<'w> FormatFields<'w> for TextFields {
+    fn format_fields<R: tracing_subscriber::field::RecordFields>(
+        &self,
+        mut w: Writer<'w>,
+        fields: R,
+    ) -> fmt::Result {
+        let mut v = TextVisitor {
+            w: &mut w,
+            first: true,
+            result: Ok(()),
+        };
+        fields.record(&mut v);
+        v.result
+    }
+}
+
+struct TextVisitor<'a, 'w> {
+    w: &'a mut Writer<'w>,
+    first: bool,
+    result: fmt::Result,
+}
+
+impl Visit for TextVisitor<'_, '_> {
+    fn record_str(&mut self, f: &Field, v: &str) {
+        self.record_debug(f, &v)
+    }
+
+    fn record_debug(&mut self, f: &Field, v: &dyn fmt::Debug) {
+        if self.result.is_err() {
+            return;
+        }
+        let text = format!("{v:?}");
+        let sep = if self.first { "" } else { " " };
+        self.first = false;
+        self.result = match f.name() {
+            "message" => write!(self.w, "{sep}{}", escape_controls(&text)),
+            n => write!(self.w, "{sep}{n}={}", escape_controls(&text)),
+        };
+    }
+}
+
 /// A field's value, typed so JSON keeps numbers and booleans.
 enum Value {
     Text(String),
@@ -189,5 +273,57 @@ mod tests {
         let mut s = String::new();
         logfmt_value(&mut s, "");
         assert_eq!(s, "\"\"");
+    }
+
+    /// Repros 27, 28: controls, bidi and zero-width characters are written escaped.
+    #[test]
+    fn unsafe_characters_are_written_escaped() {
+        assert_eq!(
+            escape_controls("\u{1b}]0;PWNED\u{7}\u{1b}[31mred\nx\u{9b}2J\u{7f}"),
+            "\\e]0;PWNED\\x07\\e[31mred\\x0ax\\u{9b}2J\\x7f"
+        );
+        assert_eq!(
+            escape_controls("prod\u{202e}A-model zero\u{200b}width"),
+            "prod\\u{202e}A-model zero\\u{200b}width"
+        );
+        assert!(matches!(
+            escape_controls("décode-7 [pod/x]"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+    }
+
+    /// Repro 28: a path holding a newline and ESC logged with `%` stays on the event's line.
+    #[test]
+    fn the_text_format_writes_one_line_per_event() {
+        use std::sync::{Arc, Mutex};
+        #[derive(Clone, Default)]
+        struct Buf(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Buf {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buf = Buf::default();
+        let out = buf.clone();
+        let sub = tracing_subscriber::fmt()
+            .with_writer(move || out.clone())
+            .with_ansi(false)
+            .without_time()
+            .with_target(false)
+            .fmt_fields(TextFields)
+            .finish();
+        let path = "x\n2026-12-02T21:00:00.000000Z ERROR forged: lost\u{1b}[2K.log";
+        tracing::subscriber::with_default(sub, || {
+            tracing::warn!(path = %path, n = 3, "cannot read the file {}", "a\nb");
+        });
+        let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(
+            text,
+            " WARN cannot read the file a\\x0ab path=x\\x0a2026-12-02T21:00:00.000000Z ERROR forged: lost\\e[2K.log n=3\n"
+        );
     }
 }

@@ -77,6 +77,8 @@ fn init_logging(level: &str, format: LogFormat) {
             // Colour codes only on a terminal: journald and log files get plain text.
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .with_target(false)
+            // Field values escaped: a file name must not start a forged line (repro 28).
+            .fmt_fields(logging::TextFields)
             .init(),
         LogFormat::Json | LogFormat::Logfmt => tracing_subscriber::fmt()
             .event_format(match format {
@@ -90,6 +92,7 @@ fn init_logging(level: &str, format: LogFormat) {
 }
 
 fn fail(msg: &str) -> ExitCode {
-    eprintln!("error: {msg}");
+    // A message may name a path from the input: escaped for the terminal (repro 27).
+    eprintln!("error: {}", logging::escape_controls(msg));
     ExitCode::from(2)
 }

@@ -17,6 +17,12 @@ use crate::source::now_unix;
 /// Prometheus answers them: probes carry none.
 pub const UNAUTHENTICATED: [&str; 2] = ["/-/healthy", "/-/ready"];
 
+/// Marks a request to an [`UNAUTHENTICATED`] path that came without valid credentials while
+/// basic auth is configured: its answer names nothing of the inputs (paths, units and server
+/// names, which everything else keeps behind the 401).
+#[derive(Debug, Clone, Copy)]
+pub struct Anonymous;
+
 /// Paths of our own endpoints, which `--web.telemetry-path` cannot take.
 pub const RESERVED: [&str; 3] = ["/api/v1/status", "/-/healthy", "/-/ready"];
 
@@ -45,7 +51,7 @@ pub fn check_telemetry_path(p: &str) -> Result<(), String> {
 
 /// The routes: `/` (the live page), `/api/v1/status` (its JSON, see [`super::live::Status`]),
 /// `/-/healthy` (200 while serving), `/-/ready` (200 once every source caught up at start, else
-/// 503 naming those still reading) and `telemetry_path` (the exposition, gzip-compressed when
+/// 503 naming those still reading, or only "Not ready." to an [`Anonymous`] request) and `telemetry_path` (the exposition, gzip-compressed when
 /// the scraper accepts it, as Prometheus does; at `/` it replaces the page). `telemetry_path`
 /// has passed [`check_telemetry_path`].
 pub fn router(
@@ -94,11 +100,14 @@ pub fn router(
         .route("/-/healthy", get(|| async { "Healthy.\n" }))
         .route(
             "/-/ready",
-            get(move || {
+            get(move |req: axum::extract::Request| {
                 let pending = live.readiness().pending();
+                let anonymous = req.extensions().get::<Anonymous>().is_some();
                 async move {
                     if pending.is_empty() {
                         (StatusCode::OK, "Ready.\n".to_string())
+                    } else if anonymous {
+                        (StatusCode::SERVICE_UNAVAILABLE, "Not ready.\n".to_string())
                     } else {
                         (
                             StatusCode::SERVICE_UNAVAILABLE,
@@ -135,6 +144,52 @@ pub fn router(
         }),
     );
     r.fallback(|| async { (StatusCode::NOT_FOUND, "not found\n") })
+        .layer(axum::middleware::from_fn(hardening))
+}
+
+/// The live page's Content-Security-Policy: nothing but its own inline script (by its
+/// SHA-256), inline styles, its JSON from the same origin; never framed.
+fn csp() -> &'static header::HeaderValue {
+    static CSP: std::sync::OnceLock<header::HeaderValue> = std::sync::OnceLock::new();
+    CSP.get_or_init(|| {
+        use base64::Engine as _;
+        let script = PAGE
+            .split_once("<script>")
+            .and_then(|(_, rest)| rest.split_once("</script>"))
+            .map_or("", |(s, _)| s);
+        let digest = ring::digest::digest(&ring::digest::SHA256, script.as_bytes());
+        let hash = base64::engine::general_purpose::STANDARD.encode(digest.as_ref());
+        header::HeaderValue::from_str(&format!(
+            "default-src 'none'; script-src 'sha256-{hash}'; style-src 'unsafe-inline'; \
+             connect-src 'self'; img-src 'self'; frame-ancestors 'none'"
+        ))
+        .expect("a header value")
+    })
+}
+
+/// Headers on every response (repro 33): the CSP above, `X-Content-Type-Options: nosniff`,
+/// `X-Frame-Options: DENY`, and `Cache-Control: no-store` on the status JSON (behind basic
+/// auth it must not be kept by browsers and proxies).
+async fn hardening(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let status = req.uri().path() == "/api/v1/status";
+    let mut r = next.run(req).await;
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_SECURITY_POLICY, csp().clone());
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        header::HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::X_FRAME_OPTIONS,
+        header::HeaderValue::from_static("DENY"),
+    );
+    if status {
+        h.insert(
+            header::CACHE_CONTROL,
+            header::HeaderValue::from_static("no-store"),
+        );
+    }
+    r
 }
 
 /// The `Content-Encoding` the scraper's `Accept-Encoding` allows for gzip, if any.

@@ -68,8 +68,9 @@ pub fn client_tls(path: &std::path::Path, option: &str) -> Result<rustls::Client
     use rustls_pki_types::pem::PemObject;
     let name = format!("{option} {}", path.display());
     let mut roots = rustls::RootCertStore::empty();
-    let certs = rustls_pki_types::CertificateDer::pem_file_iter(path)
+    let pem = crate::optfile::read(path, crate::optfile::Kind::Pem)
         .map_err(|e| format!("{name}: {e}"))?;
+    let certs = rustls_pki_types::CertificateDer::pem_slice_iter(&pem);
     for c in certs {
         let c = c.map_err(|e| format!("{name}: {e}"))?;
         roots.add(c).map_err(|e| format!("{name}: {e}"))?;
@@ -114,7 +115,7 @@ impl PushConfig {
             user = Some(u.clone());
         }
         if let Some(f) = &a.basic_auth_password_file {
-            let p = std::fs::read_to_string(f)
+            let p = crate::optfile::read_text(f, crate::optfile::Kind::Secret)
                 .map_err(|e| format!("--push.basic-auth-password-file {}: {e}", f.display()))?;
             pass = Some(p.trim_end_matches(['\n', '\r']).to_string());
         }

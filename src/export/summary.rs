@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 
 use jiff::tz::TimeZone;
 
+use crate::logging::escape_controls;
 use crate::record::Ranks;
 use crate::state::{RankState, State};
 
@@ -39,12 +40,14 @@ pub fn render(state: &State, now: f64, tz: &TimeZone) -> String {
     }
     let _ = writeln!(out, "KV cache at the end of the input ({}):", end.full);
     for (key, srv) in servers {
-        let model = srv.model_name();
+        // Names from the input reach a terminal: written escaped (repro 27).
+        let model = escape_controls(srv.model_name());
         let engine = srv.engine_type(&key.server).as_str();
         let name = if key.engine.is_empty() {
-            key.server.clone()
+            escape_controls(&key.server).into_owned()
         } else {
-            format!("{} [{}]", key.server, key.engine)
+            let (s, e) = (escape_controls(&key.server), escape_controls(&key.engine));
+            format!("{s} [{e}]")
         };
         if model.is_empty() {
             let _ = writeln!(out, "  {name} ({engine})");

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+use crate::optfile;
 use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;
@@ -96,8 +97,16 @@ impl WebConfig {
     /// A message naming the file and the problem (bad YAML, unknown key, missing certificate,
     /// bad hash, unsupported client auth or TLS version).
     pub fn load(path: &Path) -> Result<WebConfig, String> {
+        WebConfig::load_after(path, None)
+    }
+
+    /// [`WebConfig::load`], keeping `old`'s dummy hash where its cost is still the highest
+    /// configured one (the dummy depends on nothing else): a reload that did not change the
+    /// users' costs (a certificate rotation, a `touch`) pays no bcrypt.
+    fn load_after(path: &Path, old: Option<&WebConfig>) -> Result<WebConfig, String> {
         let name = path.display();
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: {e}"))?;
+        let text =
+            optfile::read_text(path, optfile::Kind::Config).map_err(|e| format!("{name}: {e}"))?;
         let f: FileFormat = if text.trim().is_empty() {
             FileFormat {
                 tls_server_config: None,
@@ -120,7 +129,12 @@ impl WebConfig {
             })?;
             cost = cost.max(Some(parts.get_cost()));
         }
+        let old_dummy = old.and_then(|o| o.dummy.as_ref()).filter(|d| {
+            d.parse::<bcrypt::HashParts>()
+                .is_ok_and(|p| Some(p.get_cost()) == cost)
+        });
         let dummy = match cost {
+            Some(_) if old_dummy.is_some() => old_dummy.cloned(),
             Some(c) => Some(
                 bcrypt::hash("no user has this password", c)
                     .map_err(|e| format!("{name}: basic_auth_users: {e}"))?,
@@ -167,13 +181,17 @@ fn tls_config(
     };
     let cert_file = resolve(&t.cert_file, "cert_file")?;
     let key_file = resolve(&t.key_file, "key_file")?;
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&cert_file)
-        .and_then(|it| it.collect::<Result<_, _>>())
-        .map_err(|e| format!("cert_file {}: {e}", cert_file.display()))?;
+    let pem = |p: &Path, what: &str| {
+        optfile::read(p, optfile::Kind::Pem).map_err(|e| format!("{what} {}: {e}", p.display()))
+    };
+    let certs: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_slice_iter(&pem(&cert_file, "cert_file")?)
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("cert_file {}: {e}", cert_file.display()))?;
     if certs.is_empty() {
         return Err(format!("cert_file {}: no certificate", cert_file.display()));
     }
-    let key = PrivateKeyDer::from_pem_file(&key_file)
+    let key = PrivateKeyDer::from_pem_slice(&pem(&key_file, "key_file")?)
         .map_err(|e| format!("key_file {}: {e}", key_file.display()))?;
     let version = |v: &Option<String>, default| match v.as_deref() {
         None | Some("") => Ok(default),
@@ -222,9 +240,7 @@ fn tls_config(
                 "client_ca_file (needed by client_auth_type)",
             )?;
             let mut roots = rustls::RootCertStore::empty();
-            for c in CertificateDer::pem_file_iter(&ca_file)
-                .map_err(|e| format!("client_ca_file {}: {e}", ca_file.display()))?
-            {
+            for c in CertificateDer::pem_slice_iter(&pem(&ca_file, "client_ca_file")?) {
                 let c = c.map_err(|e| format!("client_ca_file {}: {e}", ca_file.display()))?;
                 roots
                     .add(c)
@@ -244,11 +260,21 @@ fn tls_config(
     Ok(cfg)
 }
 
+/// How often the reload thread looks at the files' modification times when nothing asks.
+const RELOAD_POLL: Duration = Duration::from_secs(1);
+
 /// The current configuration, re-read when its files change.
+///
+/// The files are watched and re-read on a thread of their own ([`reload_thread`]), never on
+/// the task that hands out connections: a reload costs a bcrypt of the highest configured cost
+/// when the users' costs changed (cost 17, htpasswd's highest, is ~14 s here) and the files may
+/// sit on a slow mount, while the connections (the probes too) are served meanwhile with the
+/// configuration in force, the new one swapped in whole once it is ready.
 #[derive(Clone)]
 pub struct Reloader {
-    path: PathBuf,
     current: Arc<Mutex<Arc<WebConfig>>>,
+    /// Wakes the reload thread to look at the files now (a connection came, SIGHUP).
+    nudge: std::sync::mpsc::SyncSender<()>,
     auth_ok: Arc<Mutex<HashSet<u64>>>,
     hasher: std::collections::hash_map::RandomState,
     /// Threads for bcrypt (slow by design), started with the configuration (see
@@ -257,73 +283,40 @@ pub struct Reloader {
 }
 
 impl Reloader {
-    /// Loads the file once.
+    /// Loads the file once and starts the thread that reloads it.
     ///
     /// # Errors
-    /// The message of [`WebConfig::load`].
+    /// The message of [`WebConfig::load`], or the threads cannot be started.
     pub fn new(path: &Path) -> Result<Reloader, String> {
         let cfg = WebConfig::load(path)?;
         let bcrypt = super::worker::Worker::start("bcrypt", BCRYPT_THREADS)
             .map_err(|e| format!("cannot start the bcrypt threads: {e}"))?;
+        let current = Arc::new(Mutex::new(Arc::new(cfg)));
+        let auth_ok = Arc::new(Mutex::new(HashSet::new()));
+        let (nudge, nudged) = std::sync::mpsc::sync_channel(1);
+        let (path, weak, ok) = (
+            path.to_path_buf(),
+            Arc::downgrade(&current),
+            Arc::downgrade(&auth_ok),
+        );
+        std::thread::Builder::new()
+            .name("web config".into())
+            .spawn(move || reload_thread(&path, &weak, &ok, &nudged))
+            .map_err(|e| format!("cannot start the web config thread: {e}"))?;
         Ok(Reloader {
-            path: path.to_path_buf(),
-            current: Arc::new(Mutex::new(Arc::new(cfg))),
-            auth_ok: Arc::new(Mutex::new(HashSet::new())),
+            current,
+            nudge,
+            auth_ok,
             hasher: Default::default(),
             bcrypt,
         })
     }
 
-    /// The configuration now in force, re-read first if a file changed.
+    /// The configuration in force. Never waits for a reload: it asks the reload thread to look
+    /// at the files (a change applies to the connections after it is read).
     pub fn current(&self) -> Arc<WebConfig> {
-        let mut cur = match self.current.lock() {
-            Ok(c) => c,
-            Err(p) => p.into_inner(),
-        };
-        if cur.changed() {
-            let keep_old = match WebConfig::load(&self.path) {
-                // The listener's protocol is fixed at start-up: a reload must never turn HTTPS
-                // into plain HTTP (credentials in clear), nor plain HTTP into HTTPS (every
-                // client would break).
-                Ok(c) if c.tls.is_some() != cur.tls.is_some() => {
-                    let (has, from, to) = if cur.tls.is_some() {
-                        ("no", "HTTPS", "plain HTTP")
-                    } else {
-                        ("a", "plain HTTP", "HTTPS")
-                    };
-                    tracing::warn!(file = %self.path.display(), "web config reload refused, keeping the previous one: it has {has} tls_server_config and would switch the listener from {from} to {to}; that needs a restart");
-                    true
-                }
-                Ok(c) => {
-                    tracing::info!(file = %self.path.display(), "web config reloaded");
-                    *cur = Arc::new(c);
-                    if let Ok(mut a) = self.auth_ok.lock() {
-                        a.clear();
-                    }
-                    false
-                }
-                Err(e) => {
-                    tracing::error!("web config reload failed, keeping the previous one: {e}");
-                    true
-                }
-            };
-            if keep_old {
-                // Remember the new mtimes so a refused file is not re-read on every connection.
-                let files = cur
-                    .files
-                    .iter()
-                    .map(|(p, _)| (p.clone(), mtime(p)))
-                    .collect();
-                let old = Arc::clone(&cur);
-                *cur = Arc::new(WebConfig {
-                    tls: old.tls.clone(),
-                    users: old.users.clone(),
-                    dummy: old.dummy.clone(),
-                    files,
-                });
-            }
-        }
-        Arc::clone(&cur)
+        let _ = self.nudge.try_send(());
+        Arc::clone(&lock(&self.current))
     }
 
     fn cache_key(&self, user: &str, pass: &str, hash: &str) -> u64 {
@@ -367,6 +360,74 @@ impl Reloader {
             }
         }
         ok
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Watches the files of the configuration in `current` (every [`RELOAD_POLL`], or when
+/// nudged) and swaps in a new configuration when one changed and reads well; ends when the
+/// [`Reloader`]s are gone.
+fn reload_thread(
+    path: &Path,
+    current: &std::sync::Weak<Mutex<Arc<WebConfig>>>,
+    auth_ok: &std::sync::Weak<Mutex<HashSet<u64>>>,
+    nudged: &std::sync::mpsc::Receiver<()>,
+) {
+    use std::sync::mpsc::RecvTimeoutError;
+    loop {
+        if let Err(RecvTimeoutError::Disconnected) = nudged.recv_timeout(RELOAD_POLL) {
+            return;
+        }
+        let Some(current) = current.upgrade() else {
+            return;
+        };
+        let cur = Arc::clone(&lock(&current));
+        if !cur.changed() {
+            continue;
+        }
+        let new = match WebConfig::load_after(path, Some(&cur)) {
+            // The listener's protocol is fixed at start-up: a reload must never turn HTTPS
+            // into plain HTTP (credentials in clear), nor plain HTTP into HTTPS (every client
+            // would break).
+            Ok(c) if c.tls.is_some() != cur.tls.is_some() => {
+                let (has, from, to) = if cur.tls.is_some() {
+                    ("no", "HTTPS", "plain HTTP")
+                } else {
+                    ("a", "plain HTTP", "HTTPS")
+                };
+                tracing::warn!(file = %path.display(), "web config reload refused, keeping the previous one: it has {has} tls_server_config and would switch the listener from {from} to {to}; that needs a restart");
+                None
+            }
+            Ok(c) => {
+                tracing::info!(file = %path.display(), "web config reloaded");
+                Some(c)
+            }
+            Err(e) => {
+                tracing::error!("web config reload failed, keeping the previous one: {e}");
+                None
+            }
+        };
+        let new = new.unwrap_or_else(|| WebConfig {
+            // Kept, with the new mtimes, so a refused file is not re-read until it changes.
+            tls: cur.tls.clone(),
+            users: cur.users.clone(),
+            dummy: cur.dummy.clone(),
+            files: cur
+                .files
+                .iter()
+                .map(|(p, _)| (p.clone(), mtime(p)))
+                .collect(),
+        });
+        let users_changed = new.users != cur.users;
+        *lock(&current) = Arc::new(new);
+        if users_changed {
+            if let Some(a) = auth_ok.upgrade() {
+                lock(&a).clear();
+            }
+        }
     }
 }
 
@@ -414,15 +475,24 @@ fn parse_basic(v: &str) -> Option<(String, String)> {
     Some((u.to_string(), p.to_string()))
 }
 
-async fn basic_auth(State(r): State<Reloader>, req: Request, next: Next) -> Response {
+async fn basic_auth(State(r): State<Reloader>, mut req: Request, next: Next) -> Response {
     let cfg = r.current();
-    if cfg.users.is_empty() || super::http::UNAUTHENTICATED.contains(&req.uri().path()) {
+    if cfg.users.is_empty() {
         return next.run(req).await;
     }
     let value = req
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
+    if super::http::UNAUTHENTICATED.contains(&req.uri().path()) {
+        // Answered without credentials (for probes), but what it names of the inputs only
+        // with them (repro 32).
+        let authorised = value.is_some() && r.check(&cfg, value).await;
+        if !authorised {
+            req.extensions_mut().insert(super::http::Anonymous);
+        }
+        return next.run(req).await;
+    }
     if r.check(&cfg, value).await {
         next.run(req).await
     } else {
@@ -638,5 +708,36 @@ mod tests {
         // No users: nothing is checked.
         std::fs::write(&path, "").unwrap();
         assert_eq!(login(&WebConfig::load(&path).unwrap(), "alice"), None);
+    }
+
+    /// Repro 30: a reload that keeps the highest cost keeps the dummy hash (no bcrypt paid);
+    /// one that changes it makes a new one of the new cost.
+    #[test]
+    fn a_reload_keeps_the_dummy_while_the_highest_cost_stays() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("web.yml");
+        let (a, b) = (bcrypt::hash("a", 4).unwrap(), bcrypt::hash("b", 5).unwrap());
+        std::fs::write(&path, format!("basic_auth_users:\n  alice: '{a}'\n")).unwrap();
+        let old = WebConfig::load(&path).unwrap();
+        let cost = |c: &WebConfig| {
+            let d = c.dummy.as_ref().unwrap();
+            d.parse::<bcrypt::HashParts>().unwrap().get_cost()
+        };
+        // Another user of the same cost: the same dummy (a new one would have another salt).
+        std::fs::write(
+            &path,
+            format!("basic_auth_users:\n  alice: '{a}'\n  carol: '{a}'\n"),
+        )
+        .unwrap();
+        let same = WebConfig::load_after(&path, Some(&old)).unwrap();
+        assert_eq!(same.dummy, old.dummy);
+        std::fs::write(
+            &path,
+            format!("basic_auth_users:\n  alice: '{a}'\n  bob: '{b}'\n"),
+        )
+        .unwrap();
+        let dearer = WebConfig::load_after(&path, Some(&old)).unwrap();
+        assert_ne!(dearer.dummy, old.dummy);
+        assert_eq!((cost(&old), cost(&dearer)), (4, 5));
     }
 }

@@ -339,10 +339,13 @@ impl Patterns {
     /// [`PatternError`] when the file cannot be read, is not valid YAML of the expected shape,
     /// has a regex that does not compile or refers to an undefined metric.
     pub fn from_file(path: &std::path::Path) -> Result<Patterns, PatternError> {
-        let text = std::fs::read_to_string(path).map_err(|source| PatternError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
+        let text =
+            crate::optfile::read_text(path, crate::optfile::Kind::Config).map_err(|source| {
+                PatternError::Read {
+                    path: path.display().to_string(),
+                    source,
+                }
+            })?;
         Patterns::from_yaml(&text)
     }
 

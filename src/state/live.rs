@@ -57,6 +57,9 @@ pub struct ApiStatus {
     args_from_api: bool,
     /// Whether the contradiction with the log was warned about.
     warned: bool,
+    /// Whether the server-scope capacity came from `/server_info` (then a new answer replaces
+    /// it) rather than the log's capacity line (which it never overwrites).
+    capacity_from_api: bool,
 }
 
 /// How `/server_info` contradicts the log's `server_args`: another model or DP size.
@@ -140,6 +143,7 @@ impl State {
                 ep_size,
                 args_from_api: false,
                 warned: false,
+                capacity_from_api: false,
             })
         });
         status.up = true;
@@ -174,6 +178,19 @@ impl State {
                         self.add_self(super::SelfMetric::ApiContradictions, server, 1.0);
                         return;
                     }
+                }
+            }
+        }
+        // A release without per-rank loads (before v0.4.7 no load endpoint, v0.4.7–v0.5.2 one
+        // token count): the server info's capacity is a server-scope fact, as the log's
+        // capacity line is.
+        if r.loads.is_empty() {
+            let info_capacity = r.info.as_ref().and_then(|i| i.max_total_num_tokens);
+            if let (Some(c), Some(v)) = (capacity, info_capacity) {
+                let slot = &mut srv.values[c as usize];
+                if slot.is_nan() || status.capacity_from_api {
+                    *slot = v;
+                    status.capacity_from_api = true;
                 }
             }
         }

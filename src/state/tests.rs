@@ -393,9 +393,11 @@ fn the_apis_dp_rank_joins_the_rank_that_prints_stats_lines() {
         None
     );
     // A server with no log at all: DP ranks as SGLang tags them under DP attention.
-    let info = crate::source::api::shapes::server_info(&serde_json::json!({
+    let info = crate::source::api::shapes::server_info(
+        br#"{
         "tp_size": 8, "dp_size": 4, "ep_size": 8, "enable_dp_attention": true,
-        "disaggregation_mode": "null"}))
+        "disaggregation_mode": "null"}"#,
+    )
     .unwrap();
     let reading = ApiReading {
         endpoint: "/v1/loads",
@@ -410,8 +412,10 @@ fn the_apis_dp_rank_joins_the_rank_that_prints_stats_lines() {
     };
     f.state.apply_api("api-only", &reading, T);
     // Garbage sizes never divide by 0.
-    let zero = crate::source::api::shapes::server_info(&serde_json::json!({
-        "tp_size": 0, "dp_size": 0, "ep_size": 3, "enable_dp_attention": true}))
+    let zero = crate::source::api::shapes::server_info(
+        br#"{
+        "tp_size": 0, "dp_size": 0, "ep_size": 3, "enable_dp_attention": true}"#,
+    )
     .unwrap();
     let odd = ApiReading {
         info: Some(zero),
@@ -442,8 +446,10 @@ fn the_apis_dp_rank_joins_the_rank_that_prints_stats_lines() {
 fn the_logs_printer_takes_the_apis_values_at_its_first_stats_line() {
     use crate::state::live::{ApiReading, DpLoad};
     let mut f = Fixture::new(StateConfig::default());
-    let info = crate::source::api::shapes::server_info(&serde_json::json!({
-        "tp_size": 8, "dp_size": 2, "enable_dp_attention": true, "disaggregation_mode": "null"}))
+    let info = crate::source::api::shapes::server_info(
+        br#"{
+        "tp_size": 8, "dp_size": 2, "enable_dp_attention": true, "disaggregation_mode": "null"}"#,
+    )
     .unwrap();
     let reading = ApiReading {
         endpoint: "/v1/loads",

@@ -48,9 +48,13 @@ impl Line {
         self
     }
 
-    /// Appends `text` in `style`.
+    /// Appends `text` in `style`, its control, bidi and zero-width characters written escaped
+    /// (names from the input reach the terminal: repro 27).
     pub fn push(&mut self, text: impl Into<String>, style: Style) {
-        let text = text.into();
+        let mut text = text.into();
+        if let std::borrow::Cow::Owned(t) = crate::logging::escape_controls(&text) {
+            text = t;
+        }
         if !text.is_empty() {
             self.0.push(Span { text, style });
         }

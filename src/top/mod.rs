@@ -101,7 +101,7 @@ pub fn run(a: TopArgs) -> ExitCode {
     match start(a) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", crate::logging::escape_controls(&e));
             ExitCode::from(2)
         }
     }

@@ -62,7 +62,7 @@ impl Scraper {
     pub fn new(urls: &[String], a: &ClientArgs) -> Result<Scraper, String> {
         let password = match &a.password_file {
             Some(f) => Some(
-                std::fs::read_to_string(f)
+                crate::optfile::read_text(f, crate::optfile::Kind::Secret)
                     .map_err(|e| format!("--url.basic-auth-password-file {}: {e}", f.display()))?
                     .trim_end_matches(['\n', '\r'])
                     .to_string(),

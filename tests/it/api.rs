@@ -598,3 +598,196 @@ fn bad_api_arguments_are_refused_at_start() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+/// Repro 26: `/server_info` slower than `--sglang.timeout` (SGLang answers it through the
+/// scheduler, busy under a long prefill) while the loads answer at once: the server is up, its
+/// loads read, only the info's labels missing; never a failed poll.
+#[test]
+fn a_slow_server_info_costs_its_labels_never_the_loads() {
+    let mut d = decode_v0523();
+    d["delays"] = serde_json::json!({"/server_info": 5.0, "/get_server_info": 5.0});
+    let api = SglangApi::start("0.5.23", &d, None);
+    // A timeout the loads meet on a loaded machine too (the claim is: no poll fails).
+    let mut e = Exporter::start(&[
+        "--gpu.disable",
+        "--sglang.interval",
+        "2s",
+        "--sglang.timeout",
+        "2s",
+        "--sglang.url",
+        &api.url("decode"),
+    ]);
+    let logs = e.log_lines();
+    let requests = r#"sglang_log_exporter_api_requests_total{server="decode"}"#;
+    // Five polls or more, the first one (which asks the info) among them.
+    let s = e.scrape_until(60, |s| value(s, requests).is_some_and(|n| n >= 7.0));
+    let l = r#"server="decode",model_name="",engine_type="decode",dp_rank="0",pp_rank="0",tp_rank="0",moe_ep_rank="0""#;
+    assert_eq!(value(&s, r#"sglang_up{server="decode"}"#), Some(1.0), "{s}");
+    assert_eq!(
+        value(&s, &at("sglang:num_running_reqs", l)),
+        Some(32.0),
+        "{s}"
+    );
+    assert_eq!(
+        value(
+            &s,
+            r#"sglang_log_exporter_api_failures_total{server="decode"}"#
+        )
+        .unwrap_or(0.0),
+        0.0,
+        "{s}"
+    );
+    // The warning names the request that timed out.
+    let line = crate::common::wait_log(&logs, "server info cannot be read", 10);
+    assert!(line.contains("no answer from /server_info"), "{line}");
+}
+
+/// Issue 37 item 4: a release older than every load endpoint (v0.4.1, answering only
+/// `/get_server_info`, served by that release's own handler) is up, with its model and capacity.
+#[test]
+fn a_server_without_a_load_endpoint_is_up_with_its_model_and_capacity() {
+    let d = serde_json::json!({
+        "server_info": {"model_path": "/models/Qwen2-7B-Instruct", "served_model_name": "qwen2-7b",
+            "tp_size": 2},
+        "scheduler_info": {"max_total_num_tokens": 412345, "max_req_input_len": 32763}
+    });
+    let api = SglangApi::start("0.4.1", &d, None);
+    let e = Exporter::start(&[
+        "--gpu.disable",
+        "--sglang.interval",
+        "500ms",
+        "--sglang.timeout",
+        "400ms",
+        "--sglang.url",
+        &api.url("old"),
+    ]);
+    let requests = r#"sglang_log_exporter_api_requests_total{server="old"}"#;
+    // Polls after the first (which asks both load endpoints and both info paths; the next
+    // ones the info paths alone), the last one answered: up, never by chance of a timing.
+    let s = e.scrape_until(60, |s| {
+        value(s, requests).is_some_and(|n| n >= 8.0)
+            && value(s, r#"sglang_up{server="old"}"#) == Some(1.0)
+    });
+    assert_eq!(value(&s, r#"sglang_up{server="old"}"#), Some(1.0), "{s}");
+    let capacity = crate::common::samples(&s, "sglang:max_total_num_tokens");
+    assert_eq!(
+        capacity,
+        vec![
+            r#"sglang:max_total_num_tokens{server="old",model_name="qwen2-7b",engine_type="unified",pp_rank="0",tp_rank="0",moe_ep_rank="0"} 412345"#
+        ],
+        "{s}"
+    );
+}
+
+/// `--sglang.interval 1s` alone starts (the timeout is min(3 s, interval)); a timeout given
+/// above the interval is still refused.
+#[test]
+fn an_unset_timeout_fits_the_interval_and_a_given_one_must() {
+    let api = SglangApi::start("0.5.23", &decode_v0523(), None);
+    let e = Exporter::start(&[
+        "--gpu.disable",
+        "--sglang.interval",
+        "1s",
+        "--sglang.url",
+        &api.url("decode"),
+    ]);
+    e.scrape_until(30, |s| {
+        value(s, &at("sglang:num_running_reqs", DP0)) == Some(32.0)
+    });
+    drop(e);
+    let out = crate::common::run(&[
+        "--gpu.disable",
+        "--sglang.interval",
+        "1s",
+        "--sglang.timeout",
+        "2s",
+        "--sglang.url",
+        &api.url("decode"),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--sglang.timeout must be above 0 and at most --sglang.interval"),
+        "{err}"
+    );
+}
+
+/// Repro 23: answers full of what is not read (3.9 MiB of small objects beside a valid
+/// `loads` list; 100,000 DP-rank objects, refused) cost their bytes, not the 360 MB a server
+/// (1.3 GB for four) they took parsed whole: the peak RSS of four servers polling them stays
+/// under 120 MB.
+#[test]
+fn big_answers_of_small_objects_cost_their_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = dir.path().join("srv.py");
+    std::fs::write(
+        &srv,
+        r#"
+import http.server, sys
+small = b'{"loads":[{"dp_rank":0,"num_running_reqs":1}],"x":[' + b",".join([b'{"a":0}'] * int(3.9 * (1 << 20) / 8)) + b"]}"
+ranks = b'{"loads":[' + b",".join([b'{"dp_rank":0}'] * 100000) + b"]}"
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        b = (ranks if self.path.startswith("/ranks/") else small) if self.path.endswith("/v1/loads") else b"{}"
+        self.send_response(200 if self.path.endswith("/v1/loads") else 404)
+        self.send_header("Content-Length", str(len(b))); self.end_headers(); self.wfile.write(b)
+    def log_message(self, *a): pass
+s = http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H)
+s.serve_forever()
+"#,
+    )
+    .unwrap();
+    let port = free_port();
+    let mut py = Command::new("python3")
+        .arg(&srv)
+        .arg(port.to_string())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "srv.py did not listen");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let urls: Vec<String> = (1..=4)
+        .map(|i| format!("s{i}=http://127.0.0.1:{port}/"))
+        .chain([format!("r=http://127.0.0.1:{port}/ranks/")])
+        .collect();
+    let mut args = vec!["--gpu.disable", "--sglang.interval", "1s"];
+    for u in &urls {
+        args.extend(["--sglang.url", u]);
+    }
+    let e = Exporter::start(&args);
+    // Three polls of each server or more.
+    let s = e.scrape_until(120, |s| {
+        ["s1", "s2", "s3", "s4", "r"].iter().all(|n| {
+            let r = format!("sglang_log_exporter_api_requests_total{{server=\"{n}\"}}");
+            value(s, &r).is_some_and(|v| v >= 6.0)
+        })
+    });
+    let status = std::fs::read_to_string(format!("/proc/{}/status", e.child.id())).unwrap();
+    let _ = py.kill();
+    let _ = py.wait();
+    let kb = |k: &str| -> u64 {
+        let l = status.lines().find(|l| l.starts_with(k)).unwrap();
+        l.split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    for i in 1..=4 {
+        let l = format!(
+            r#"server="s{i}",model_name="",engine_type="unified",pp_rank="0",tp_rank="0",moe_ep_rank="0""#
+        );
+        assert_eq!(
+            value(&s, &at("sglang:num_running_reqs", &l)),
+            Some(1.0),
+            "{s}"
+        );
+        assert_eq!(
+            value(&s, &format!("sglang_up{{server=\"s{i}\"}}")),
+            Some(1.0)
+        );
+    }
+    assert_eq!(value(&s, r#"sglang_up{server="r"}"#), Some(0.0));
+    let peak = kb("VmHWM:");
+    assert!(peak < 120 * 1024, "peak RSS {peak} kB");
+}

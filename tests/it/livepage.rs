@@ -30,7 +30,7 @@ fn chromium() -> PathBuf {
 
 /// Runs the browser on `url` with `args` (a profile of its own, no sandbox: tests run as
 /// root); its stdout.
-fn browse(profile: &Path, url: &str, args: &[&str]) -> String {
+pub fn browse(profile: &Path, url: &str, args: &[&str]) -> String {
     let out = Command::new(chromium())
         .args([
             "--no-sandbox",

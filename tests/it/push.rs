@@ -68,12 +68,17 @@ fn group_samples(
     )
 }
 
-fn terminate(child: &mut std::process::Child) -> std::process::ExitStatus {
+/// Sends signal `sig` (a name as `kill -SIG` takes it) to process `pid`.
+fn send_signal(pid: u32, sig: &str) {
     let st = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
+        .args([&format!("-{sig}"), &pid.to_string()])
         .status()
         .expect("kill");
-    assert!(st.success());
+    assert!(st.success(), "kill -{sig}");
+}
+
+fn terminate(child: &mut std::process::Child) -> std::process::ExitStatus {
+    send_signal(child.id(), "TERM");
     child.wait().expect("wait")
 }
 
@@ -583,4 +588,57 @@ fn a_failure_streak_warns_once_and_recovery_is_logged() {
         methods.lock().unwrap().last().map(String::as_str),
         Some("DELETE")
     );
+}
+
+/// Repro 35: every signal whose default would end the exporter (and leave its pushed group
+/// serving the last values as current) is ignored, logged, or ends it as SIGTERM does: the
+/// group deleted. Ignored: SIGUSR1 (rotation's "reopen your logs"), SIGUSR2, SIGALRM, SIGVTALRM,
+/// SIGPROF, SIGIO, SIGXFSZ, a real-time signal; stopping: SIGQUIT, SIGXCPU, SIGPWR.
+#[test]
+fn stray_signals_are_ignored_and_stop_signals_delete_the_group() {
+    let (_dir, log) = busy_log();
+    for stop in ["QUIT", "XCPU", "PWR"] {
+        let (port, _, methods) = fake_gateway(Fake::FailFirst(0));
+        let url = format!("http://127.0.0.1:{port}");
+        let mut e = Exporter::start(&[
+            &log,
+            "--idle-after",
+            NO_IDLE,
+            "--push.url",
+            &url,
+            "--push.interval",
+            "200ms",
+        ]);
+        let logs = e.log_lines();
+        poll(30, "a push", || {
+            methods
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|m| m != "DELETE")
+                .then_some(())
+        });
+        for sig in [
+            "USR1", "USR2", "ALRM", "VTALRM", "PROF", "IO", "XFSZ", "RTMIN+3",
+        ] {
+            send_signal(e.child.id(), sig);
+            let name = match sig {
+                "RTMIN+3" => "SIGRTMIN+3".to_string(),
+                s => format!("SIG{s}"),
+            };
+            crate::common::wait_log(&logs, &format!("{name} ignored"), 30);
+            assert!(e.child.try_wait().unwrap().is_none(), "{sig} ended it");
+        }
+        // Still serving.
+        let s = e.scrape();
+        assert!(s.contains("sglang_log_exporter_build_info"), "{s}");
+        send_signal(e.child.id(), stop);
+        let status = wait_exit(&mut e.child, 30).expect("the exporter exits");
+        assert!(status.success(), "SIG{stop}: {status:?}");
+        assert_eq!(
+            methods.lock().unwrap().last().map(String::as_str),
+            Some("DELETE"),
+            "SIG{stop}: the group deleted"
+        );
+    }
 }

@@ -209,6 +209,19 @@ fn https_with_basic_auth() {
     );
 }
 
+/// Waits until `f` holds: a changed web config is read on the exporter's reload thread, and
+/// applies to the connections after that (a hang guard of 30 s, not a timed assertion).
+fn until(what: &str, f: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !f() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: not within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn certificates_and_users_are_reloaded_on_change() {
     let dir = tempfile::tempdir().unwrap();
@@ -227,7 +240,8 @@ fn certificates_and_users_are_reloaded_on_change() {
         std::fs::rename(&tmp, &cfg).unwrap();
     };
     write_cfg("old", "one");
-    let e = start(&cfg);
+    let mut e = start(&cfg);
+    let logs = e.log_lines();
     let url = format!("https://127.0.0.1:{}/metrics", e.port);
     let new = self_signed(dir.path(), "new");
     assert_eq!(get(&client(&old, None), &url, Some(("prom", "one"))).0, 200);
@@ -237,7 +251,9 @@ fn certificates_and_users_are_reloaded_on_change() {
         "not trusted yet"
     );
     write_cfg("new", "two");
-    assert_eq!(get(&client(&new, None), &url, Some(("prom", "two"))).0, 200);
+    until("the new config", || {
+        get(&client(&new, None), &url, Some(("prom", "two"))).0 == 200
+    });
     assert_eq!(get(&client(&new, None), &url, Some(("prom", "one"))).0, 401);
     assert_eq!(
         get(&client(&old, None), &url, Some(("prom", "two"))).0,
@@ -247,9 +263,12 @@ fn certificates_and_users_are_reloaded_on_change() {
     // Rotating the certificate files themselves (same names) applies too.
     std::fs::copy(dir.path().join("old.pem"), dir.path().join("new.pem")).unwrap();
     std::fs::copy(dir.path().join("old.key"), dir.path().join("new.key")).unwrap();
-    assert_eq!(get(&client(&old, None), &url, Some(("prom", "two"))).0, 200);
+    until("the rotated certificate", || {
+        get(&client(&old, None), &url, Some(("prom", "two"))).0 == 200
+    });
     // A broken file keeps the last good configuration.
     std::fs::write(&cfg, "tls_server_config: [\n").unwrap();
+    crate::common::wait_log(&logs, "web config reload failed", 30);
     assert_eq!(get(&client(&old, None), &url, Some(("prom", "two"))).0, 200);
 }
 
@@ -279,6 +298,7 @@ fn a_reload_never_switches_tls_on_or_off() {
     // HTTPS stays HTTPS: a config without TLS is refused, the old users stay in force.
     write_cfg(true, "one");
     let mut e = start(&cfg);
+    let logs = e.log_lines();
     let https = format!("https://127.0.0.1:{}/metrics", e.port);
     let http = format!("http://127.0.0.1:{}/metrics", e.port);
     assert_eq!(
@@ -286,6 +306,7 @@ fn a_reload_never_switches_tls_on_or_off() {
         200
     );
     write_cfg(false, "two");
+    crate::common::wait_log(&logs, "reload refused", 30);
     assert_eq!(
         get(&plain, &http, Some(("prom", "two"))).0,
         0,
@@ -301,10 +322,9 @@ fn a_reload_never_switches_tls_on_or_off() {
     );
     // A later config that keeps TLS applies again.
     write_cfg(true, "three");
-    assert_eq!(
-        get(&client(&cert, None), &https, Some(("prom", "three"))).0,
-        200
-    );
+    until("the config that keeps TLS", || {
+        get(&client(&cert, None), &https, Some(("prom", "three"))).0 == 200
+    });
     assert_eq!(
         get(&client(&cert, None), &https, Some(("prom", "one"))).0,
         401
@@ -321,11 +341,13 @@ fn a_reload_never_switches_tls_on_or_off() {
 
     // Plain HTTP stays plain: a config with TLS is refused.
     write_cfg(false, "one");
-    let e = start(&cfg);
+    let mut e = start(&cfg);
+    let logs = e.log_lines();
     let https = format!("https://127.0.0.1:{}/metrics", e.port);
     let http = format!("http://127.0.0.1:{}/metrics", e.port);
     assert_eq!(get(&plain, &http, Some(("prom", "one"))).0, 200);
     write_cfg(true, "two");
+    crate::common::wait_log(&logs, "reload refused", 30);
     assert_eq!(
         get(&client(&cert, None), &https, Some(("prom", "two"))).0,
         0
@@ -624,4 +646,49 @@ fn unauthorised_replies_tell_nothing_of_routes_or_users() {
         unknown * 4 >= known,
         "unknown user {unknown:?}, known user with a wrong password {known:?}"
     );
+}
+
+/// Repro 30: a reload whose users' costs changed pays a bcrypt of the new highest cost (cost 13
+/// here: seconds in a debug build) for its dummy hash, on the reload thread: the probes are
+/// answered meanwhile (with the configuration in force), never after the reload.
+#[test]
+fn a_costly_reload_does_not_hold_the_probes() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("web.yml");
+    std::fs::write(
+        &cfg,
+        format!("basic_auth_users:\n  alice: {}\n", hash("pw")),
+    )
+    .unwrap();
+    let mut e = start(&cfg);
+    let logs = e.log_lines();
+    let plain = ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(60))
+        .build();
+    let healthy = format!("http://127.0.0.1:{}/-/healthy", e.port);
+    assert_eq!(get(&plain, &healthy, None).0, 200);
+    // A hash of cost 13 (its form is all the reload reads of it: no need to compute one).
+    let dear = hash("pw").replacen("$04$", "$13$", 1);
+    let tmp = dir.path().join("web.yml.tmp");
+    std::fs::write(
+        &tmp,
+        format!(
+            "basic_auth_users:\n  alice: {}\n  bob: {dear}\n",
+            hash("pw")
+        ),
+    )
+    .unwrap();
+    std::fs::rename(&tmp, &cfg).unwrap();
+    // Each probe nudges the reload thread; all are answered before the reload is done.
+    for _ in 0..5 {
+        assert_eq!(get(&plain, &healthy, None).0, 200);
+    }
+    let before: Vec<String> = logs.try_iter().collect();
+    assert!(
+        !before.iter().any(|l| l.contains("web config reloaded")),
+        "the probes waited for the reload: {before:?}"
+    );
+    crate::common::wait_log(&logs, "web config reloaded", 120);
+    let url = format!("http://127.0.0.1:{}/metrics", e.port);
+    assert_eq!(get(&plain, &url, Some(("alice", "pw"))).0, 200);
 }

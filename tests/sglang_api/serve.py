@@ -13,6 +13,10 @@ server says by rewriting it).
   --release 0.5.6   GET /get_load: io_struct.py's GetLoadReqOutput, serialised by FastAPI as the
                     handler returns it; GET /server_info: that release's handler shape (server
                     args, scheduler info, internal_states, version). No /v1/loads (404).
+  --release 0.4.1   no load endpoint (404, as before v0.4.7); GET /get_server_info: the handler
+                    of that release's srt/server.py itself (its source, run over our app),
+                    answering dataclasses.asdict of srt/server_args.py's own ServerArgs built
+                    from the data's server_info, plus its scheduler_info. No /server_info.
   --api-key KEY     v0.5.23's own add_api_key_middleware (utils/auth.py).
 
 The data file: {"loads": [per-rank fields], "server_info": {...}, "scheduler_info": {...},
@@ -63,7 +67,7 @@ def load(name, path):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--release", required=True, choices=["0.5.23", "0.5.6"])
+    ap.add_argument("--release", required=True, choices=["0.5.23", "0.5.6", "0.4.1"])
     ap.add_argument("--root", required=True)
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--data", required=True)
@@ -159,6 +163,39 @@ def main():
                 "version": version.__version__,
                 "frontend": "python",
             }
+
+    elif a.release == "0.4.1":
+        # What server_args.py imports: torch (asked only whether CUDA is there: no GPU here)
+        # and helpers of its __post_init__ (no GPU, no flashinfer, no GGUF file).
+        module("torch", cuda=types.SimpleNamespace(is_available=lambda: False))
+        module("sglang.srt.hf_transformers_utils", check_gguf_file=lambda path: False)
+        utils.__dict__.update(
+            get_amdgpu_memory_capacity=lambda: None,
+            get_hpu_memory_capacity=lambda: None,
+            get_nvgpu_memory_capacity=lambda: None,
+            is_flashinfer_available=lambda: False,
+            is_hip=lambda: False,
+            is_ipv6=lambda addr: False,
+            is_port_available=lambda port: True,
+        )
+        sa = load("sglang.srt.server_args", os.path.join(src, "srt", "server_args.py"))
+        # server.py's own get_server_info handler (its decorator registers it on our app); the
+        # globals it reads are refreshed from the data file before each request.
+        import ast
+        import dataclasses
+
+        with open(os.path.join(src, "srt", "server.py")) as f:
+            tree = ast.parse(f.read())
+        handler = [n for n in tree.body if isinstance(n, ast.AsyncFunctionDef) and n.name == "get_server_info"]
+        ns = {"app": app, "dataclasses": dataclasses, "__version__": version.__version__}
+        exec(compile(ast.Module(body=handler, type_ignores=[]), "server.py", "exec"), ns)
+
+        @app.middleware("http")
+        async def state(request, call_next):
+            d = data()
+            ns["tokenizer_manager"] = types.SimpleNamespace(server_args=sa.ServerArgs(**d.get("server_info", {})))
+            ns["scheduler_info"] = d.get("scheduler_info", {})
+            return await call_next(request)
 
     else:
         # io_struct.py's imports, which its load classes do not use.

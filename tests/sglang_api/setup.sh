@@ -3,8 +3,9 @@
 # Python venv with the packages that code imports (fastapi, uvicorn, msgspec, orjson, from
 # PyPI) and the source files of two SGLang releases, taken from their wheels
 # (`pip download --no-deps`): v0.5.23 (`/v1/loads`: entrypoints/v1_loads.py,
-# managers/load_snapshot.py; utils/auth.py for --api-key) and v0.5.6 (`/get_load`:
-# managers/io_struct.py). Idempotent; `.ci/run` runs it. Usage: setup.sh [DIR] (default
+# managers/load_snapshot.py; utils/auth.py for --api-key), v0.5.6 (`/get_load`:
+# managers/io_struct.py) and v0.4.1 (no load endpoint; `/get_server_info`: srt/server.py's
+# handler over srt/server_args.py's ServerArgs). Idempotent; `.ci/run` runs it. Usage: setup.sh [DIR] (default
 # target/sglang-api).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -16,7 +17,7 @@ if [[ ! -x $venv/bin/python ]] || ! "$venv/bin/python" -c 'import fastapi, uvico
   "$venv/bin/pip" install --quiet --disable-pip-version-check \
     'fastapi==0.165.0' 'uvicorn==0.54.0' 'msgspec==0.23.0' 'orjson==3.13.0'
 fi
-for v in 0.5.23 0.5.6; do
+for v in 0.5.23 0.5.6 0.4.1; do
   out=$dir/sglang-$v
   [[ -f $out/.done ]] && continue
   ls "$dir"/wheels/sglang-$v-*.whl >/dev/null 2>&1 ||
@@ -26,7 +27,8 @@ for v in 0.5.23 0.5.6; do
 import sys, zipfile
 wheel, out = sys.argv[1], sys.argv[2]
 want = ("sglang/srt/entrypoints/v1_loads.py", "sglang/srt/managers/load_snapshot.py",
-        "sglang/srt/managers/io_struct.py", "sglang/srt/utils/auth.py", "sglang/version.py")
+        "sglang/srt/managers/io_struct.py", "sglang/srt/utils/auth.py", "sglang/version.py",
+        "sglang/srt/server.py", "sglang/srt/server_args.py")
 with zipfile.ZipFile(wheel) as z:
     for name in z.namelist():
         if name in want:

@@ -3,10 +3,19 @@
 //! One thread per server polls, every `--sglang.interval` and off the scrape path, its load
 //! endpoint — `/v1/loads` (v0.5.8+) where it answers, else `/get_load` (v0.4.7–v0.5.20) — and,
 //! once a minute and after every outage, `/server_info` (`/get_server_info` on releases
-//! without it) for the model, the mode and the sizes. Each answer goes to the state
-//! ([`crate::state::State::apply_api`]); a refused connection, a timeout, an error status or a
-//! body that cannot be read turns the server's `sglang_up` to 0 and withdraws the activity
-//! gauges it fed ([`crate::state::State::api_failed`]).
+//! without it) for the model, the mode and the sizes. The loads are asked first, within one
+//! `--sglang.timeout`, and tell whether the server answers; the server info has a timeout of
+//! its own after them (SGLang answers it through the scheduler, so it is the slow one under a
+//! long prefill: a slow or failing one costs its labels, never the loads). A release older
+//! than every load endpoint (v0.4.1–v0.4.6) answers only `/get_server_info`, asked at every
+//! poll: it is up, with its model and capacity, and no per-rank values. Each answer goes to
+//! the state ([`crate::state::State::apply_api`]); a refused connection, a timeout, an error
+//! status or a body that cannot be read turns the server's `sglang_up` to 0 and withdraws the
+//! activity gauges it fed ([`crate::state::State::api_failed`]).
+//!
+//! Answers are parsed into typed structs of only the fields read ([`shapes`]), never into a
+//! `serde_json::Value`: what else a body holds is skipped, and lists are kept up to the
+//! per-server rank cap, so an answer costs its bytes (at most [`MAX_BODY`]) and little more.
 //!
 //! HTTP is [`ureq`] (blocking, rustls for `https://`), as for the Pushgateway.
 
@@ -129,14 +138,18 @@ pub fn source_of(server: &str) -> String {
 enum Endpoint {
     V1Loads,
     GetLoad,
+    /// None: a release before v0.4.7 answers only its server info (at this path).
+    InfoOnly(&'static str),
 }
 
 impl Endpoint {
-    /// As SGLang names it: `/v1/loads`, `/get_load`.
+    /// As SGLang names it: `/v1/loads`, `/get_load`, `/get_server_info`.
     fn name(self) -> &'static str {
         match self {
             Endpoint::V1Loads => "/v1/loads",
             Endpoint::GetLoad => "/get_load",
+            Endpoint::InfoOnly("server_info") => "/server_info",
+            Endpoint::InfoOnly(_) => "/get_server_info",
         }
     }
 
@@ -149,13 +162,13 @@ impl Endpoint {
 /// Why a poll failed: the message logged once per outage.
 #[derive(Debug)]
 enum Failure {
-    /// No answer: refused, reset, timed out, name not resolved.
-    NoAnswer(String),
+    /// No answer from the path: refused, reset, timed out, name not resolved.
+    NoAnswer(&'static str, String),
     /// An answer with another status than 200 or 404 (the redirect's target, if any).
     Status(u16, &'static str, Option<String>),
     /// An answer that is not what the endpoint answers.
     Body(&'static str, String),
-    /// Neither load endpoint exists.
+    /// Neither load endpoint nor the server info exists.
     NoEndpoint,
     /// A bug of ours (a panic) while reading the answer.
     Bug,
@@ -164,7 +177,7 @@ enum Failure {
 impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Failure::NoAnswer(e) => write!(f, "no answer ({e})"),
+            Failure::NoAnswer(p, e) => write!(f, "no answer from /{p} ({e})"),
             Failure::Status(s @ (401 | 403), p, _) => write!(
                 f,
                 "/{p} answered HTTP {s} (the server wants an API key: give it with --sglang.api-key-file)"
@@ -176,7 +189,7 @@ impl std::fmt::Display for Failure {
             Failure::Body(p, e) => write!(f, "/{p} answered what cannot be read: {e}"),
             Failure::Bug => f.write_str("a bug of the exporter (a panic) while reading the answer"),
             Failure::NoEndpoint => f.write_str(
-                "neither /v1/loads nor /get_load exists (an SGLang release before v0.4.7, or not SGLang?)",
+                "none of /v1/loads, /get_load, /server_info and /get_server_info exists (not SGLang?)",
             ),
         }
     }
@@ -281,9 +294,7 @@ impl Poller {
                     self.down = true;
                     // Ask again what the server is once it is back (it may be another release).
                     self.info_at = None;
-                    if matches!(e, Failure::NoEndpoint) {
-                        self.endpoint = None;
-                    }
+                    self.endpoint = None;
                 }
             }
             if !stop.wait(self.interval.saturating_sub(t0.elapsed())) {
@@ -292,32 +303,52 @@ impl Poller {
         }
     }
 
-    /// One poll: the server info when due, then the load endpoint, all within one
-    /// `--sglang.timeout` (so a failing server reads down within two intervals, however its
-    /// requests fail). Also the number of requests made.
+    /// One poll: the load endpoint within one `--sglang.timeout` (so a failing server reads
+    /// down within one timeout, however its requests fail), then the server info when due,
+    /// within a timeout of its own. Also the number of requests made.
     fn poll(&mut self) -> (Result<ApiReading, Failure>, u32) {
         let mut requests = 0;
-        let deadline = Instant::now() + self.timeout;
-        let r = self.poll_counted(&mut requests, deadline);
+        let r = self.poll_counted(&mut requests);
         (r, requests)
     }
 
-    fn poll_counted(
-        &mut self,
-        requests: &mut u32,
-        deadline: Instant,
-    ) -> Result<ApiReading, Failure> {
-        if self.info_at.is_none_or(|t| t.elapsed() >= INFO_EVERY) {
-            // The info only labels and sizes the loads: its failure costs the info, not them
-            // (a server down fails the load request as well).
-            match self.server_info(requests, deadline) {
-                Ok(Some(i)) => {
-                    self.info = Some(i);
-                    self.info_warned = false;
+    fn poll_counted(&mut self, requests: &mut u32) -> Result<ApiReading, Failure> {
+        let deadline = Instant::now() + self.timeout;
+        let order: &[Endpoint] = match self.endpoint {
+            Some(Endpoint::GetLoad) => &[Endpoint::GetLoad, Endpoint::V1Loads],
+            Some(Endpoint::V1Loads) | None => &[Endpoint::V1Loads, Endpoint::GetLoad],
+            // Known to have no load endpoint: its server info is the poll.
+            Some(Endpoint::InfoOnly(_)) => &[],
+        };
+        let mut answer = None;
+        for &ep in order {
+            *requests += 1;
+            if let Some(body) = self.get(ep.path(), deadline)? {
+                answer = Some((ep, body));
+                break;
+            }
+        }
+        let Some((ep, body)) = answer else {
+            // No load endpoint (v0.4.1–v0.4.6): the server info is what tells it answers.
+            return match self.server_info(requests, deadline)? {
+                Some((path, info)) => {
+                    self.set_info(info);
+                    self.endpoint = Some(Endpoint::InfoOnly(path));
+                    Ok(ApiReading {
+                        endpoint: Endpoint::InfoOnly(path).name(),
+                        info: self.info.clone(),
+                        loads: Vec::new(),
+                    })
                 }
+                None => Err(Failure::NoEndpoint),
+            };
+        };
+        if self.info_at.is_none_or(|t| t.elapsed() >= INFO_EVERY) {
+            // The info only labels and sizes the loads: its failure, a timeout included, costs
+            // the info, not them; it is asked again at its next turn.
+            match self.server_info(requests, Instant::now() + self.timeout) {
+                Ok(Some((_, i))) => self.set_info(i),
                 Ok(None) => {}
-                // No answer at all: the server is down, the loads would not answer either.
-                Err(e @ Failure::NoAnswer(_)) => return Err(e),
                 Err(e) => {
                     if !self.info_warned {
                         tracing::warn!(
@@ -330,79 +361,62 @@ impl Poller {
             }
             self.info_at = Some(Instant::now());
         }
-        let order = match self.endpoint {
-            Some(Endpoint::GetLoad) => [Endpoint::GetLoad, Endpoint::V1Loads],
-            _ => [Endpoint::V1Loads, Endpoint::GetLoad],
-        };
-        for ep in order {
-            *requests += 1;
-            let Some(body) = self.get(ep.path(), deadline)? else {
-                continue;
-            };
-            let info = self.info.as_ref();
-            let loads = match ep {
-                Endpoint::V1Loads => shapes::v1_loads(&body, info),
-                Endpoint::GetLoad => shapes::get_load(&body, info),
+        let info = self.info.as_ref();
+        let loads = match ep {
+            Endpoint::V1Loads => shapes::v1_loads(&body, info, self.max_ranks),
+            Endpoint::GetLoad | Endpoint::InfoOnly(_) => {
+                shapes::get_load(&body, info, self.max_ranks)
             }
-            .map_err(|e| Failure::Body(ep.path(), e.0))?;
-            // Refused whole before the state is locked: more DP ranks than a server may have.
-            if loads.len() > self.max_ranks {
-                return Err(Failure::Body(
-                    ep.path(),
-                    format!(
-                        "{} DP ranks, more than a server may have ({})",
-                        loads.len(),
-                        self.max_ranks
-                    ),
-                ));
-            }
-            self.endpoint = Some(ep);
-            return Ok(ApiReading {
-                endpoint: ep.name(),
-                info: self.info.clone(),
-                loads,
-            });
         }
-        Err(Failure::NoEndpoint)
+        .map_err(|e| Failure::Body(ep.path(), e.0))?;
+        self.endpoint = Some(ep);
+        Ok(ApiReading {
+            endpoint: ep.name(),
+            info: self.info.clone(),
+            loads,
+        })
     }
 
-    /// `/server_info`, else `/get_server_info`; `None` where neither exists.
+    fn set_info(&mut self, info: ServerInfo) {
+        self.info = Some(info);
+        self.info_warned = false;
+        self.info_at = Some(Instant::now());
+    }
+
+    /// `/server_info`, else `/get_server_info` (which of them answered); `None` where neither
+    /// exists.
     fn server_info(
         &self,
         requests: &mut u32,
         deadline: Instant,
-    ) -> Result<Option<ServerInfo>, Failure> {
+    ) -> Result<Option<(&'static str, ServerInfo)>, Failure> {
         for path in ["server_info", "get_server_info"] {
             *requests += 1;
-            if let Some(v) = self.get(path, deadline)? {
-                return shapes::server_info(&v)
-                    .map(Some)
+            if let Some(body) = self.get(path, deadline)? {
+                return shapes::server_info(&body)
+                    .map(|i| Some((path, i)))
                     .map_err(|e| Failure::Body(path, e.0));
             }
         }
         Ok(None)
     }
 
-    /// GETs `path` under the base URL before `deadline`: the JSON body of a 200, `None` for a
+    /// GETs `path` under the base URL before `deadline`: the body of a 200, `None` for a
     /// 404 (no such endpoint in this release); any other status (a redirect, 204, 401, 5xx) is
     /// a failure, as is a body above [`MAX_BODY`].
-    fn get(
-        &self,
-        path: &'static str,
-        deadline: Instant,
-    ) -> Result<Option<serde_json::Value>, Failure> {
+    fn get(&self, path: &'static str, deadline: Instant) -> Result<Option<Vec<u8>>, Failure> {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err(Failure::NoAnswer(format!(
-                "no answer within --sglang.timeout ({:?})",
-                self.timeout
-            )));
+            return Err(Failure::NoAnswer(
+                path,
+                format!("no answer within --sglang.timeout ({:?})", self.timeout),
+            ));
         }
         let url = self
             .target
             .base
             .join(path)
-            .map_err(|e| Failure::NoAnswer(e.to_string()))?;
+            .map_err(|e| Failure::NoAnswer(path, e.to_string()))?;
         let mut req = self.agent.request_url("GET", &url).timeout(left);
         if let Some(k) = &self.api_key {
             req = req.set("Authorization", &format!("Bearer {k}"));
@@ -414,16 +428,14 @@ impl Poller {
                 resp.into_reader()
                     .take(MAX_BODY + 1)
                     .read_to_end(&mut body)
-                    .map_err(|e| Failure::NoAnswer(e.to_string()))?;
+                    .map_err(|e| Failure::NoAnswer(path, e.to_string()))?;
                 if body.len() as u64 > MAX_BODY {
                     return Err(Failure::Body(
                         path,
                         format!("an answer larger than {} MiB", MAX_BODY >> 20),
                     ));
                 }
-                serde_json::from_slice(&body)
-                    .map(Some)
-                    .map_err(|e| Failure::Body(path, e.to_string()))
+                Ok(Some(body))
             }
             Ok(resp) => Err(Failure::Status(
                 resp.status(),
@@ -433,13 +445,14 @@ impl Poller {
             )),
             Err(ureq::Error::Status(404, _)) => Ok(None),
             Err(ureq::Error::Status(s, _)) => Err(Failure::Status(s, path, None)),
-            Err(ureq::Error::Transport(t)) => Err(Failure::NoAnswer(transport(&t))),
+            Err(ureq::Error::Transport(t)) => Err(Failure::NoAnswer(path, transport(&t))),
         }
     }
 }
 
-/// A load answer is about 1 KB a DP rank; 4 MiB holds thousands and bounds a hostile one.
-const MAX_BODY: u64 = 4 << 20;
+/// A load answer is about 1 KB a DP rank; 4 MiB holds thousands and bounds a hostile one
+/// (parsed, it costs little more: see [`shapes`]).
+pub const MAX_BODY: u64 = 4 << 20;
 
 /// A transport error's words without the request's headers (which hold the API key).
 fn transport(t: &ureq::Transport) -> String {

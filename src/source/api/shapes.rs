@@ -20,7 +20,10 @@
 //! A field that is absent, not a number, negative or not finite gives no value: the log may
 //! still give it. Nothing here is guessed from a field of another meaning.
 
-use serde_json::{Map, Value};
+use std::marker::PhantomData;
+
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
 
 use crate::record::ServerArgs;
 use crate::state::live::{DpLoad, ServerInfo};
@@ -29,6 +32,274 @@ use crate::state::live::{DpLoad, ServerInfo};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct ShapeError(pub String);
+
+impl From<serde_json::Error> for ShapeError {
+    fn from(e: serde_json::Error) -> ShapeError {
+        ShapeError(e.to_string())
+    }
+}
+
+/// Longest text kept from an answer (a model name or path); a longer one is no value. Label
+/// values are bounded further by [`crate::label`].
+const MAX_TEXT: usize = 4096;
+
+/// One JSON value of a field we read, kept small whatever the peer sends: a number, a bool,
+/// `null`, a string up to [`MAX_TEXT`] bytes; a list, an object or a longer string is only
+/// skipped over ([`IgnoredAny`]: nothing of it is kept). An absent field is
+/// [`Scalar::Absent`].
+///
+/// Every answer is parsed into structs of these, never into a `serde_json::Value` (whose
+/// objects cost ~90 bytes of heap per byte of JSON: a 4 MiB answer of small objects took
+/// 350 MB, repro 23).
+#[derive(Debug, Clone, Default, PartialEq)]
+enum Scalar {
+    #[default]
+    Absent,
+    Null,
+    Bool(bool),
+    U64(u64),
+    I64(i64),
+    F64(f64),
+    Text(String),
+    /// A list, an object, a string above [`MAX_TEXT`]: present, but not a value we read.
+    Other,
+}
+
+impl Scalar {
+    fn as_f64(&self) -> Option<f64> {
+        match *self {
+            Scalar::U64(n) => Some(n as f64),
+            Scalar::I64(n) => Some(n as f64),
+            Scalar::F64(x) => Some(x),
+            _ => None,
+        }
+    }
+
+    fn as_u64(&self) -> Option<u64> {
+        match *self {
+            Scalar::U64(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    fn as_str(&self) -> Option<&str> {
+        match self {
+            Scalar::Text(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    fn is_none(&self) -> bool {
+        matches!(self, Scalar::Absent | Scalar::Null)
+    }
+}
+
+impl std::fmt::Display for Scalar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Scalar::Absent => f.write_str("absent"),
+            Scalar::Null => f.write_str("null"),
+            Scalar::Bool(b) => write!(f, "{b}"),
+            Scalar::U64(n) => write!(f, "{n}"),
+            Scalar::I64(n) => write!(f, "{n}"),
+            Scalar::F64(x) => write!(f, "{x}"),
+            Scalar::Text(s) => write!(f, "{s:?}"),
+            Scalar::Other => f.write_str("a list or an object"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Scalar {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Scalar, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Scalar;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_bool<E>(self, b: bool) -> Result<Scalar, E> {
+                Ok(Scalar::Bool(b))
+            }
+            fn visit_u64<E>(self, n: u64) -> Result<Scalar, E> {
+                Ok(Scalar::U64(n))
+            }
+            fn visit_i64<E>(self, n: i64) -> Result<Scalar, E> {
+                Ok(if n >= 0 {
+                    Scalar::U64(n as u64)
+                } else {
+                    Scalar::I64(n)
+                })
+            }
+            fn visit_f64<E>(self, x: f64) -> Result<Scalar, E> {
+                Ok(Scalar::F64(x))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Scalar, E> {
+                Ok(if s.len() <= MAX_TEXT {
+                    Scalar::Text(s.to_string())
+                } else {
+                    Scalar::Other
+                })
+            }
+            fn visit_unit<E>(self) -> Result<Scalar, E> {
+                Ok(Scalar::Null)
+            }
+            fn visit_none<E>(self) -> Result<Scalar, E> {
+                Ok(Scalar::Null)
+            }
+            fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Scalar, D::Error> {
+                Scalar::deserialize(d)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Scalar, A::Error> {
+                while a.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Scalar::Other)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Scalar, A::Error> {
+                while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Scalar::Other)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// An object read into `T` (its fields as `T` names them, the rest skipped), or `None` for
+/// anything else at its place (skipped).
+#[derive(Debug, Clone, PartialEq)]
+struct Obj<T>(Option<T>);
+
+impl<T> Default for Obj<T> {
+    fn default() -> Obj<T> {
+        Obj(None)
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Obj<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Obj<T>, D::Error> {
+        struct V<T>(PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+            type Value = Obj<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, a: A) -> Result<Obj<T>, A::Error> {
+                T::deserialize(de::value::MapAccessDeserializer::new(a)).map(|t| Obj(Some(t)))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Obj<T>, A::Error> {
+                while a.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Obj(None))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Obj<T>, E> {
+                Ok(Obj(None))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Obj<T>, E> {
+                Ok(Obj(None))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Obj<T>, E> {
+                Ok(Obj(None))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Obj<T>, E> {
+                Ok(Obj(None))
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Obj<T>, E> {
+                Ok(Obj(None))
+            }
+            fn visit_unit<E>(self) -> Result<Obj<T>, E> {
+                Ok(Obj(None))
+            }
+        }
+        d.deserialize_any(V(PhantomData))
+    }
+}
+
+/// Reads a list of `T`, keeping at most `cap` of them: the rest are only counted (skipped as
+/// [`IgnoredAny`]), so an answer of a million entries costs `cap` entries. The list's length
+/// comes back beside the entries kept.
+fn capped_seq<'de, A: SeqAccess<'de>, T: Deserialize<'de>>(
+    mut a: A,
+    cap: usize,
+) -> Result<(Vec<T>, usize), A::Error> {
+    let mut kept = Vec::new();
+    let mut len = 0;
+    loop {
+        let more = if kept.len() < cap {
+            a.next_element::<T>()?.map(|t| kept.push(t)).is_some()
+        } else {
+            a.next_element::<IgnoredAny>()?.is_some()
+        };
+        if !more {
+            return Ok((kept, len));
+        }
+        len += 1;
+    }
+}
+
+/// A map key that is `name` (true) or another (false), read without keeping it.
+struct KeyIs(&'static str);
+
+impl<'de> DeserializeSeed<'de> for KeyIs {
+    type Value = bool;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        struct V(&'static str);
+        impl Visitor<'_> for V {
+            type Value = bool;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_str<E>(self, s: &str) -> Result<bool, E> {
+                Ok(s == self.0)
+            }
+        }
+        d.deserialize_str(V(self.0))
+    }
+}
+
+/// The list of loads of an answer, at most `cap` of them kept (see [`capped_seq`]).
+struct Loads<T>(usize, PhantomData<T>);
+
+impl<'de, T: Deserialize<'de>> DeserializeSeed<'de> for Loads<T> {
+    type Value = (Vec<T>, usize);
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Visitor<'de> for Loads<T> {
+    type Value = (Vec<T>, usize);
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a list of loads")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, a: A) -> Result<Self::Value, A::Error> {
+        capped_seq(a, self.0)
+    }
+}
+
+/// Parses a whole body with `seed` (trailing bytes other than white space are an error).
+fn parse<'de, S: DeserializeSeed<'de>>(body: &'de [u8], seed: S) -> Result<S::Value, ShapeError> {
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let v = seed.deserialize(&mut de)?;
+    de.end()?;
+    Ok(v)
+}
+
+/// A [`DeserializeSeed`] for a type that needs none.
+struct Plain<T>(PhantomData<T>);
+
+impl<'de, T: Deserialize<'de>> DeserializeSeed<'de> for Plain<T> {
+    type Value = T;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<T, D::Error> {
+        T::deserialize(d)
+    }
+}
+
+/// Refuses more DP ranks than a server may have (`max_ranks`, the per-server rank cap).
+fn within(len: usize, max_ranks: usize) -> Result<(), ShapeError> {
+    if len > max_ranks {
+        return Err(ShapeError(format!(
+            "{len} DP ranks, more than a server may have ({max_ranks})"
+        )));
+    }
+    Ok(())
+}
 
 /// The kind of a value, which bounds what it may be.
 #[derive(Clone, Copy)]
@@ -49,9 +320,8 @@ struct Reader {
 }
 
 impl Reader {
-    fn get(&mut self, o: &Map<String, Value>, key: &str, kind: Kind) -> Option<f64> {
-        let v = o.get(key)?;
-        if v.is_null() {
+    fn get(&mut self, v: &Scalar, kind: Kind) -> Option<f64> {
+        if v.is_none() {
             return None;
         }
         let ok = v.as_f64().filter(|x| {
@@ -70,9 +340,9 @@ impl Reader {
     }
 }
 
-/// A count at `key` (see [`Kind::Count`]), for code that has no [`Reader`] at hand.
-fn count(o: &Map<String, Value>, key: &str) -> Option<f64> {
-    Reader::default().get(o, key, Kind::Count)
+/// A count (see [`Kind::Count`]), for code that has no [`Reader`] at hand.
+fn count(v: &Scalar) -> Option<f64> {
+    Reader::default().get(v, Kind::Count)
 }
 
 /// Above any DP size a server runs with (the rank caps are far below it).
@@ -80,15 +350,14 @@ const MAX_DP_RANK: u64 = 1 << 16;
 
 /// `dp_rank`: a number below [`MAX_DP_RANK`], or `null`/absent for a server without data
 /// parallelism (0).
-fn dp_rank(o: &Map<String, Value>) -> Result<u32, ShapeError> {
-    match o.get("dp_rank") {
-        None | Some(Value::Null) => Ok(0),
-        Some(v) => v
-            .as_u64()
-            .filter(|&n| n < MAX_DP_RANK)
-            .map(|n| n as u32)
-            .ok_or_else(|| ShapeError(format!("dp_rank {v} is not a rank number"))),
+fn dp_rank(v: &Scalar) -> Result<u32, ShapeError> {
+    if v.is_none() {
+        return Ok(0);
     }
+    v.as_u64()
+        .filter(|&n| n < MAX_DP_RANK)
+        .map(|n| n as u32)
+        .ok_or_else(|| ShapeError(format!("dp_rank {v} is not a rank number")))
 }
 
 /// Whether the server runs without PD disaggregation, from `/server_info` (`None`: unknown).
@@ -97,27 +366,92 @@ fn unified(info: Option<&ServerInfo>) -> Option<bool> {
     Some(mode == "null")
 }
 
+/// The fields of a `/v1/loads` entry that are read (the rest skipped).
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct V1Load {
+    dp_rank: Scalar,
+    max_total_num_tokens: Scalar,
+    num_running_reqs: Scalar,
+    num_used_tokens: Scalar,
+    token_usage: Scalar,
+    gen_throughput: Scalar,
+    cache_hit_rate: Scalar,
+    max_running_requests: Scalar,
+    num_waiting_reqs: Scalar,
+    disaggregation: Obj<Disaggregation>,
+    queues: Obj<Queues>,
+}
+
+/// A `/v1/loads` entry's `disaggregation` section.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Disaggregation {
+    mode: Scalar,
+    prefill_bootstrap_queue_reqs: Scalar,
+    prefill_prealloc_queue_reqs: Scalar,
+    prefill_inflight_queue_reqs: Scalar,
+    decode_prealloc_queue_reqs: Scalar,
+    decode_transfer_queue_reqs: Scalar,
+    decode_retracted_queue_reqs: Scalar,
+}
+
+/// A `/v1/loads` entry's `queues` section.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Queues {
+    waiting: Scalar,
+}
+
+/// A `/v1/loads` answer's top level: its `loads` list (at most `.0` entries kept), the rest
+/// skipped.
+struct V1Body(usize);
+
+impl<'de> DeserializeSeed<'de> for V1Body {
+    type Value = (Vec<V1Load>, usize);
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for V1Body {
+    type Value = (Vec<V1Load>, usize);
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("an object with a \"loads\" list")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+        let mut loads = None;
+        while let Some(is_loads) = a.next_key_seed(KeyIs("loads"))? {
+            if !is_loads {
+                a.next_value::<IgnoredAny>()?;
+            } else if loads.is_some() {
+                return Err(de::Error::duplicate_field("loads"));
+            } else {
+                loads = Some(a.next_value_seed(Loads(self.0, PhantomData))?);
+            }
+        }
+        loads.ok_or_else(|| de::Error::missing_field("loads"))
+    }
+}
+
 /// Reads a `/v1/loads` answer. `info` (the last `/server_info`) tells a server without PD
 /// disaggregation, whose `num_waiting_reqs` is its waiting queue.
 ///
 /// # Errors
-/// A [`ShapeError`] when the body is not an object with a `loads` list of objects.
-pub fn v1_loads(body: &Value, info: Option<&ServerInfo>) -> Result<Vec<DpLoad>, ShapeError> {
-    let loads = body
-        .get("loads")
-        .and_then(Value::as_array)
-        .ok_or_else(|| ShapeError("no \"loads\" list".into()))?;
-    distinct(
-        loads
-            .iter()
-            .map(|l| {
-                let o = l
-                    .as_object()
-                    .ok_or_else(|| ShapeError("a load is not an object".into()))?;
-                v1_load(o, info)
-            })
-            .collect::<Result<Vec<_>, _>>()?,
-    )
+/// A [`ShapeError`] when the body is not an object with a `loads` list of objects, when it
+/// lists more than `max_ranks` DP ranks or one twice.
+pub fn v1_loads(
+    body: &[u8],
+    info: Option<&ServerInfo>,
+    max_ranks: usize,
+) -> Result<Vec<DpLoad>, ShapeError> {
+    let (loads, len) = parse(body, V1Body(max_ranks))?;
+    within(len, max_ranks)?;
+    let loads = loads
+        .iter()
+        .map(|l| v1_load(l, info))
+        .collect::<Result<Vec<_>, _>>()?;
+    distinct(loads)
 }
 
 /// Refuses an answer that lists a DP rank twice: which of the two is the rank's is unknown.
@@ -131,7 +465,7 @@ fn distinct(loads: Vec<DpLoad>) -> Result<Vec<DpLoad>, ShapeError> {
     Ok(loads)
 }
 
-fn v1_load(o: &Map<String, Value>, info: Option<&ServerInfo>) -> Result<DpLoad, ShapeError> {
+fn v1_load(o: &V1Load, info: Option<&ServerInfo>) -> Result<DpLoad, ShapeError> {
     let mut r = Reader::default();
     let mut values = Vec::new();
     let mut put = |id: &'static str, v: Option<f64>| {
@@ -141,15 +475,12 @@ fn v1_load(o: &Map<String, Value>, info: Option<&ServerInfo>) -> Result<DpLoad, 
     };
     // 0 is the snapshot's default before the scheduler set it: no capacity.
     let capacity = r
-        .get(o, "max_total_num_tokens", Kind::Count)
+        .get(&o.max_total_num_tokens, Kind::Count)
         .filter(|&v| v > 0.0);
     put("max_total_num_tokens", capacity);
-    put(
-        "num_running_reqs",
-        r.get(o, "num_running_reqs", Kind::Count),
-    );
+    put("num_running_reqs", r.get(&o.num_running_reqs, Kind::Count));
     // More tokens in use than the pool holds is a contradiction, never a share above 100 %.
-    let used = r.get(o, "num_used_tokens", Kind::Count);
+    let used = r.get(&o.num_used_tokens, Kind::Count);
     let used = match (used, capacity) {
         (Some(u), Some(c)) if u > c => {
             r.bad += 1;
@@ -158,51 +489,51 @@ fn v1_load(o: &Map<String, Value>, info: Option<&ServerInfo>) -> Result<DpLoad, 
         _ => used,
     };
     put("num_used_tokens", used);
-    put("token_usage", r.get(o, "token_usage", Kind::Ratio));
-    put("gen_throughput", r.get(o, "gen_throughput", Kind::Rate));
-    put("cache_hit_rate", r.get(o, "cache_hit_rate", Kind::Ratio));
+    put("token_usage", r.get(&o.token_usage, Kind::Ratio));
+    put("gen_throughput", r.get(&o.gen_throughput, Kind::Rate));
+    put("cache_hit_rate", r.get(&o.cache_hit_rate, Kind::Ratio));
     put(
         "max_running_requests",
-        r.get(o, "max_running_requests", Kind::Count)
+        r.get(&o.max_running_requests, Kind::Count)
             .filter(|&v| v > 0.0),
     );
-    let disagg = o.get("disaggregation").and_then(Value::as_object);
-    let mode = disagg.and_then(|d| d.get("mode")).and_then(Value::as_str);
+    let disagg = o.disaggregation.0.as_ref();
+    let mode = disagg.and_then(|d| d.mode.as_str());
     // The PD queues of the server's side, and their sum (what num_waiting_reqs adds).
     let mut pd_sum = Some(0.0);
     if let Some(d) = disagg {
-        let side: &[(&'static str, &[&str])] = match mode {
+        let side: &[(&'static str, &[&Scalar])] = match mode {
             Some("prefill") => &[
                 (
                     "num_prefill_bootstrap_queue_reqs",
                     &[
-                        "prefill_bootstrap_queue_reqs",
-                        "prefill_prealloc_queue_reqs",
+                        &d.prefill_bootstrap_queue_reqs,
+                        &d.prefill_prealloc_queue_reqs,
                     ],
                 ),
                 (
                     "num_prefill_inflight_queue_reqs",
-                    &["prefill_inflight_queue_reqs"],
+                    &[&d.prefill_inflight_queue_reqs],
                 ),
             ],
             Some("decode") => &[
                 (
                     "num_decode_prealloc_queue_reqs",
-                    &["decode_prealloc_queue_reqs"],
+                    &[&d.decode_prealloc_queue_reqs],
                 ),
                 (
                     "num_decode_transfer_queue_reqs",
-                    &["decode_transfer_queue_reqs"],
+                    &[&d.decode_transfer_queue_reqs],
                 ),
                 (
                     "decode_retracted_queue_reqs",
-                    &["decode_retracted_queue_reqs"],
+                    &[&d.decode_retracted_queue_reqs],
                 ),
             ],
             _ => &[],
         };
         for &(id, keys) in side {
-            let v = keys.iter().find_map(|k| r.get(d, k, Kind::Count));
+            let v = keys.iter().find_map(|k| r.get(k, Kind::Count));
             put(id, v);
             // The inflight queue is not among the waiting ones.
             if id != "num_prefill_inflight_queue_reqs" {
@@ -210,11 +541,12 @@ fn v1_load(o: &Map<String, Value>, info: Option<&ServerInfo>) -> Result<DpLoad, 
             }
         }
     }
-    let waiting = r.get(o, "num_waiting_reqs", Kind::Count);
+    let waiting = r.get(&o.num_waiting_reqs, Kind::Count);
     let queue = o
-        .get("queues")
-        .and_then(Value::as_object)
-        .and_then(|q| r.get(q, "waiting", Kind::Count))
+        .queues
+        .0
+        .as_ref()
+        .and_then(|q| r.get(&q.waiting, Kind::Count))
         .or_else(|| match (mode, unified(info)) {
             (Some("null"), _) | (None, Some(true)) => waiting,
             (Some("prefill" | "decode"), _) => waiting
@@ -225,10 +557,55 @@ fn v1_load(o: &Map<String, Value>, info: Option<&ServerInfo>) -> Result<DpLoad, 
         });
     put("num_queue_reqs", queue);
     Ok(DpLoad {
-        dp_rank: dp_rank(o)?,
+        dp_rank: dp_rank(&o.dp_rank)?,
         values,
         bad: r.bad,
     })
+}
+
+/// The fields of a `/get_load` entry that are read (the rest skipped).
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct GetLoad {
+    dp_rank: Scalar,
+    num_reqs: Scalar,
+    num_waiting_reqs: Scalar,
+}
+
+/// A `/get_load` answer: a list of entries (at most `.0` kept), or v0.4.7–v0.5.2's
+/// `{"load": N}` (`None`).
+struct GetLoadBody(usize);
+
+impl<'de> DeserializeSeed<'de> for GetLoadBody {
+    type Value = Option<(Vec<GetLoad>, usize)>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for GetLoadBody {
+    type Value = Option<(Vec<GetLoad>, usize)>;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a list of loads or {\"load\": N}")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, a: A) -> Result<Self::Value, A::Error> {
+        capped_seq(a, self.0).map(Some)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+        let mut load = false;
+        while let Some(is_load) = a.next_key_seed(KeyIs("load"))? {
+            if is_load {
+                load = a.next_value::<Scalar>()?.as_f64().is_some();
+            } else {
+                a.next_value::<IgnoredAny>()?;
+            }
+        }
+        if load {
+            Ok(None)
+        } else {
+            Err(de::Error::custom("neither a list nor {\"load\": N}"))
+        }
+    }
 }
 
 /// Reads a `/get_load` answer: running requests (`num_reqs` − `num_waiting_reqs`), and the
@@ -236,25 +613,25 @@ fn v1_load(o: &Map<String, Value>, info: Option<&ServerInfo>) -> Result<DpLoad, 
 /// `num_waiting_reqs` holds the PD queues too, which cannot be taken apart).
 ///
 /// # Errors
-/// A [`ShapeError`] when the body is not a list of objects.
-pub fn get_load(body: &Value, info: Option<&ServerInfo>) -> Result<Vec<DpLoad>, ShapeError> {
+/// A [`ShapeError`] when the body is not a list of objects (nor `{"load": N}`), when it lists
+/// more than `max_ranks` DP ranks or one twice.
+pub fn get_load(
+    body: &[u8],
+    info: Option<&ServerInfo>,
+    max_ranks: usize,
+) -> Result<Vec<DpLoad>, ShapeError> {
     // v0.4.7–v0.5.2: one token count for the whole server, no request counts.
-    if body.get("load").is_some_and(Value::is_number) {
+    let Some((loads, len)) = parse(body, GetLoadBody(max_ranks))? else {
         return Ok(Vec::new());
-    }
-    let loads = body
-        .as_array()
-        .ok_or_else(|| ShapeError("neither a list nor {\"load\": N}".into()))?;
+    };
+    within(len, max_ranks)?;
     let loads = loads
         .iter()
-        .map(|l| {
-            let o = l
-                .as_object()
-                .ok_or_else(|| ShapeError("a load is not an object".into()))?;
+        .map(|o| {
             let mut r = Reader::default();
             let mut values = Vec::new();
-            let reqs = r.get(o, "num_reqs", Kind::Count);
-            let waiting = r.get(o, "num_waiting_reqs", Kind::Count);
+            let reqs = r.get(&o.num_reqs, Kind::Count);
+            let waiting = r.get(&o.num_waiting_reqs, Kind::Count);
             if let Some(running) = reqs.zip(waiting).map(|(r, w)| r - w).filter(|&r| r >= 0.0) {
                 values.push(("num_running_reqs", running));
             }
@@ -262,13 +639,34 @@ pub fn get_load(body: &Value, info: Option<&ServerInfo>) -> Result<Vec<DpLoad>, 
                 values.push(("num_queue_reqs", w));
             }
             Ok(DpLoad {
-                dp_rank: dp_rank(o)?,
+                dp_rank: dp_rank(&o.dp_rank)?,
                 values,
                 bad: r.bad,
             })
         })
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Result<Vec<_>, ShapeError>>()?;
     distinct(loads)
+}
+
+/// The fields of a `/server_info` answer that are read (the rest, `internal_states` and the
+/// other arguments, skipped).
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct InfoBody {
+    served_model_name: Scalar,
+    model_path: Scalar,
+    disaggregation_mode: Scalar,
+    tp_size: Scalar,
+    dp_size: Scalar,
+    pp_size: Scalar,
+    ep_size: Scalar,
+    nnodes: Scalar,
+    node_rank: Scalar,
+    base_gpu_id: Scalar,
+    gpu_id_step: Scalar,
+    enable_dp_attention: Scalar,
+    speculative_algorithm: Scalar,
+    max_total_num_tokens: Scalar,
 }
 
 /// Reads a `/server_info` answer: `served_model_name` (else `model_path`), the mode, the
@@ -276,44 +674,57 @@ pub fn get_load(body: &Value, info: Option<&ServerInfo>) -> Result<Vec<DpLoad>, 
 ///
 /// # Errors
 /// A [`ShapeError`] when the body is not an object.
-pub fn server_info(body: &Value) -> Result<ServerInfo, ShapeError> {
-    let o = body
-        .as_object()
-        .ok_or_else(|| ShapeError("not an object".into()))?;
-    let text = |k: &str| o.get(k).and_then(Value::as_str).map(str::to_string);
+pub fn server_info(body: &[u8]) -> Result<ServerInfo, ShapeError> {
+    let o: InfoBody = parse(body, Plain(PhantomData))?;
+    let text = |v: &Scalar| v.as_str().map(str::to_string);
     // Sizes and placement outside 0..65536 are garbage (no server has them): no value.
-    let number = |k: &str| o.get(k).and_then(Value::as_u64).filter(|&n| n < 65536);
-    let place = |k: &str| number(k).map(|n| n as u32);
-    let size = |k: &str| place(k).filter(|&n| n > 0);
+    let place = |v: &Scalar| v.as_u64().filter(|&n| n < 65536).map(|n| n as u32);
+    let size = |v: &Scalar| place(v).filter(|&n| n > 0);
     let args = ServerArgs {
-        model_name: text("served_model_name").or_else(|| text("model_path")),
-        disaggregation_mode: text("disaggregation_mode"),
-        tp_size: size("tp_size"),
-        dp_size: size("dp_size"),
-        pp_size: size("pp_size"),
-        nnodes: size("nnodes"),
-        node_rank: place("node_rank"),
-        base_gpu_id: place("base_gpu_id"),
-        gpu_id_step: size("gpu_id_step"),
-        enable_dp_attention: o.get("enable_dp_attention").and_then(Value::as_bool),
+        model_name: text(&o.served_model_name).or_else(|| text(&o.model_path)),
+        disaggregation_mode: text(&o.disaggregation_mode),
+        tp_size: size(&o.tp_size),
+        dp_size: size(&o.dp_size),
+        pp_size: size(&o.pp_size),
+        nnodes: size(&o.nnodes),
+        node_rank: place(&o.node_rank),
+        base_gpu_id: place(&o.base_gpu_id),
+        gpu_id_step: size(&o.gpu_id_step),
+        enable_dp_attention: match o.enable_dp_attention {
+            Scalar::Bool(b) => Some(b),
+            _ => None,
+        },
         // Python's None reads "None", as in a server_args line.
-        speculative_algorithm: match o.get("speculative_algorithm") {
-            Some(Value::Null) => Some("None".into()),
-            Some(Value::String(s)) => Some(s.clone()),
+        speculative_algorithm: match &o.speculative_algorithm {
+            Scalar::Null => Some("None".into()),
+            Scalar::Text(s) => Some(s.clone()),
             _ => None,
         },
     };
     Ok(ServerInfo {
         args,
-        ep_size: size("ep_size").filter(|&e| e > 1),
-        max_total_num_tokens: count(o, "max_total_num_tokens").filter(|&v| v > 0.0),
+        ep_size: size(&o.ep_size).filter(|&e| e > 1),
+        max_total_num_tokens: count(&o.max_total_num_tokens).filter(|&v| v > 0.0),
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
+
+    // The tests write answers as `json!` values: these read them as the bytes they serialise to.
+    fn v1_loads(v: &Value, info: Option<&ServerInfo>) -> Result<Vec<DpLoad>, ShapeError> {
+        super::v1_loads(&serde_json::to_vec(v).unwrap(), info, 1024)
+    }
+
+    fn get_load(v: &Value, info: Option<&ServerInfo>) -> Result<Vec<DpLoad>, ShapeError> {
+        super::get_load(&serde_json::to_vec(v).unwrap(), info, 1024)
+    }
+
+    fn server_info(v: &Value) -> Result<ServerInfo, ShapeError> {
+        super::server_info(&serde_json::to_vec(v).unwrap())
+    }
 
     fn info(mode: &str) -> ServerInfo {
         server_info(&json!({"disaggregation_mode": mode, "tp_size": 8})).unwrap()
@@ -442,6 +853,51 @@ mod tests {
             get(&v1_loads(&body, None).unwrap()[0], "num_queue_reqs"),
             None
         );
+    }
+
+    /// Repro 23: what an answer holds beside the fields read is skipped, and a list is kept
+    /// only up to the rank cap (the rest counted, never built).
+    #[test]
+    fn an_answer_is_read_for_its_fields_only_and_its_lists_up_to_the_rank_cap() {
+        let mut body = br#"{"loads":[{"dp_rank":0,"num_running_reqs":1,"disaggregation":[1,{"a":2}],"queues":"x"}],"x":["#.to_vec();
+        body.extend(vec![&b"{\"a\":0}"[..]; 1000].join(&b","[..]));
+        body.extend(b"]}");
+        let l = super::v1_loads(&body, None, 1024).unwrap();
+        assert_eq!(
+            l,
+            vec![DpLoad {
+                dp_rank: 0,
+                values: vec![("num_running_reqs", 1.0)],
+                bad: 0
+            }]
+        );
+        let many = |n: usize| {
+            let mut b = br#"{"loads":["#.to_vec();
+            b.extend(vec![&b"{}"[..]; n].join(&b","[..]));
+            b.extend(b"]}");
+            b
+        };
+        assert_eq!(
+            super::v1_loads(&many(100_000), None, 1024).unwrap_err().0,
+            "100000 DP ranks, more than a server may have (1024)"
+        );
+        assert_eq!(super::v1_loads(&many(1), None, 1).unwrap().len(), 1);
+        let mut b = b"[".to_vec();
+        b.extend(vec![&br#"{"dp_rank":0}"#[..]; 5000].join(&b","[..]));
+        b.push(b']');
+        assert_eq!(
+            super::get_load(&b, None, 1024).unwrap_err().0,
+            "5000 DP ranks, more than a server may have (1024)"
+        );
+        // A model name longer than any kept is no name; a list where a number goes is a bad value.
+        let long = "m".repeat(MAX_TEXT + 1);
+        let i = server_info(&json!({"served_model_name": long, "model_path": "/m"})).unwrap();
+        assert_eq!(i.args.model_name.as_deref(), Some("/m"));
+        let l = &v1_loads(&json!({"loads": [{"num_running_reqs": [1, 2]}]}), None).unwrap()[0];
+        assert_eq!((&l.values, l.bad), (&vec![], 1));
+        // Not JSON, or JSON with something after it: an error.
+        assert!(super::v1_loads(b"{\"loads\":[]} x", None, 8).is_err());
+        assert!(super::v1_loads(b"{\"loads\":[],\"loads\":[]}", None, 8).is_err());
     }
 
     #[test]
