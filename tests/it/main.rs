@@ -14,6 +14,7 @@ pub mod gpu;
 mod hostile;
 mod hostile21;
 mod hostile23;
+mod hostile39;
 mod inputs;
 mod journald;
 mod journald_export;

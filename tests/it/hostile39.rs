@@ -1,0 +1,124 @@
+//! Faults of the fourth hostile pass's part A (`../shared/repro/24`-`38`), each with the input
+//! that showed it.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use sglang_log_exporter::parse::patterns::Patterns;
+use sglang_log_exporter::parse::{ParseOptions, Parser};
+use sglang_log_exporter::source::{Outcome, Pipeline};
+use sglang_log_exporter::state::SourceDelta;
+
+/// A stats line SGLang prints (scheduler.py, `Decode batch`), split where a run is put.
+const HEAD: &str = "[2026-11-30 15:00:00 TP0]";
+const LABEL: &str = " Decode batch, #running-req: ";
+const TAIL: &str = "1, #token: 1, token usage: 0.01, #queue-req: 0";
+
+/// The byte runs a hostile line is made of: every byte the parser, the framer or a stream
+/// prefix looks for, alone and in the pieces that start a match (a prefix, a field, a JSON
+/// record, an escape sequence).
+const RUNS: &[&str] = &[
+    "[",
+    "(",
+    "{",
+    "\"",
+    ",",
+    ":",
+    "0",
+    "#",
+    " ",
+    "\x1b",
+    "\x1b[",
+    "\x1b[0",
+    "\\",
+    "\t",
+    "]",
+    "=",
+    "/",
+    "-",
+    "[2",
+    "[15:00:00",
+    "[2026-11-30 15:00:00 TP0",
+    "[2026-11-30 15:00:00 TP0] ",
+    "[00:00:00 A",
+    "(a pid=1) ",
+    "(a pid=1",
+    "#a: 1, ",
+    "a: ",
+    ": 1",
+    "1, ",
+    "[gpu=",
+    "{\"log\":\"",
+    "\"message\":",
+    "\\\"",
+    "Decode batch, ",
+    "#running-req: ",
+    "out={",
+    ", out={",
+    "pod/",
+    "[pod/a/b] ",
+    "2026-11-30T15:00:00Z stdout P ",
+    "T",
+    "Z ",
+    "\u{00e9}",
+    "\u{fffd}",
+];
+
+/// The ways a run of 1 MiB sits in a line: inside the fields, before the prefix, between the
+/// prefix and the label, after the line, alone, and inside the wrappers that frame a line.
+fn shapes(run: &str) -> Vec<String> {
+    let n = (1 << 20) / run.len();
+    let r = run.repeat(n);
+    vec![
+        format!("{HEAD}{LABEL}{r}{TAIL}"),
+        format!("{r}{HEAD}{LABEL}{TAIL}"),
+        format!("{HEAD}{r}{LABEL}{TAIL}"),
+        format!("{HEAD}{LABEL}{TAIL}{r}"),
+        r.clone(),
+        format!("{{\"log\":\"{HEAD}{LABEL}{r}{TAIL}\\n\",\"stream\":\"stderr\"}}"),
+        format!("{{\"log\":\"{r}\"}}"),
+        format!("2026-11-30T15:00:00.000000000Z stderr F {r}{HEAD}{LABEL}{TAIL}"),
+        format!("[pod/a/b] {r}{HEAD}{LABEL}{TAIL}"),
+        format!("(EngineCore pid=1) {r}{HEAD}{LABEL}{TAIL}"),
+    ]
+}
+
+/// Repro 24: a run of `[` in a stats line cost time quadratic in its length (an unanchored
+/// prefix search from every `[`): 64,000 took 12 s, a 1 MiB line about an hour. Every line of 1
+/// MiB of any run the parser, the framer or a stream prefix looks at, in every place, is read
+/// by the plain and the fast paths, the framer included (`Pipeline`), in a bound no quadratic
+/// search could meet (one search per byte of a 1 MiB line is 10^12 steps: hours; linear, the
+/// slowest takes about 1.3 s in a debug build), and the line after it reads as it should.
+#[test]
+fn r24_every_per_line_search_is_linear() {
+    let pat = Arc::new(Patterns::embedded().unwrap());
+    let running = pat.metric_by_id("num_running_reqs").unwrap();
+    let next = format!(
+        "{HEAD} Decode batch, #running-req: 42, #token: 1, token usage: 0.01, #queue-req: 0"
+    );
+    let mut worst = (0.0, String::new());
+    for opt in [ParseOptions::PLAIN, ParseOptions::FAST] {
+        let mut p = Pipeline::new(Parser::with_options(pat.clone(), opt), 4 << 20, None);
+        for run in RUNS {
+            for (i, line) in shapes(run).iter().enumerate() {
+                let what = format!("{opt:?} {run:?} shape {i}");
+                let t = Instant::now();
+                let mut d = SourceDelta::default();
+                let out = p.run(line.as_bytes(), &mut d);
+                assert!(!matches!(out, Outcome::Panicked), "{what}");
+                let s = t.elapsed().as_secs_f64();
+                if s > worst.0 {
+                    worst = (s, what.clone());
+                }
+                match p.run(next.as_bytes(), &mut d) {
+                    Outcome::Parsed { rec, .. } => {
+                        assert_eq!(rec.get(running), Some(42.0), "{what}")
+                    }
+                    o => panic!("after {what}: {o:?}"),
+                }
+            }
+        }
+    }
+    eprintln!("slowest 1 MiB line: {:.3} s ({})", worst.0, worst.1);
+    assert!(worst.0 < 10.0, "{:.1} s for {}", worst.0, worst.1);
+}
