@@ -21,8 +21,6 @@ pub mod stdin;
 pub mod watch;
 pub mod writer;
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use crate::parse::prefix::TimeResolver;
 use crate::parse::stream::{join, StreamInfo, StreamScratch};
 use crate::parse::Parser;
@@ -34,12 +32,7 @@ use linebuf::Event;
 /// Counters are handed to the state after this many lines (and at every pause), not per line.
 const FLUSH_EVERY: u64 = 4096;
 
-/// Unix seconds now.
-pub fn now_unix() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
-}
+pub use crate::clock::now_unix;
 
 /// How an ingest stamps lines that carry no wrapper time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
