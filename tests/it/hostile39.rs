@@ -9,6 +9,8 @@ use sglang_log_exporter::parse::{ParseOptions, Parser};
 use sglang_log_exporter::source::{Outcome, Pipeline};
 use sglang_log_exporter::state::SourceDelta;
 
+use crate::common::value;
+
 /// A stats line SGLang prints (scheduler.py, `Decode batch`), split where a run is put.
 const HEAD: &str = "[2026-11-30 15:00:00 TP0]";
 const LABEL: &str = " Decode batch, #running-req: ";
@@ -121,4 +123,58 @@ fn r24_every_per_line_search_is_linear() {
     }
     eprintln!("slowest 1 MiB line: {:.3} s ({})", worst.0, worst.1);
     assert!(worst.0 < 10.0, "{:.1} s for {}", worst.0, worst.1);
+}
+
+/// Repro 29: a journalctl that died in the middle of the start-up catch-up (after reading part
+/// of it) made the source caught up: `/-/ready` answered 200 (systemd got `READY=1`) with most of
+/// the history unread, though the restarted child went on from the cursor. Readiness now waits
+/// for the catch-up: while the restarted child has read nothing, `/-/ready` is 503; once it
+/// has read to the latest entry at start, 200.
+#[test]
+fn r29_readiness_waits_for_the_catch_up_after_journalctl_dies_in_it() {
+    let j = crate::journald::Journal::new();
+    let dir = tempfile::tempdir().unwrap();
+    let (cut, gate) = (dir.path().join("cut"), dir.path().join("gate"));
+    let jc = dir.path().join("journalctl");
+    // The first follow run is cut after 3,000 bytes (a few entries); the restarted one waits
+    // for the gate before it reads anything.
+    std::fs::write(
+        &jc,
+        format!(
+            "#!/bin/bash\ncase \" $* \" in *\" --follow \"*)\n  if [ ! -e {cut} ]; then touch {cut}; journalctl \"$@\" | head -c 3000; exit 1; fi\n  while [ ! -e {gate} ]; do sleep 0.05; done;;\nesac\nexec journalctl \"$@\"\n",
+            cut = cut.display(),
+            gate = gate.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&jc, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut e = crate::journald::start_with(&j, &["--journalctl", jc.to_str().unwrap()]);
+    let restarts = r#"sglang_log_exporter_journalctl_restarts_total{unit="sglang-decode.service"}"#;
+    let m = e.scrape_until(30, |m| value(m, restarts).is_some_and(|v| v >= 1.0));
+    let read = crate::journald::lines_read(&m).unwrap_or(0.0);
+    assert!(read > 0.0, "the cut child read part of the catch-up:\n{m}");
+    let (code, _, body) = e.get("/-/ready");
+    assert_eq!(
+        code, 503,
+        "ready with the catch-up cut after {read} lines: {body}"
+    );
+    std::fs::write(&gate, b"").unwrap();
+    let deadline = Instant::now() + std::time::Duration::from_secs(30);
+    while e.get("/-/ready").0 != 200 {
+        assert!(Instant::now() < deadline, "never ready");
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    // Ready once every entry at start is read: the sample's 138 lines (what an uncut start
+    // reads, `journald::follows_appended_entries_and_skips_other_units`).
+    let m = e.scrape_until(30, |m| {
+        crate::journald::lines_read(m).is_some_and(|v| v > read)
+    });
+    assert_eq!(crate::journald::lines_read(&m), Some(138.0), "{m}");
+    e.child.kill().unwrap();
+    let _ = e.child.wait();
+    let log = e.stderr_to_end();
+    assert!(
+        log.contains("caught up with the journal's entries at start"),
+        "{log}"
+    );
 }
