@@ -178,3 +178,70 @@ fn r29_readiness_waits_for_the_catch_up_after_journalctl_dies_in_it() {
         "{log}"
     );
 }
+
+/// Repro 37: a log in order, then newest-first (an export in order with a backward one
+/// appended) is read in order (its start is): the rank ended with the value of the reversed
+/// part's last line (100 running, 10:01:40) shown at the latest time (10:03:19), a value and a
+/// time no line printed together, and nothing said so. Now a warning names both times, for a
+/// file and for stdin; an input in order says nothing of the kind.
+#[test]
+fn r37_an_input_that_changes_direction_is_warned_about() {
+    let line = |i: u32| {
+        format!(
+            "[2026-11-30 10:{:02}:{:02} TP0] Decode batch, #running-req: {i}, #token: 10, token usage: 0.10, #queue-req: 0\n",
+            i / 60,
+            i % 60
+        )
+    };
+    let forward: String = (0..100).map(line).collect();
+    let flipped: String = forward.clone() + &(100..200).rev().map(line).collect::<String>();
+    let dir = tempfile::tempdir().unwrap();
+    let warning = "the input changes direction: read in order (its start is), its last lines are older than its latest (2026-11-30T10:01:40Z against 2026-11-30T10:03:19Z)";
+    for (text, warned) in [(&flipped, true), (&forward, false)] {
+        let log = dir.path().join("flip.log");
+        std::fs::write(&log, text).unwrap();
+        let args = ["--once", "--gpu.disable", "--timezone", "UTC"];
+        let file = crate::common::run(&[&args[..], &[log.to_str().unwrap()]].concat());
+        let stdin = crate::common::run_with_input(
+            std::process::Command::new(crate::common::bin())
+                .args(args)
+                .arg("-"),
+            text.as_bytes(),
+            "--once -",
+        );
+        for out in [file, stdin] {
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "{err}");
+            assert_eq!(err.contains(warning), warned, "{err}");
+            assert_eq!(err.contains("changes direction"), warned, "{err}");
+        }
+    }
+}
+
+/// Repro 25 through the binary: `--once -` on a newest-first stdin with `TMPDIR` missing ends
+/// in its latest line's state (39 running, 40 lines read), held in memory with a warning.
+#[test]
+fn r25_once_on_newest_first_stdin_without_tmpdir_reads_its_latest_state() {
+    let text: String = (0..40)
+        .rev()
+        .map(|i| format!("[2026-11-30 10:00:{i:02} TP0] Decode batch, #running-req: {i}, #token: 10, token usage: 0.10, #queue-req: 0\n"))
+        .collect();
+    let out = crate::common::run_with_input(
+        std::process::Command::new(crate::common::bin())
+            .args(["--once", "--gpu.disable", "--timezone", "UTC", "-"])
+            .env("TMPDIR", "/nonexistent-dir-of-repro-25"),
+        text.as_bytes(),
+        "--once -",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("held in memory instead"), "{err}");
+    let m = String::from_utf8(out.stdout).unwrap();
+    let running = crate::common::samples(&m, "sglang:num_running_reqs");
+    assert_eq!(running.len(), 1, "{m}");
+    assert!(running[0].ends_with("} 39"), "{m}");
+    assert_eq!(
+        value(&m, r#"sglang_log_exporter_lines_read_total{source="-"}"#),
+        Some(40.0)
+    );
+}
