@@ -355,7 +355,8 @@ fn plan_for(cfg: &Config, path: &std::path::Path) -> crate::source::parallel::Pl
 /// into a new state, then samples the GPUs once: what `--once` and `top --snapshot` show.
 ///
 /// # Errors
-/// A [`ConfigError`] when a journal unit cannot be read.
+/// A [`ConfigError`] when a journal unit cannot be read, or a newest-first stream cannot be
+/// spooled ([`order::SpoolError`]).
 pub fn read_to_end(cfg: &Config) -> Result<Shared, ConfigError> {
     let state = State::shared(cfg.patterns.clone(), cfg.state.clone());
     // Read, never written: `--once` reports on its inputs and leaves the service's file alone.
@@ -367,14 +368,18 @@ pub fn read_to_end(cfg: &Config) -> Result<Shared, ConfigError> {
                 let mut ing = cfg
                     .ingest(&state, &crate::source::path_text(path), server)
                     .parallel(plan_for(cfg, path));
-                if !order::read_once(path, &mut ing, cfg.tail.max_line) {
+                let path_name = crate::source::path_text(path);
+                let read = order::read_once(path, &mut ing, cfg.tail.max_line)
+                    .map_err(|e| ConfigError(format!("{path_name}: {e}")))?;
+                if !read {
                     Tailer::new(path, cfg.tail.clone()).run(&mut ing, &stop);
                 }
                 ing.flush();
             }
             Input::Stdin { server } => {
                 let mut ing = cfg.ingest(&state, "-", server);
-                order::read_stream(&mut std::io::stdin().lock(), &mut ing, cfg.tail.max_line);
+                order::read_stream(&mut std::io::stdin().lock(), &mut ing, cfg.tail.max_line)
+                    .map_err(|e| ConfigError(format!("-: {e}")))?;
             }
         }
     }

@@ -18,9 +18,10 @@
 //!   and [`export`] (`/metrics` over HTTP or HTTPS, the Pushgateway, OpenMetrics, `--once`'s
 //!   summary).
 //! * Commands beside the main job: [`backfill`], [`check`], [`top`], [`generate`].
-//! * [`cli`] (the command line, clap only), [`app`] (turns it into each part's configuration
-//!   and runs the mode), [`stop`] (one stop signal for every thread), [`optfile`] (the one
-//!   bounded reader of the files options name: keys, passwords, patterns, configs, PEM).
+//! * [`clock`] (the wall clock for timestamps, the monotonic one for ages), [`cli`] (the
+//!   command line, clap only), [`app`] (turns it into each part's configuration and runs the
+//!   mode), [`stop`] (one stop signal for every thread), [`optfile`] (the one bounded reader of
+//!   the files options name: keys, passwords, patterns, configs, PEM).
 //!
 //! See `DESIGN.md` in the repository for the metric contract.
 //!
@@ -49,6 +50,7 @@ pub mod app;
 pub mod backfill;
 pub mod check;
 pub mod cli;
+pub mod clock;
 pub mod export;
 pub mod family;
 pub mod generate;

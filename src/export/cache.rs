@@ -24,32 +24,47 @@ use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use std::time::{Duration, Instant};
+
 use bytes::Bytes;
 
-use crate::source::now_unix;
+use crate::clock::{self, Clock, Now};
 use crate::state::{lock, Shared, State};
 
 use super::metrics;
 
-/// One encoded exposition and what it is valid for.
+/// One encoded exposition and what it is valid for. Its ages are on the monotonic clock: one on
+/// the wall clock held an encoding "fresh" for as long as a step back of the clock (repro 38).
 #[derive(Debug)]
 struct Encoded {
     generation: u64,
-    /// Valid until this time (Unix seconds; infinite when no rank will turn idle).
-    until: f64,
+    /// Valid until then: the moment a rank turns idle, as far from `at` as the state's wall
+    /// clock says (`None`: no rank will turn idle).
+    until: Option<Instant>,
     /// Shared by every response: cloning `Bytes` copies no data.
     text: Bytes,
     gzip: OnceLock<Bytes>,
-    /// When it was encoded (Unix seconds): the state's moment.
-    at: f64,
-    /// When its encoding was done (Unix seconds).
-    done: f64,
+    /// When it was encoded: the state's moment.
+    at: Instant,
+    /// When its encoding was done.
+    done: Instant,
 }
 
 impl Encoded {
     /// Bytes of its text and gzip encodings.
     fn size(&self) -> usize {
         self.text.len() + self.gzip.get().map_or(0, Bytes::len)
+    }
+
+    /// Whether no rank turned idle since it was encoded.
+    fn valid(&self, now: Instant) -> bool {
+        self.until.is_none_or(|u| now < u)
+    }
+
+    /// Whether it answers a scrape asked at `asked` whatever changed since: younger than
+    /// `min_age` seconds, or done after the scrape was asked.
+    fn recent(&self, now: Instant, asked: Instant, min_age: f64) -> bool {
+        clock::since(now, self.at) < min_age || self.done >= asked
     }
 }
 
@@ -75,6 +90,7 @@ pub struct Exposition {
     held_floor: usize,
     /// Whether the newest is being served for want of memory (warned once per episode).
     crowded: AtomicBool,
+    clock: Clock,
 }
 
 /// An encoding's bytes, counted in [`Exposition::held`] while any response holds them.
@@ -106,7 +122,7 @@ fn counted(data: Vec<u8>, held: &Arc<AtomicUsize>) -> Bytes {
 
 impl Exposition {
     /// The exposition of `state`, judged by the wall clock, re-encoded at most every
-    /// [`MIN_AGE`] while the state changes.
+    /// [`MIN_AGE`] (on the monotonic clock) while the state changes.
     pub fn new(state: Shared) -> Exposition {
         Exposition::with_min_age(state, MIN_AGE)
     }
@@ -120,7 +136,14 @@ impl Exposition {
             held: Arc::new(AtomicUsize::new(0)),
             held_floor: HELD_FLOOR,
             crowded: AtomicBool::new(false),
+            clock: clock::system(),
         }
+    }
+
+    /// This exposition reading `clock` instead of the system's (tests step its wall clock).
+    pub fn with_clock(mut self, clock: Clock) -> Exposition {
+        self.clock = clock;
+        self
     }
 
     /// Whether the encodings older than `e` still held by responses come to more than the
@@ -137,7 +160,7 @@ impl Exposition {
                     budget_bytes = budget,
                     "responses to slow clients still hold older expositions: serving the one \
                      encoded {:.1} s ago until they are written or time out",
-                    now_unix() - e.at
+                    clock::since(Instant::now(), e.at)
                 );
             } else {
                 tracing::info!("older expositions released: encoding the current state again");
@@ -146,38 +169,37 @@ impl Exposition {
         crowded
     }
 
-    /// The encoding to serve a scrape asked at `asked` (Unix seconds).
-    fn current(&self, asked: f64) -> Arc<Encoded> {
+    /// The encoding to serve a scrape asked at `asked`.
+    fn current(&self, asked: Instant) -> Arc<Encoded> {
         // Scrapers that arrive while one encodes wait for it and share its result: an
         // encoding done after a scrape was asked is fresh for it, however long encoding took.
         let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
-        let now = now_unix();
+        let now = self.clock.now();
         let mut s = lock(&self.state);
-        s.expire(now);
+        s.expire(now.wall);
         if let Some(e) = last.as_ref() {
-            let fresh =
-                e.generation == s.generation() || now - e.at < self.min_age || e.done >= asked;
-            if (fresh && now < e.until) || self.crowded(e) {
+            let fresh = e.generation == s.generation() || e.recent(now.mono, asked, self.min_age);
+            if (fresh && e.valid(now.mono)) || self.crowded(e) {
                 return e.clone();
             }
         }
-        let e = Arc::new(encode(&s, now, &self.held));
+        let e = Arc::new(encode(&s, now, &self.clock, &self.held));
         drop(s);
         *last = Some(e.clone());
         e
     }
 
-    /// The encoding for a scrape asked at `asked` (Unix seconds) if one is at hand — younger
+    /// The encoding for a scrape asked at `asked` if one is at hand — younger
     /// than the minimum age or done since `asked`, and no rank turned idle since — without
     /// waiting for a lock or touching the state: the async workers answer most scrapes with it,
     /// and only an encoding due goes to a blocking thread (one per concurrent scrape would each
     /// keep an allocator arena of an encoding's size: memory growing with scrapers).
-    pub fn fresh(&self, gzip: bool, asked: f64) -> Option<Bytes> {
+    pub fn fresh(&self, gzip: bool, asked: Instant) -> Option<Bytes> {
         let e = {
             let last = self.last.try_lock().ok()?;
             let e = last.as_ref()?.clone();
-            let now = now_unix();
-            ((now - e.at < self.min_age || e.done >= asked) && now < e.until).then_some(e)?
+            let now = self.clock.now().mono;
+            (e.recent(now, asked, self.min_age) && e.valid(now)).then_some(e)?
         };
         if gzip {
             e.gzip.get().cloned()
@@ -188,21 +210,21 @@ impl Exposition {
 
     /// The text exposition.
     pub fn text(&self) -> Bytes {
-        self.text_for(now_unix())
+        self.text_for(self.clock.now().mono)
     }
 
-    /// The text exposition for a scrape asked at `asked` (Unix seconds).
-    pub fn text_for(&self, asked: f64) -> Bytes {
+    /// The text exposition for a scrape asked at `asked`.
+    pub fn text_for(&self, asked: Instant) -> Bytes {
         self.current(asked).text.clone()
     }
 
     /// The text exposition, gzip-compressed (compressed once per encoding).
     pub fn gzip(&self) -> Bytes {
-        self.gzip_for(now_unix())
+        self.gzip_for(self.clock.now().mono)
     }
 
-    /// [`Exposition::gzip`] for a scrape asked at `asked` (Unix seconds).
-    pub fn gzip_for(&self, asked: f64) -> Bytes {
+    /// [`Exposition::gzip`] for a scrape asked at `asked`.
+    pub fn gzip_for(&self, asked: Instant) -> Bytes {
         let e = self.current(asked);
         e.gzip
             .get_or_init(|| {
@@ -218,15 +240,22 @@ impl Exposition {
     }
 }
 
-fn encode(s: &State, now: f64, held: &Arc<AtomicUsize>) -> Encoded {
-    let text = metrics::encode_text(&metrics::families(s, now));
+/// The state encoded at `now`; valid until the next idle change the state's wall clock sees,
+/// counted from `now` on the monotonic clock.
+fn encode(s: &State, now: Now, clock: &Clock, held: &Arc<AtomicUsize>) -> Encoded {
+    let text = metrics::encode_text(&metrics::families(s, now.wall));
+    let until = s.next_idle_change(now.wall).and_then(|t| {
+        let wait = Duration::try_from_secs_f64((t - now.wall).max(0.0)).ok()?;
+        // Beyond what an Instant holds: never.
+        now.mono.checked_add(wait)
+    });
     Encoded {
         generation: s.generation(),
-        until: s.next_idle_change(now).unwrap_or(f64::INFINITY),
+        until,
         text: counted(text.into_bytes(), held),
         gzip: OnceLock::new(),
-        at: now,
-        done: now_unix(),
+        at: now.mono,
+        done: clock.now().mono,
     }
 }
 
@@ -235,6 +264,7 @@ mod tests {
     use super::*;
     use crate::parse::patterns::Patterns;
     use crate::parse::Parser;
+    use crate::source::now_unix;
     use crate::state::StateConfig;
 
     #[test]
@@ -355,5 +385,64 @@ mod tests {
         let t = x.text();
         assert!(shows(&t, reused));
         assert_eq!(x.held.load(Ordering::Relaxed), t.len());
+    }
+
+    /// Repro 38: after the wall clock stepped back 2 h, the encoding made before the step was
+    /// served as fresh (its age on the wall clock negative) until the clock passed that moment
+    /// again. Ages are on the monotonic clock: the lines after the step are shown as they come.
+    #[test]
+    fn a_wall_clock_step_back_does_not_freeze_the_exposition() {
+        let pat = Arc::new(Patterns::embedded().unwrap());
+        let state = State::shared(
+            pat.clone(),
+            StateConfig {
+                idle_after: 5.0,
+                ..StateConfig::default()
+            },
+        );
+        let start = clock::now();
+        let (c, set) = clock::manual(start);
+        let x = Exposition::with_min_age(state.clone(), MIN_AGE).with_clock(c);
+        let mut p = Parser::new(pat);
+        let mut line = |running: u32| {
+            let wall = set.lock().unwrap().wall;
+            let l = format!(
+                "[2026-06-03 10:00:00 TP0] Decode batch, #running-req: {running}, #queue-req: 0"
+            );
+            lock(&state).apply("s", "srv", &p.parse(&l).unwrap(), Some(wall));
+        };
+        let running = |b: Bytes| {
+            let text = String::from_utf8(b.to_vec()).unwrap();
+            let v = text.lines().find_map(|l| {
+                l.strip_prefix("sglang:num_running_reqs{")
+                    .and_then(|l| l.rsplit_once("} "))
+            });
+            v.map(|(_, v)| v.to_string())
+        };
+        let advance = |wall: f64, secs: f64| {
+            let mut n = set.lock().unwrap();
+            n.wall += wall + secs;
+            n.mono += Duration::from_secs_f64(secs);
+        };
+        line(12);
+        assert_eq!(running(x.text()).as_deref(), Some("12"));
+        // The wall clock steps back two hours; a second later a line says 21.
+        advance(-7200.0, 1.0);
+        line(21);
+        assert_eq!(running(x.text()).as_deref(), Some("21"), "after the step");
+        // Within the minimum age the encoding is shared; past it the next line shows.
+        advance(0.0, 0.1);
+        line(22);
+        assert_eq!(
+            running(x.text()).as_deref(),
+            Some("21"),
+            "within the minimum age"
+        );
+        advance(0.0, 0.2);
+        assert_eq!(
+            running(x.text()).as_deref(),
+            Some("22"),
+            "past the minimum age"
+        );
     }
 }

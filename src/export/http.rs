@@ -11,7 +11,7 @@ use super::cache::Exposition;
 use super::live::{Live, PAGE};
 use super::metrics::TEXT_CONTENT_TYPE;
 use super::worker::Worker;
-use crate::source::now_unix;
+use std::time::Instant;
 
 /// Paths answered without credentials even when `--web.config.file` sets basic auth, as
 /// Prometheus answers them: probes carry none.
@@ -83,7 +83,7 @@ pub fn router(
                         |b| ([(header::CONTENT_TYPE, "application/json")], b).into_response();
                     // One status answers every request within its minimum age; the families of a
                     // big state take a while: off the async workers, one at a time.
-                    let asked = now_unix();
+                    let asked = Instant::now();
                     if let Some(b) = live.status_at_hand(asked) {
                         return json(b);
                     }
@@ -126,7 +126,7 @@ pub fn router(
             async move {
                 // An encoding at hand is answered at once; encoding (which may take a while
                 // for a big state) goes off the async workers, one at a time.
-                let asked = now_unix();
+                let asked = Instant::now();
                 if let Some(r) = cached_response(&x, &headers, asked) {
                     return r;
                 }
@@ -222,13 +222,13 @@ fn respond(body: bytes::Bytes, label: Option<&'static str>) -> Response {
 
 /// The response from an encoding at hand for a scrape asked at `asked`
 /// ([`Exposition::fresh`]), if there is one.
-fn cached_response(x: &Exposition, headers: &HeaderMap, asked: f64) -> Option<Response> {
+fn cached_response(x: &Exposition, headers: &HeaderMap, asked: Instant) -> Option<Response> {
     let label = wants_gzip(headers);
     Some(respond(x.fresh(label.is_some(), asked)?, label))
 }
 
 /// The response for a scrape asked at `asked`, encoding the state when due.
-fn metrics_response(x: &Exposition, headers: &HeaderMap, asked: f64) -> Response {
+fn metrics_response(x: &Exposition, headers: &HeaderMap, asked: Instant) -> Response {
     let label = wants_gzip(headers);
     let body = if label.is_some() {
         x.gzip_for(asked)

@@ -8,12 +8,12 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
 use super::ring::{KvRing, POINTS};
-use crate::source::now_unix;
+use crate::clock::{self, Clock};
 use crate::state::ready::Readiness;
 use crate::state::Shared;
 use crate::stop::Stop;
@@ -33,9 +33,11 @@ pub struct Live {
     readiness: Arc<Readiness>,
     ring: Mutex<KvRing>,
     telemetry_path: String,
-    /// The last status as JSON and when it was made (Unix seconds), served to every request
+    /// The last status as JSON and when it was made (the monotonic clock: one on the wall
+    /// clock stayed "fresh" for as long as a step back, repro 38), served to every request
     /// within [`STATUS_MIN_AGE`] of it or asked before it was made.
-    json: Mutex<Option<(f64, bytes::Bytes)>>,
+    json: Mutex<Option<(Instant, bytes::Bytes)>>,
+    clock: Clock,
 }
 
 /// How long one status JSON answers every request: the page refreshes every few seconds, and
@@ -165,25 +167,34 @@ impl Live {
             ring: Mutex::new(KvRing::default()),
             telemetry_path: telemetry_path.to_string(),
             json: Mutex::new(None),
+            clock: clock::system(),
         }
     }
 
-    /// The status JSON for a request asked at `asked` (Unix seconds) if one is at hand: made
-    /// within [`STATUS_MIN_AGE`], or since `asked`. Never waits for a lock.
-    pub fn status_at_hand(&self, asked: f64) -> Option<bytes::Bytes> {
+    /// This view reading `clock` instead of the system's (tests step its wall clock).
+    pub fn with_clock(mut self, clock: Clock) -> Live {
+        self.clock = clock;
+        self
+    }
+
+    /// The status JSON for a request asked at `asked` if one is at hand: made within
+    /// [`STATUS_MIN_AGE`], or since `asked`. Never waits for a lock.
+    pub fn status_at_hand(&self, asked: Instant) -> Option<bytes::Bytes> {
         let last = self.json.try_lock().ok()?;
         let (at, json) = last.as_ref()?;
-        (*at >= asked || now_unix() - at < STATUS_MIN_AGE).then(|| json.clone())
+        let young = clock::since(self.clock.now().mono, *at) < STATUS_MIN_AGE;
+        (*at >= asked || young).then(|| json.clone())
     }
 
     /// The status JSON for a request asked at `asked`: the one at hand, else made now (and kept
     /// for the requests that come within [`STATUS_MIN_AGE`]).
-    pub fn status_json(&self, asked: f64) -> bytes::Bytes {
+    pub fn status_json(&self, asked: Instant) -> bytes::Bytes {
         if let Some(j) = self.status_at_hand(asked) {
             return j;
         }
         let json = bytes::Bytes::from(serde_json::to_vec(&self.status()).unwrap_or_default());
-        *self.json.lock().unwrap_or_else(|e| e.into_inner()) = Some((now_unix(), json.clone()));
+        let made = self.clock.now().mono;
+        *self.json.lock().unwrap_or_else(|e| e.into_inner()) = Some((made, json.clone()));
         json
     }
 
@@ -201,7 +212,7 @@ impl Live {
 
     /// Samples every rank's KV share into the chart's ring.
     pub fn sample(&self) {
-        let now = now_unix();
+        let now = self.clock.now().wall;
         let m = self.model(now);
         self.ring
             .lock()
@@ -211,7 +222,7 @@ impl Live {
 
     /// The status at the wall clock's now.
     pub fn status(&self) -> Status {
-        let now = now_unix();
+        let now = self.clock.now().wall;
         let m = self.model(now);
         let ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
         let servers = m
@@ -345,27 +356,57 @@ mod tests {
     fn one_status_answers_every_request_within_its_minimum_age() {
         let pat = Arc::new(Patterns::embedded().unwrap());
         let live = Live::new(State::shared(pat, StateConfig::default()), "/metrics");
-        let asked = now_unix();
+        let asked = Instant::now();
         assert!(live.status_at_hand(asked).is_none(), "none made yet");
         let a = live.status_json(asked);
         assert!(std::str::from_utf8(&a)
             .unwrap()
             .starts_with("{\"version\":"));
-        let b = live.status_json(now_unix());
+        let b = live.status_json(Instant::now());
         assert_eq!(
             a.as_ptr(),
             b.as_ptr(),
             "within the minimum age: the same bytes"
         );
         assert_eq!(
-            live.status_at_hand(now_unix()).unwrap().as_ptr(),
+            live.status_at_hand(Instant::now()).unwrap().as_ptr(),
             a.as_ptr()
         );
         std::thread::sleep(Duration::from_secs_f64(STATUS_MIN_AGE + 0.1));
-        assert!(live.status_at_hand(now_unix()).is_none(), "too old");
+        assert!(live.status_at_hand(Instant::now()).is_none(), "too old");
         // Asked before it was made: still that one.
         assert_eq!(live.status_at_hand(asked).unwrap().as_ptr(), a.as_ptr());
-        let c = live.status_json(now_unix());
+        let c = live.status_json(Instant::now());
         assert_ne!(c.as_ptr(), a.as_ptr());
+    }
+
+    /// Repro 38: after the wall clock stepped back, the status made before the step was served
+    /// (`status.now` frozen) until the clock passed that moment again: its age is on the
+    /// monotonic clock.
+    #[test]
+    fn a_wall_clock_step_back_does_not_freeze_the_status() {
+        let pat = Arc::new(Patterns::embedded().unwrap());
+        let (c, set) = clock::manual(clock::now());
+        let live = Live::new(State::shared(pat, StateConfig::default()), "/metrics").with_clock(c);
+        let now = |s: &bytes::Bytes| {
+            let v: serde_json::Value = serde_json::from_slice(s).unwrap();
+            v["now"].as_f64().unwrap()
+        };
+        let start = *set.lock().unwrap();
+        let before = start.wall;
+        let a = live.status_json(start.mono);
+        assert_eq!(now(&a), before);
+        {
+            let mut n = set.lock().unwrap();
+            n.wall -= 7200.0;
+            n.mono += Duration::from_secs_f64(STATUS_MIN_AGE + 0.1);
+        }
+        let asked = set.lock().unwrap().mono;
+        assert!(
+            live.status_at_hand(asked).is_none(),
+            "older than its minimum age"
+        );
+        let b = live.status_json(asked);
+        assert_eq!(now(&b), before - 7200.0);
     }
 }

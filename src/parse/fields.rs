@@ -340,7 +340,7 @@ fn fast_decimal(num: &[u8], shift: u32) -> Option<f64> {
 }
 
 /// Largest magnitude read: up to 2^53 a double holds every integer exactly.
-const MAX_EXACT: f64 = 9_007_199_254_740_992.0;
+pub const MAX_EXACT: f64 = 9_007_199_254_740_992.0;
 
 /// Whether the integer part of `num` (digits, maybe a `.` and a fraction) is at most 2^53,
 /// judged on the text: a double cannot tell 2^53 + 1 from 2^53.

@@ -426,6 +426,17 @@ impl Patterns {
         )
     }
 
+    /// Every field target of the file: the three classes' fields and each line kind's
+    /// overrides (what a log line can give a metric: its scale, whether it may be negative).
+    pub fn targets(&self) -> impl Iterator<Item = &FieldTarget> {
+        let lines = self.lines.iter().flat_map(|l| l.overrides.values());
+        self.fields_prefill
+            .values()
+            .chain(self.fields_decode.values())
+            .chain(self.fields_other.values())
+            .chain(lines)
+    }
+
     /// The metric with exposition name `name`, if defined.
     pub fn metric_by_id(&self, id: &str) -> Option<MetricId> {
         self.metrics

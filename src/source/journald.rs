@@ -776,6 +776,7 @@ pub fn follow_unit(
         }
         started_once = true;
         let began = Instant::now();
+        let read_before = entries;
         let (outcome, failed) = match start {
             Ok(start) => match run_child(
                 cfg,
@@ -794,9 +795,14 @@ pub fn follow_unit(
             },
             Err(e) => (e.to_string(), true),
         };
-        // The child ended: what it could read is read (a unit that cannot be read must not
-        // hold readiness forever).
-        ingest.caught_up();
+        // The child ended. Cut in the middle of the start-up catch-up after reading some of it
+        // (killed, OOM, SIGPIPE), the restart goes on from the cursor and the catch-up is not
+        // done: readiness waits for it (repro 29: `/-/ready` and `READY=1` came with 1.5 % of
+        // the history read). A child that read nothing (a unit that cannot be read) must not
+        // hold readiness forever: then what it could read is read.
+        if until.is_none() || entries == read_before {
+            ingest.caught_up();
+        }
         if failed {
             // A failure of journalctl (not a clean exit, a stall or a rotated file) is a read
             // error of the source.

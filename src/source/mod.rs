@@ -21,8 +21,6 @@ pub mod stdin;
 pub mod watch;
 pub mod writer;
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use crate::parse::prefix::TimeResolver;
 use crate::parse::stream::{join, StreamInfo, StreamScratch};
 use crate::parse::Parser;
@@ -34,12 +32,7 @@ use linebuf::Event;
 /// Counters are handed to the state after this many lines (and at every pause), not per line.
 const FLUSH_EVERY: u64 = 4096;
 
-/// Unix seconds now.
-pub fn now_unix() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
-}
+pub use crate::clock::now_unix;
 
 /// How an ingest stamps lines that carry no wrapper time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -471,6 +464,8 @@ struct Applier {
     delta: SourceDelta,
     /// Lines read so far (for messages: "line N").
     line_no: u64,
+    /// [`Ingest::warn_behind`] warned.
+    behind_warned: bool,
     /// The key of the last line's server (reused).
     key: crate::state::ServerKey,
     /// `key` is `server` with no engine.
@@ -525,6 +520,7 @@ impl Ingest {
                 fallback_time: None,
                 delta: SourceDelta::default(),
                 line_no: 0,
+                behind_warned: false,
                 key: crate::state::ServerKey::plain(server),
                 key_is_own: true,
                 null_warned: false,
@@ -623,11 +619,39 @@ impl Ingest {
     /// came are dropped and counted as incomplete, never joined with the next file's pieces.
     pub fn input_ended(&mut self) {
         self.settle_last_timed();
+        self.warn_behind();
         let n = self.pipeline.drop_pending();
         if n > 0 {
             self.ap.delta.incomplete += n;
             tracing::warn!(source = %self.ap.source, "the input ended in the middle of a container log record (its last piece never came); that record was not read");
         }
+    }
+
+    /// Warns (once per source) when a history input ended with ranks whose last line is older
+    /// than their latest: read in order (its start was), it went newest-first later (an export
+    /// in order with a `logcli --direction backward` one appended, repro 37), and their values
+    /// are an older line's while their time is the latest one's.
+    fn warn_behind(&mut self) {
+        if self.ap.timing != Timing::LogTime || self.ap.behind_warned {
+            return;
+        }
+        self.flush();
+        let Some((n, last, latest)) = lock(&self.ap.state).behind(&self.ap.server) else {
+            return;
+        };
+        self.ap.behind_warned = true;
+        let at = |t: f64| {
+            jiff::Timestamp::from_second(t as i64).map_or(t.to_string(), |t| t.to_string())
+        };
+        tracing::warn!(
+            source = %self.ap.source,
+            ranks = n,
+            "the input changes direction: read in order (its start is), its last lines are \
+             older than its latest ({} against {}); the values shown for {n} rank(s) are an \
+             older line's, not the latest line's (newest-first input appended to one in order?)",
+            at(last),
+            at(latest)
+        );
     }
 
     /// Handles one event of a [`linebuf::LineBuf`].

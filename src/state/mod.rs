@@ -123,6 +123,9 @@ pub struct RankState {
     hybrid_split: Option<(u64, f64, f64)>,
     /// `last_stats` before its last change (what an outlier's time is undone to).
     prev_stats: Option<f64>,
+    /// The time of the last stats line applied, in the input's order (`last_stats` is the
+    /// latest): older than `last_stats`, the values are not the latest line's ([`State::behind`]).
+    last_line: Option<f64>,
     /// Values from the server's HTTP API (see [`live`]), when it fed this rank.
     pub live: Option<live::Live>,
     /// Restored from the state file ([`persist`]) and not named since by a line or the API:
@@ -138,6 +141,7 @@ impl RankState {
             loaded: None,
             hybrid_split: None,
             prev_stats: None,
+            last_line: None,
             values: vec![f64::NAN; n],
             last_stats: None,
             prefill_lines: 0,
@@ -1379,6 +1383,24 @@ impl State {
         }
     }
 
+    /// The ranks of `server` whose last stats line applied is older than their latest one (an
+    /// input read in order that then went newest-first: its values are an older line's, shown
+    /// at the latest time): how many, and the first's last and latest times.
+    pub fn behind(&self, server: &str) -> Option<(usize, f64, f64)> {
+        let mut found = None;
+        let mut n = 0;
+        let ranks = self.servers.iter().filter(|(k, _)| k.server == server);
+        for r in ranks.flat_map(|(_, s)| s.ranks.values()) {
+            if let (Some(last), Some(latest)) = (r.last_line, r.last_stats) {
+                if last < latest {
+                    n += 1;
+                    found.get_or_insert((last, latest));
+                }
+            }
+        }
+        found.map(|(last, latest)| (n, last, latest))
+    }
+
     /// Counts `n` stats lines whose used tokens exceed their rank's known capacity; warns once
     /// per server.
     fn count_contradictions(&mut self, server: &str, n: u32) {
@@ -1524,6 +1546,7 @@ fn apply_rank_line(
             // The latest of its stats lines (a line printed out of order does not make it
             // older).
             rank.prev_stats = rank.last_stats;
+            rank.last_line = ts.or(rank.last_line);
             rank.last_stats = match (rank.last_stats, ts) {
                 (Some(l), Some(t)) => Some(l.max(t)),
                 (l, t) => t.or(l),

@@ -16,8 +16,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{RankState, ServerKey, ServerState, State};
-use crate::record::{Ranks, ServerArgs};
+use super::{RankState, SelfMetric, ServerKey, ServerState, State};
+use crate::parse::fields::MAX_EXACT;
+use crate::parse::patterns::{FieldTarget, Patterns};
+use crate::record::{Ranks, ServerArgs, BAD_RANK};
 
 /// Version of the file's layout.
 const VERSION: u32 = 1;
@@ -239,9 +241,67 @@ fn read_file(path: &Path) -> Result<Option<String>, String> {
     Ok(Some(text))
 }
 
+/// What a log line can give one metric, from the pattern file's fields that read it.
+#[derive(Debug, Clone, Copy)]
+struct Rule {
+    /// Some field reads it (else nothing restores it).
+    read: bool,
+    /// Some field that reads it is `signed`.
+    signed: bool,
+    /// The largest scale of those fields: a value is at most 2^53 times it.
+    scale: f64,
+    /// Whether every field reads it unscaled.
+    unscaled: bool,
+}
+
+impl Rule {
+    /// Every metric's rule.
+    fn all(pat: &Patterns) -> Vec<Rule> {
+        let none = Rule {
+            read: false,
+            signed: false,
+            scale: 0.0,
+            unscaled: true,
+        };
+        let mut rules = vec![none; pat.metrics.len()];
+        for t in pat.targets() {
+            if let FieldTarget::Metric {
+                id, scale, signed, ..
+            } = *t
+            {
+                let r = &mut rules[id as usize];
+                r.read = true;
+                r.signed |= signed;
+                r.scale = r.scale.max(scale);
+                r.unscaled &= scale == 1.0;
+            }
+        }
+        rules
+    }
+
+    /// Whether `v`, a fact of a metric named `name`, is one a log line could have given it:
+    /// finite, within 2^53 times the largest scale, negative only where a field is signed,
+    /// and a count of tokens, requests or bytes (the names' units) no fraction below one, and
+    /// whole where it is read unscaled (`#token: N`; a scaled `2.82 GB` is 3027951943.68 bytes).
+    fn allows(&self, name: &str, v: f64) -> bool {
+        let counted = ["_tokens", "_bytes", "_reqs", "_len"]
+            .iter()
+            .any(|u| name.ends_with(u));
+        self.read
+            && v.is_finite()
+            && v.abs() <= MAX_EXACT * self.scale
+            && (self.signed || v >= 0.0)
+            && (!counted || v == 0.0 || v.abs() >= 1.0)
+            && (!counted || !self.unscaled || v.fract() == 0.0)
+    }
+}
+
 /// Restores the startup facts of a state file into `state` (servers and ranks created as
 /// needed, facts only: no stats, so nothing reads as current activity), within the state's
-/// caps (servers, ranks per server, ranks in all). Each restored server is unclaimed since
+/// caps (servers, ranks per server, ranks in all). Facts are held to the rules of the lines
+/// they came from ([`Rule`]) and ranks to the parser's (none is [`BAD_RANK`]): one that fails
+/// is dropped, counted (`sglang_log_exporter_restored_refused_total`) and warned about, so a
+/// hand-edited or corrupt file never serves a value a log line would have been refused for. Each restored server is unclaimed since
 /// `now`: it is removed `retired_expiry` later unless an input names it
 /// ([`State::claim`]), a discovered source sets its labels, or a line of it is read.
 /// Returns the journald cursors.
@@ -268,13 +328,24 @@ pub fn restore(
     }
     let pat = state.pat.clone();
     let n = pat.metrics.len();
+    let rules = Rule::all(&pat);
+    let mut refused = 0u32;
+    // Puts the facts that keep to their rules; how many do not.
     let put = |facts: &BTreeMap<String, f64>, values: &mut [f64], known: &mut [bool]| {
+        let mut refused = 0;
         for (id, v) in facts {
-            if let Some(i) = pat.metric_by_id(id) {
-                values[i as usize] = *v;
-                known[i as usize] = true;
+            let Some(i) = pat.metric_by_id(id) else {
+                continue;
+            };
+            let i = i as usize;
+            if !rules[i].allows(&pat.metrics[i].name, *v) {
+                refused += 1;
+                continue;
             }
+            values[i] = *v;
+            known[i] = true;
         }
+        refused
     };
     for s in f.servers {
         // Names and the model are label values: bounded as the inputs' are.
@@ -286,7 +357,7 @@ pub fn restore(
         srv.args = s.args.as_ref().map(ServerArgs::bounded);
         srv.last_seen = s.last_seen;
         srv.unclaimed_since = Some(s.unclaimed_since.unwrap_or(now).min(now));
-        put(&s.facts, &mut srv.values, &mut state.fact_metrics);
+        refused += put(&s.facts, &mut srv.values, &mut state.fact_metrics);
         for r in s.ranks {
             // The caps hold for restored ranks too, and each gives way to a rank an input
             // names when a cap is full (`State::make_room`): they never crowd out the inputs'.
@@ -295,12 +366,17 @@ pub fn restore(
             {
                 break;
             }
-            let ranks = srv.rank_key(&r.ranks());
+            let ranks = r.ranks();
+            if ranks.has_bad() {
+                refused += 1;
+                continue;
+            }
+            let ranks = srv.rank_key(&ranks);
             if srv.ranks.contains_key(&ranks) {
                 continue;
             }
             let mut rs = RankState::new(n);
-            put(&r.facts, &mut rs.values, &mut state.fact_metrics);
+            refused += put(&r.facts, &mut rs.values, &mut state.fact_metrics);
             rs.restored = true;
             srv.ranks.insert(ranks, rs);
             srv.restored_ranks += 1;
@@ -310,6 +386,16 @@ pub fn restore(
     }
     for u in &f.first_users {
         state.first_user(&u.server, &u.host, &u.user);
+    }
+    if refused > 0 {
+        tracing::warn!(
+            file = %path.display(),
+            refused,
+            "facts or ranks of the state file that no log line could give (negative, absurd, \
+             fractional counts, a rank number past {}) are dropped",
+            BAD_RANK - 1
+        );
+        state.add_self(SelfMetric::RestoredRefused, "", f64::from(refused));
     }
     state.generation += 1;
     state.restored_left = true;
@@ -459,6 +545,60 @@ mod tests {
         fresh.expire(t0 + 301.0);
         assert_eq!(ranks(&fresh, "gone"), None);
         assert_eq!(ranks(&fresh, "kept"), Some(20));
+    }
+
+    /// Repro 31: restored facts were not held to any rule: a negative KV capacity, a weight
+    /// size of 1e308, half a byte of KV pool and a rank numbered 4294967295 (the parser's
+    /// BAD_RANK) were all served. Each is held to what a log line could give (the same values in
+    /// a line are refused); what fails is dropped and counted, what passes is kept as stored.
+    #[test]
+    fn restored_facts_keep_to_the_rules_of_their_lines() {
+        let pat = Arc::new(Patterns::embedded().unwrap());
+        let dir = tempfile::tempdir().unwrap();
+        let file = path(dir.path());
+        let rank = |tp: u64, facts: &str| {
+            format!(
+                r#"{{"dp":null,"pp":null,"attn_cp":null,"moe_dp":null,"tp":{tp},"ep":null,"facts":{{{facts}}}}}"#
+            )
+        };
+        let ranks = [
+            rank(0, r#""kv_pool_capacity_tokens":-7,"weight_memory_bytes":1e308,"kv_pool_size_bytes":3027951943.68"#),
+            rank(4294967295, r#""kv_pool_capacity_tokens":5"#),
+            rank(7, r#""kv_pool_size_bytes":0.5,"kv_pool_capacity_tokens":786432.5"#),
+            rank(8, r#""weight_memory_bytes":-1997159792.64,"kv_pool_capacity_tokens":786432"#),
+        ]
+        .join(",");
+        let text = format!(
+            r#"{{"version":1,"journal_cursors":{{}},"first_users":[],"servers":[{{"server":"s","engine":"","args":null,"facts":{{"max_total_num_tokens":-5,"context_len":1e308,"chunked_prefill_size":8192}},"last_seen":1.0,"ranks":[{ranks}]}}]}}"#
+        );
+        std::fs::write(&file, text).unwrap();
+        let mut s = State::new(pat.clone(), StateConfig::default());
+        restore(&mut s, &file, 1780480900.0).unwrap();
+        let id = |n: &str| pat.metric_by_id(n).unwrap() as usize;
+        let srv = &s.servers[&ServerKey::plain("s")];
+        assert!(srv.values[id("max_total_num_tokens")].is_nan());
+        assert!(srv.values[id("context_len")].is_nan());
+        assert_eq!(srv.values[id("chunked_prefill_size")], 8192.0);
+        let tp = |n: u32| {
+            &srv.ranks[&Ranks {
+                tp: Some(n),
+                ..Ranks::default()
+            }]
+                .values
+        };
+        assert!(tp(0)[id("kv_pool_capacity_tokens")].is_nan());
+        assert!(tp(0)[id("weight_memory_bytes")].is_nan());
+        assert_eq!(tp(0)[id("kv_pool_size_bytes")], 3027951943.68);
+        assert!(tp(7)[id("kv_pool_size_bytes")].is_nan());
+        assert!(tp(7)[id("kv_pool_capacity_tokens")].is_nan());
+        // A signed field's fact may be negative (the memory a draft model's loading freed).
+        assert_eq!(tp(8)[id("weight_memory_bytes")], -1997159792.64);
+        assert_eq!(tp(8)[id("kv_pool_capacity_tokens")], 786432.0);
+        assert_eq!(srv.ranks.len(), 3, "no rank 4294967295");
+        assert_eq!(
+            s.self_metrics[&(SelfMetric::RestoredRefused, String::new())],
+            7.0
+        );
     }
 
     /// A state file's JSON text of `servers` servers `s0`, `s1`... holding `ranks` restored

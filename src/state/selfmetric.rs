@@ -48,11 +48,13 @@ pub enum SelfMetric {
     ApiContradictions,
     /// `sglang_log_exporter_restored_gave_way_total`.
     RestoredGaveWay,
+    /// `sglang_log_exporter_restored_refused_total`.
+    RestoredRefused,
 }
 
 impl SelfMetric {
     /// Every self metric, in exposition order.
-    pub const ALL: [SelfMetric; 21] = [
+    pub const ALL: [SelfMetric; 22] = [
         SelfMetric::SourceUp,
         SelfMetric::SourcePanics,
         SelfMetric::JournalctlRestarts,
@@ -74,6 +76,7 @@ impl SelfMetric {
         SelfMetric::ApiBadValues,
         SelfMetric::ApiContradictions,
         SelfMetric::RestoredGaveWay,
+        SelfMetric::RestoredRefused,
     ];
 
     /// Name, HELP, type and label name (empty: no label).
@@ -203,6 +206,12 @@ impl SelfMetric {
             S::RestoredGaveWay => (
                 "sglang_log_exporter_restored_gave_way_total",
                 "Servers and ranks restored from the state file (--state.dir) that no input had named since, removed to make room for an input's own when a cap (servers, engines, ranks) was full: restored ones never crowd out the inputs'.",
+                Kind::Counter,
+                "",
+            ),
+            S::RestoredRefused => (
+                "sglang_log_exporter_restored_refused_total",
+                "Facts and ranks of the state file (--state.dir) refused at start: a value no log line could give (negative where the field is unsigned, past 2^53 times its scale, a fraction of a token or byte) or a rank number the parser refuses.",
                 Kind::Counter,
                 "",
             ),

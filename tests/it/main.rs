@@ -15,6 +15,7 @@ pub mod gpu;
 mod hostile;
 mod hostile21;
 mod hostile23;
+mod hostile39;
 mod hostile39b;
 mod inputs;
 mod journald;
