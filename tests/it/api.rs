@@ -791,3 +791,28 @@ s.serve_forever()
     let peak = kb("VmHWM:");
     assert!(peak < 120 * 1024, "peak RSS {peak} kB");
 }
+
+/// Both load endpoints answering 404 for a while (a restart behind a proxy, an upgrade in
+/// progress) reads the server as one without a load endpoint only for as long as they do: the
+/// loads are asked again at every poll, and come back once they answer. (It stayed on the
+/// server info alone for good, without its running requests, once it had read so.)
+#[test]
+fn load_endpoints_that_404_in_passing_are_asked_again() {
+    let api = SglangApi::start("0.5.23", &decode_v0523(), None);
+    let e = exporter(&["--sglang.url", &api.url("decode")]);
+    e.scrape_until(30, |s| {
+        value(s, &at("sglang:num_running_reqs", DP0)) == Some(32.0)
+    });
+    let mut d = decode_v0523();
+    d["statuses"] = serde_json::json!({"/v1/loads": 404, "/get_load": 404});
+    api.set(&d);
+    // Up on its server info, without per-rank values.
+    e.scrape_until(15, |s| {
+        value(s, r#"sglang_up{server="decode"}"#) == Some(1.0)
+            && value(s, &at("sglang:num_running_reqs", DP0)).is_none()
+    });
+    api.set(&decode_v0523());
+    e.scrape_until(15, |s| {
+        value(s, &at("sglang:num_running_reqs", DP0)) == Some(32.0)
+    });
+}

@@ -8,7 +8,9 @@
 //! its own after them (SGLang answers it through the scheduler, so it is the slow one under a
 //! long prefill: a slow or failing one costs its labels, never the loads). A release older
 //! than every load endpoint (v0.4.1–v0.4.6) answers only `/get_server_info`, asked at every
-//! poll: it is up, with its model and capacity, and no per-rank values. Each answer goes to
+//! poll after both load endpoints answered 404 (they are asked at every poll too, so a 404 in
+//! passing or an upgrade is seen at the next poll): it is up, with its model and capacity, and
+//! no per-rank values. Each answer goes to
 //! the state ([`crate::state::State::apply_api`]); a refused connection, a timeout, an error
 //! status or a body that cannot be read turns the server's `sglang_up` to 0 and withdraws the
 //! activity gauges it fed ([`crate::state::State::api_failed`]).
@@ -316,9 +318,12 @@ impl Poller {
         let deadline = Instant::now() + self.timeout;
         let order: &[Endpoint] = match self.endpoint {
             Some(Endpoint::GetLoad) => &[Endpoint::GetLoad, Endpoint::V1Loads],
-            Some(Endpoint::V1Loads) | None => &[Endpoint::V1Loads, Endpoint::GetLoad],
-            // Known to have no load endpoint: its server info is the poll.
-            Some(Endpoint::InfoOnly(_)) => &[],
+            // A server that answered only its server info last time is asked for the loads
+            // again: both 404 in passing (a restart, a proxy) or an upgrade must not leave it
+            // read without loads for good.
+            Some(Endpoint::V1Loads | Endpoint::InfoOnly(_)) | None => {
+                &[Endpoint::V1Loads, Endpoint::GetLoad]
+            }
         };
         let mut answer = None;
         for &ep in order {
