@@ -58,14 +58,16 @@ pub fn reads(class: Class) -> bool {
 }
 
 /// The time forms a foreign prefix may hold: a date and time (`T` or a space between, `.` or
-/// `,` before the fraction, a zone after), a time of day (after a month and day without year,
+/// `,` before the fraction, a zone after: an offset, attached or after a space, or after a space
+/// a zone's abbreviation, so that a zone is never read as local time nor taken for a writer's
+/// name), a time of day (after a month and day without year,
 /// `12-10 14:02:13`, as vLLM-style formats print it: read as a time of day), or a Unix time of
 /// 10 digits (seconds, then ms, µs or ns) with a fraction.
 fn time_regex() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
     RE.get_or_init(|| {
         Regex::new(
-            r"(?-u:\b)(?:(?:(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})[ T]|[0-9]{2}-[0-9]{2} )?(?P<time>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:[.,](?P<frac>[0-9]{1,9}))?(?P<zone>Z|[+-][0-9]{2}:?[0-9]{2})?|(?P<unix>[0-9]{10}(?:[0-9]{3}){0,3}(?:\.[0-9]{1,9})?))(?-u:\b)",
+            r"(?-u:\b)(?:(?:(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})[ T]|[0-9]{2}-[0-9]{2} )?(?P<time>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:[.,](?P<frac>[0-9]{1,9}))?(?:(?P<zone>Z|[+-][0-9]{2}:?[0-9]{2})| (?P<szone>[+-][0-9]{2}:?[0-9]{2})| (?P<zname>UTC|GMT|WET|WEST|BST|IST|CET|CEST|EET|EEST|MSK|SAST|PKT|HKT|SGT|JST|KST|AWST|ACST|AEST|AEDT|NZST|NZDT|HST|AKST|AKDT|PST|PDT|MST|MDT|CST|CDT|EST|EDT))?|(?P<unix>[0-9]{10}(?:[0-9]{3}){0,3}(?:\.[0-9]{1,9})?))(?-u:\b)",
         )
         .expect("the time regex compiles")
     })
@@ -88,7 +90,10 @@ fn time_part(tags: &[(String, RankTag)], p: &str) -> TimePart {
     };
     let g = |n: &str| c.name(n).map(|m| m.as_str());
     let cut = c.get(0).map_or((0, 0), |m| (m.start(), m.end()));
-    if g("unix").is_some() || g("zone").is_some() {
+    if ["unix", "zone", "szone", "zname"]
+        .iter()
+        .any(|n| g(n).is_some())
+    {
         return Ok((None, cut));
     }
     match read_prefix_parts(tags, g("date"), g("time"), g("frac"), None) {
@@ -289,10 +294,27 @@ pub fn entry(tags: &[(String, RankTag)], before: &str) -> String {
         if at == span.0 {
             close(&mut re, &mut open, &mut space, &mut done);
             let c = time.as_ref().expect("a time where its span is");
+            let date = c.name("date");
             if c.name("unix").is_some() || c.name("zone").is_some() {
                 re.push_str("(?P<ts>[^ \\]]+)");
+            } else if c.name("szone").is_some() || c.name("zname").is_some() {
+                // A zone after a space: with a date and an offset the `ts` group reads the time
+                // exactly; otherwise (a time of day, a zone's name, which gives no offset) the
+                // time is matched and left unread, as `read` leaves it.
+                let exact = date.is_some() && c.name("szone").is_some();
+                re.push_str(if exact { "(?P<ts>" } else { "(?:" });
+                if let Some(d) = date {
+                    re.push_str("[0-9]{4}-[0-9][0-9]-[0-9][0-9]");
+                    re.push_str(&regex::escape(&p[d.end()..d.end() + 1]));
+                }
+                re.push_str("[0-9][0-9]:[0-9][0-9]:[0-9][0-9](?:[.,][0-9]{1,9})? ");
+                match c.name("zname") {
+                    Some(z) => re.push_str(z.as_str()),
+                    None => re.push_str("[+-][0-9][0-9]:?[0-9][0-9]"),
+                }
+                re.push(')');
             } else {
-                if let Some(d) = c.name("date") {
+                if let Some(d) = date {
                     re.push_str("(?P<date>[0-9]{4}-[0-9][0-9]-[0-9][0-9])");
                     re.push_str(&regex::escape(&p[d.end()..d.end() + 1]));
                 }
@@ -405,6 +427,55 @@ mod tests {
         let (r, id) = read_of("[1790416801.000 w1 TP=1] ");
         assert_eq!(id, "w1");
         assert!(matches!(r, Read::Prefix { time: None, .. }), "{r:?}");
+    }
+
+    /// A zone after a space (`+0100`, `UTC`, `CET`) was read as local time (an hour off under
+    /// `--timezone UTC`) and became the writer's name (`engine="+0100"`): now the time is left
+    /// unread, as an attached zone's is, and the zone is no writer, so one model stays one engine.
+    #[test]
+    fn a_zone_after_a_space_is_neither_local_time_nor_a_writer() {
+        for p in [
+            "[2025-12-10 14:02:11.001 +0100 TP0] ",
+            "[2025-12-10 14:02:11.001+01:00 TP0] ",
+            "[2025-12-10 14:02:11.001 -05:30 TP0] ",
+            "[2025-12-10 14:02:11.001 UTC TP0] ",
+            "[2025-12-10 14:02:12.001 CET TP0] ",
+            "[14:02:12 PST TP0] ",
+        ] {
+            let (r, id) = read_of(p);
+            assert_eq!(id, "", "{p}");
+            assert!(
+                matches!(r, Read::Prefix { time: None, ranks } if ranks.tp == Some(0)),
+                "{p}: {r:?}"
+            );
+        }
+        // A writer's word of capitals is not a zone.
+        let (r, id) = read_of("[2025-12-10 14:02:11 GPT TP0] ");
+        assert_eq!(id, "GPT");
+        assert!(matches!(r, Read::Prefix { time: Some(_), .. }), "{r:?}");
+    }
+
+    /// `check`'s entry for a spaced offset reads the time exactly (its `ts` group, by
+    /// `stream::unix_time`); for a zone's name it matches the time and leaves it unread.
+    #[test]
+    fn checks_entry_for_a_spaced_zone_reads_the_time_exactly_or_not_at_all() {
+        let pat = Patterns::embedded().unwrap();
+        let p = "[2025-12-10 14:02:11.001 +0100 TP0] ";
+        let e = entry(&pat.rank_tags, p);
+        let re = Regex::new(&format!("^(?:{e})")).unwrap();
+        let c = re.captures(p).unwrap();
+        assert_eq!(&c["ts"], "2025-12-10 14:02:11.001 +0100");
+        assert_eq!(&c["tp"], "0");
+        assert_eq!(c.get(0).unwrap().end(), p.len());
+        let t = crate::parse::stream::unix_time(&c["ts"]).unwrap();
+        assert!((t - 1765371731.001).abs() < 1e-6, "{t}");
+        let p = "[2025-12-10 14:02:12.001 CET TP0] ";
+        let e = entry(&pat.rank_tags, p);
+        let re = Regex::new(&format!("^(?:{e})")).unwrap();
+        let c = re.captures(p).unwrap();
+        assert!(c.name("ts").is_none() && c.name("time").is_none(), "{e}");
+        assert!(c.name("engine").is_none(), "{e}");
+        assert_eq!(c.get(0).unwrap().end(), p.len());
     }
 
     #[test]
