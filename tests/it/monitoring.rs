@@ -23,7 +23,8 @@ fn alert_rules_pass_promtool_check_and_unit_tests_that_cover_every_alert() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("SUCCESS: 8 rules found"));
+    // 9 alerts and the recording rule that tells the exporter's targets from the others.
+    assert!(String::from_utf8_lossy(&out.stdout).contains("SUCCESS: 10 rules found"));
     let out = Command::new("promtool")
         .args(["test", "rules", "alerts_test.yml"])
         .current_dir(&dir)
@@ -42,7 +43,7 @@ fn alert_rules_pass_promtool_check_and_unit_tests_that_cover_every_alert() {
         .lines()
         .filter_map(|l| l.trim().strip_prefix("- alert: "))
         .collect();
-    assert_eq!(alerts.len(), 8);
+    assert_eq!(alerts.len(), 9);
     for a in alerts {
         let firing = tests.split("alertname: ").skip(1).any(|t| {
             t.starts_with(a) && t.lines().nth(1).is_some_and(|l| l.trim() == "exp_alerts:")
@@ -50,11 +51,30 @@ fn alert_rules_pass_promtool_check_and_unit_tests_that_cover_every_alert() {
         assert!(firing, "no test expects {a} to fire");
     }
     assert!(tests.matches("instance: \"").count() >= 8);
+    // Usable as shipped: no job name assumed (the tests name theirs `gpu-exporters`), no
+    // file:// link, and the shipped Prometheus configuration sets the runbook base URL.
+    assert!(!rules.contains("job="), "a rule assumes the job's name");
+    assert!(!rules.contains("file://"));
+    assert!(tests.contains("job: gpu-exporters"));
+    let config = std::fs::read_to_string(dir.join("prometheus.yml")).unwrap();
+    assert!(config.contains("    sglang_runbook_base_url: https://"));
+    let out = Command::new("promtool")
+        .args(["check", "config", "prometheus.yml"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Every alert links its runbook: a section of monitoring/README.md (the anchor is the
-/// heading's GitHub slug, the alert name in lower case); the texts read `TP0` where a server
-/// has no DP ranks (promtool checked the rendering above; here no template prints a bare `DP`).
+/// heading's GitHub slug, the alert name in lower case) under the base URL of the external
+/// label `sglang_runbook_base_url`, else the shipped file's name; the texts read `TP0` where a
+/// server has no DP ranks (promtool checked the rendering above; here no template prints a
+/// bare `DP`).
 #[test]
 fn every_alert_has_a_runbook_section() {
     let dir = root().join("monitoring");
@@ -65,7 +85,7 @@ fn every_alert_has_a_runbook_section() {
         .filter_map(|l| l.strip_prefix("### "))
         .map(|h| h.trim().to_lowercase())
         .collect();
-    let prefix = "runbook_url: \"file:///usr/share/sglang-log-exporter/monitoring/README.md#";
+    let prefix = "runbook_url: \"{{ with $externalLabels.sglang_runbook_base_url }}{{ . }}{{ else }}monitoring/README.md{{ end }}#";
     let mut seen = Vec::new();
     for block in rules.split("- alert: ").skip(1) {
         let name = block.lines().next().unwrap().trim();
@@ -81,7 +101,7 @@ fn every_alert_has_a_runbook_section() {
         );
         seen.push(name);
     }
-    assert_eq!(seen.len(), 8);
+    assert_eq!(seen.len(), 9);
     assert!(
         !rules.contains(" DP{{ $labels.dp_rank }}"),
         "a bare DP prefix"
