@@ -517,7 +517,9 @@ fn live_outage_then_recovery() {
 }
 
 /// The README's PromQL joins, evaluated by `promtool test rules` over the series of a real
-/// `--once` exposition.
+/// `--once` exposition scraped from two hosts (`a:8771`, `b:8771`, job `sglang`) that run a
+/// server of the same name: each join answers once per host and rank, with no "many-to-many
+/// matching" error (a join on the rank labels alone gave one).
 #[test]
 fn readme_joins_work_in_promtool() {
     let dir = tempfile::tempdir().unwrap();
@@ -541,9 +543,22 @@ fn readme_joins_work_in_promtool() {
     let mut y = String::from(
         "rule_files: []\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n",
     );
+    const HOSTS: [&str; 2] = ["a:8771", "b:8771"];
+    let scraped = |host: &str, series: &str| {
+        let extra = format!("instance=\"{host}\",job=\"sglang\"");
+        match series.split_once('{') {
+            Some((n, rest)) => format!("{n}{{{extra},{rest}"),
+            None => format!("{series}{{{extra}}}"),
+        }
+    };
     for l in out.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
         let (series, v) = l.rsplit_once(' ').unwrap();
-        y += &format!("      - series: '{}'\n        values: '{v}'\n", q(series));
+        for host in HOSTS {
+            y += &format!(
+                "      - series: '{}'\n        values: '{v}'\n",
+                q(&scraped(host, series))
+            );
+        }
     }
     y += "    promql_expr_test:\n";
     let readme = std::fs::read_to_string(crate::common::root().join("README.md")).unwrap();
@@ -593,10 +608,12 @@ fn readme_joins_work_in_promtool() {
                 .filter(|l| !l.ends_with("=\"\""))
                 .collect();
             let labels = labels.join(",");
-            y += &format!(
-                "          - labels: '{{{}}}'\n            value: {v}\n",
-                q(&labels)
-            );
+            for host in HOSTS {
+                y += &format!(
+                    "          - labels: '{{instance=\"{host}\",job=\"sglang\",{}}}'\n            value: {v}\n",
+                    q(&labels)
+                );
+            }
         }
     }
     crate::promtools::test_rules(dir.path(), "joins.test.yml", &y);

@@ -304,3 +304,57 @@ fn upstream_dashboard_answers_every_panel() {
         .sum();
     assert_eq!(one("sum(sglang:e2e_request_latency_seconds_count)"), count);
 }
+
+/// Every vector matching the project ships (`on (…)` in the README's PromQL, the monitoring
+/// README, the rules and the dashboard) names `instance` and `job`: a join on the server and
+/// rank labels alone is a "many-to-many matching" error once two hosts run a server of one
+/// name (the README's GPU joins were, issue 38). `ignoring (…)` keeps every other label, so it
+/// never drops them; none may ignore `instance` or `job`.
+#[test]
+fn every_shipped_join_matches_on_instance_and_job() {
+    let mut joins = 0;
+    for file in [
+        "README.md",
+        "monitoring/README.md",
+        "monitoring/alerts.yml",
+        "monitoring/grafana-dashboard.json",
+    ] {
+        let text = std::fs::read_to_string(root().join(file)).unwrap();
+        for (kw, must) in [
+            ("on (", true),
+            ("on(", true),
+            ("ignoring (", false),
+            ("ignoring(", false),
+        ] {
+            for (i, _) in text.match_indices(kw) {
+                // A word of prose that ends in "on (" is no PromQL: only after an operator,
+                // `and`, `or`, `unless` or a line's indentation.
+                let before = text[..i].trim_end_matches(' ');
+                let op = [
+                    "*", "/", "+", "-", "and", "or", "unless", "==", ">", "<", "\n",
+                ];
+                if kw.starts_with("on") && !op.iter().any(|o| before.ends_with(o)) {
+                    continue;
+                }
+                let args = &text[i + kw.len()..];
+                let args = &args[..args.find(')').unwrap()];
+                let labels: Vec<&str> = args.split(',').map(str::trim).collect();
+                let named = labels.contains(&"instance") && labels.contains(&"job");
+                if must {
+                    assert!(
+                        named,
+                        "{file}: `{kw}{args})` does not match on instance and job"
+                    );
+                    joins += 1;
+                } else {
+                    assert!(
+                        !labels.contains(&"instance") && !labels.contains(&"job"),
+                        "{file}: `{kw}{args})` ignores instance or job"
+                    );
+                }
+            }
+        }
+    }
+    // The README's three GPU joins and its across-hosts join; the rules' three.
+    assert_eq!(joins, 7);
+}

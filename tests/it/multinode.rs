@@ -105,7 +105,7 @@ fn second_host_of_a_tp16_maps_tp8_to_tp15_to_its_gpus_0_to_7() {
 
 /// The README's PromQL across hosts (the ```` ```promql across-hosts ```` blocks), evaluated
 /// by `promtool test rules` over the expositions of both hosts of the TP16, labelled as
-/// Prometheus labels them when it scrapes (`instance`) plus the recommended `cluster`.
+/// Prometheus labels them when it scrapes (`instance`, `job`) plus the recommended `cluster`.
 #[test]
 fn readme_queries_across_hosts_work_in_promtool() {
     let dir = tempfile::tempdir().unwrap();
@@ -118,7 +118,7 @@ fn readme_queries_across_hosts_work_in_promtool() {
         let out = once(dir.path(), &[&format!("deepseek={}", log.display())]);
         for l in out.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
             let (series, v) = l.rsplit_once(' ').unwrap();
-            let extra = format!("cluster=\"eu-1\",instance=\"gpu-{node}:8771\"");
+            let extra = format!("cluster=\"eu-1\",instance=\"gpu-{node}:8771\",job=\"sglang\"");
             let series = match series.split_once('{') {
                 Some((n, rest)) => format!("{n}{{{extra},{rest}"),
                 None => format!("{series}{{{extra}}}"),
@@ -140,7 +140,7 @@ fn readme_queries_across_hosts_work_in_promtool() {
     let model = "model_name=\"deepseek-ai/DeepSeek-V3\"";
     let rank = |tp: u32| {
         let (node, gpu) = (tp / 8, tp % 8);
-        format!("cluster=\"eu-1\",instance=\"gpu-{node}:8771\",server=\"deepseek\",engine_type=\"unified\",pp_rank=\"0\",tp_rank=\"{tp}\",moe_ep_rank=\"0\",gpu=\"{gpu}\",uuid=\"GPU-{gpu}{gpu}{gpu}{gpu}\",method=\"server_args\",{model}")
+        format!("cluster=\"eu-1\",instance=\"gpu-{node}:8771\",job=\"sglang\",server=\"deepseek\",engine_type=\"unified\",pp_rank=\"0\",tp_rank=\"{tp}\",moe_ep_rank=\"0\",gpu=\"{gpu}\",uuid=\"GPU-{gpu}{gpu}{gpu}{gpu}\",method=\"server_args\",{model}")
     };
     let expect: [Vec<(String, f64)>; 3] = [
         vec![(format!("cluster=\"eu-1\",{model}"), 2.0)],
