@@ -26,6 +26,7 @@ mod logformat;
 mod monitoring;
 mod multinode;
 mod once;
+mod packaging;
 mod parallel;
 mod probes;
 mod promtools;
