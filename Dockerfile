@@ -3,6 +3,12 @@
 #   docker build --build-arg REVISION=$(git rev-parse --short=12 HEAD) -t sglang-log-exporter:0.1.0 .
 #   docker run --rm -v /var/log/sglang:/logs:ro -p 8771:8771 sglang-log-exporter:0.1.0 /logs/decode.log
 #
+# No image is published. For Kubernetes, tag it with your registry and push it, then name it in
+# deploy/kubernetes/kustomization.yaml (`images:`):
+#   docker build --build-arg REVISION=$(git rev-parse --short=12 HEAD) \
+#     -t registry.example.com/team/sglang-log-exporter:0.1.0 .
+#   docker push registry.example.com/team/sglang-log-exporter:0.1.0
+#
 # GPU metrics (NVML) come through the NVIDIA container runtime, which mounts the host's
 # libnvidia-ml.so.1 into the container:
 #   docker run --gpus all -e NVIDIA_DRIVER_CAPABILITIES=utility \
