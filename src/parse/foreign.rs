@@ -24,7 +24,8 @@ use std::sync::OnceLock;
 use regex::Regex;
 
 use super::prefix::{read_prefix_parts, BAD_RANK};
-use super::stream::{join, names_no_writer};
+use super::stream::join;
+use super::words::{self, Word};
 use crate::record::{Class, LogTime, RankTag, Ranks};
 
 /// The most bytes of a foreign prefix read (SGLang's own is under 60).
@@ -43,6 +44,9 @@ pub enum Read {
         time: Option<LogTime>,
         /// The ranks its tags name.
         ranks: Ranks,
+        /// The GPU it names (`GPU=4`): the device of its rank, which tells two schedulers of
+        /// one rank apart ([`crate::source::nodes`]).
+        gpu: Option<u32>,
     },
 }
 
@@ -60,14 +64,15 @@ pub fn reads(class: Class) -> bool {
 /// The time forms a foreign prefix may hold: a date and time (`T` or a space between, `.` or
 /// `,` before the fraction, a zone after: an offset, attached or after a space, or after a space
 /// a zone's abbreviation, so that a zone is never read as local time nor taken for a writer's
-/// name), a time of day (after a month and day without year,
-/// `12-10 14:02:13`, as vLLM-style formats print it: read as a time of day), or a Unix time of
-/// 10 digits (seconds, then ms, µs or ns) with a fraction.
+/// name), a time of day, maybe after a month and day without year (`12-10 14:02:13` as
+/// vLLM-style formats print it, `I1210 14:02:13.123456` as glog does, its level letter
+/// first: the year is the log's, see `TimeResolver`), or a Unix time of 10 digits (seconds,
+/// then ms, µs or ns) with a fraction.
 fn time_regex() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
     RE.get_or_init(|| {
         Regex::new(
-            r"(?-u:\b)(?:(?:(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})[ T]|[0-9]{2}-[0-9]{2} )?(?P<time>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:[.,](?P<frac>[0-9]{1,9}))?(?:(?P<zone>Z|[+-][0-9]{2}:?[0-9]{2})| (?P<szone>[+-][0-9]{2}:?[0-9]{2})| (?P<zname>UTC|GMT|WET|WEST|BST|IST|CET|CEST|EET|EEST|MSK|SAST|PKT|HKT|SGT|JST|KST|AWST|ACST|AEST|AEDT|NZST|NZDT|HST|AKST|AKDT|PST|PDT|MST|MDT|CST|CDT|EST|EDT))?|(?P<unix>[0-9]{10}(?:[0-9]{3}){0,3}(?:\.[0-9]{1,9})?))(?-u:\b)",
+            r"(?-u:\b)(?:(?:(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})[ T]|(?P<md>[0-9]{2}-[0-9]{2}) |(?P<glog>[IWEF][0-9]{4}) )?(?P<time>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:[.,](?P<frac>[0-9]{1,9}))?(?:(?P<zone>Z|[+-][0-9]{2}:?[0-9]{2})| (?P<szone>[+-][0-9]{2}:?[0-9]{2})| (?P<zname>UTC|GMT|WET|WEST|BST|IST|CET|CEST|EET|EEST|MSK|SAST|PKT|HKT|SGT|JST|KST|AWST|ACST|AEST|AEDT|NZST|NZDT|HST|AKST|AKDT|PST|PDT|MST|MDT|CST|CDT|EST|EDT))?|(?P<unix>[0-9]{10}(?:[0-9]{3}){0,3}(?:\.[0-9]{1,9})?))(?-u:\b)",
         )
         .expect("the time regex compiles")
     })
@@ -96,10 +101,26 @@ fn time_part(tags: &[(String, RankTag)], p: &str) -> TimePart {
     {
         return Ok((None, cut));
     }
-    match read_prefix_parts(tags, g("date"), g("time"), g("frac"), None) {
-        Some((t, _)) => Ok((t, cut)),
-        None => Err(()),
+    let Some((Some(mut t), _)) = read_prefix_parts(tags, g("date"), g("time"), g("frac"), None)
+    else {
+        return Err(());
+    };
+    // A month and day without a year: vLLM's `12-10`, glog's `I1210` (its level letter first).
+    let md = g("md")
+        .map(|m| (&m[..2], &m[3..]))
+        .or_else(|| g("glog").map(|m| (&m[1..3], &m[3..])));
+    if let Some((m, d)) = md {
+        let (m, d) = (
+            m.parse::<i8>().map_err(|_| ())?,
+            d.parse::<i8>().map_err(|_| ())?,
+        );
+        // A day no year has (`1332`) is a malformed time, not a time of some other day.
+        if jiff::civil::Date::new(2000, m, d).is_err() {
+            return Err(());
+        }
+        t.month_day = Some((m, d));
     }
+    Ok((Some(t), cut))
 }
 
 /// `before` trimmed, when it may be a foreign prefix: not empty, not too long, quoting
@@ -120,42 +141,89 @@ pub fn time(tags: &[(String, RankTag)], before: &str) -> Option<LogTime> {
 }
 
 /// Reads `before` (the text before a line's label, SGLang's own prefix absent) as a foreign
-/// prefix, its identity into `identity` (cleared first; words joined by a space).
+/// prefix, its identity into `identity` (cleared first; words joined by a space). What each
+/// word says is [`words::classify`]'s: only words that name a writer make the identity.
 pub fn read(tags: &[(String, RankTag)], before: &str, identity: &mut String) -> Read {
     identity.clear();
     let Some(p) = prefix_like(before) else {
         return Read::Nothing;
     };
-    let mut rest = p;
     let Ok((time, cut)) = time_part(tags, p) else {
         return Read::Refused;
     };
     let mut ranks = Ranks::default();
-    let mut words = |s: &str| -> bool {
-        for w in s.split(|c: char| c.is_whitespace() || matches!(c, '[' | ']' | '|' | '<' | '>')) {
-            let w = w.trim_end_matches([',', ';']);
-            if w.is_empty() || gpu_tag(w) || source_location(w) || names_no_writer(w) {
-                continue;
-            }
-            match rank_tag(tags, w, &mut ranks) {
-                Some(true) => {}
-                Some(false) => return false,
-                None => join(identity, w),
-            }
-        }
-        true
-    };
-    if !(words(&rest[..cut.0]) && {
-        rest = &rest[cut.1..];
-        words(rest)
-    }) {
+    let mut gpu = None;
+    let ok = [&p[..cut.0], &p[cut.1..]]
+        .into_iter()
+        .all(|s| read_words(tags, s, identity, &mut ranks, &mut gpu));
+    if !ok {
         identity.clear();
         return Read::Refused;
     }
+    // A GPU alone is no foreign prefix: SGLang's own `[gpu_id=0] ` (v0.1.17-v0.2.13) names the
+    // rank, which the parser's `gpu_id` rule reads.
     if identity.is_empty() && time.is_none() && ranks == Ranks::default() {
         return Read::Nothing;
     }
-    Read::Prefix { time, ranks }
+    Read::Prefix { time, ranks, gpu }
+}
+
+/// Reads the words of `s` (a prefix's text on one side of its time) into `identity`, `ranks`
+/// and `gpu`; `false` for a malformed rank or GPU (a number that does not fit, a second one).
+fn read_words(
+    tags: &[(String, RankTag)],
+    s: &str,
+    identity: &mut String,
+    ranks: &mut Ranks,
+    gpu: &mut Option<u32>,
+) -> bool {
+    let mut it = s
+        .split(delimiter)
+        .map(|w| w.trim_end_matches([',', ';']))
+        .filter(|w| !w.is_empty())
+        .peekable();
+    // The last word joined names a writer a number may follow (`Worker 0`).
+    let mut numbered = false;
+    while let Some(w) = it.next() {
+        let after_name = std::mem::take(&mut numbered);
+        match words::classify(tags, w) {
+            Word::Skip => {}
+            Word::Bad => return false,
+            Word::Rank(which, num) => {
+                let Some(num) = num.or_else(|| it.next_if(|n| words::digits(n))) else {
+                    return false;
+                };
+                let slot = which.slot(ranks);
+                match num.parse::<u32>().ok().filter(|&n| n != BAD_RANK) {
+                    Some(n) if slot.is_none() => *slot = Some(n),
+                    _ => return false,
+                }
+            }
+            Word::Gpu(num) => {
+                let Some(num) = num.or_else(|| it.next_if(|n| words::digits(n))) else {
+                    return false;
+                };
+                match num.parse::<u32>() {
+                    Ok(n) if gpu.is_none_or(|g| g == n) => *gpu = Some(n),
+                    _ => return false,
+                }
+            }
+            // A number names a writer only as part of a name (`Worker 0`); a longer one than
+            // any name holds is garbage, not a name.
+            Word::Number if after_name => {
+                if w.len() > words::MAX_NAME_NUMBER {
+                    return false;
+                }
+                join(identity, w);
+            }
+            Word::Number => {}
+            Word::Name { numbered: n } => {
+                join(identity, w);
+                numbered = n;
+            }
+        }
+    }
+    true
 }
 
 /// Where the brackets of `p` that open like a time (`[2026-…`, `[14:…`: four digits and `-`, or
@@ -172,56 +240,14 @@ fn time_openings(p: &str) -> impl Iterator<Item = usize> + '_ {
     })
 }
 
-/// Reads `w` as a rank tag (`TP0`, `TP=0`, `TP:0`) into `ranks`: `Some(true)` when it is one,
-/// `Some(false)` when it is one whose number does not fit or names a rank already set, `None`
-/// when it is no rank tag.
-fn rank_tag(tags: &[(String, RankTag)], w: &str, ranks: &mut Ranks) -> Option<bool> {
-    for (name, which) in tags {
-        let Some(num) = w.strip_prefix(name.as_str()) else {
-            continue;
-        };
-        let num = num
-            .strip_prefix('=')
-            .or_else(|| num.strip_prefix(':'))
-            .unwrap_or(num);
-        if num.is_empty() || !num.bytes().all(|c| c.is_ascii_digit()) {
-            continue;
-        }
-        let slot = which.slot(ranks);
-        let n = num.parse::<u32>().ok().filter(|&n| n != BAD_RANK);
-        return Some(match (slot.is_some(), n) {
-            (false, Some(n)) => {
-                *slot = Some(n);
-                true
-            }
-            _ => false,
-        });
-    }
-    None
-}
-
 /// Whether `w` is a source location (`scheduler.py:1234`, `scheduler.py`): which code printed
 /// the line (a prefill and a decode line of one rank differ), not who.
-fn source_location(w: &str) -> bool {
+pub(super) fn source_location(w: &str) -> bool {
     let file = match w.rsplit_once(':') {
         Some((f, n)) if !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()) => f,
         _ => w,
     };
     file.len() > 3 && file.ends_with(".py")
-}
-
-/// Whether `w` names a GPU (`GPU=0`, `gpu_id:1`, `GPU3`): the device a rank runs on.
-fn gpu_tag(w: &str) -> bool {
-    let lower = w.to_ascii_lowercase();
-    let Some(rest) = lower.strip_prefix("gpu") else {
-        return false;
-    };
-    let rest = rest.strip_prefix("_id").unwrap_or(rest);
-    let rest = rest
-        .strip_prefix('=')
-        .or_else(|| rest.strip_prefix(':'))
-        .unwrap_or(rest);
-    !rest.is_empty() && rest.bytes().all(|c| c.is_ascii_digit())
 }
 
 /// The characters that end a word of a prefix (and are matched as themselves).
@@ -253,26 +279,51 @@ pub fn entry(tags: &[(String, RankTag)], before: &str) -> String {
         .as_ref()
         .and_then(|c| c.get(0))
         .map_or((p.len(), p.len()), |m| (m.start(), m.end()));
+    // What the word before said, for a number after it: part of a name (`Worker 0`), a
+    // rank's or a GPU's (`TP 0`, `GPU 3`), or nothing.
+    #[derive(Clone, Copy)]
+    enum Before {
+        Other,
+        Name,
+        Rank(&'static str),
+    }
+    let mut before = Before::Other;
     // The pattern of each word; `None` for an identity word.
-    let word = |w: &str| -> Option<String> {
+    let mut word = |w: &str| -> Option<String> {
         let bare = w.trim_end_matches([',', ';']);
         let tail = regex::escape(&w[bare.len()..]);
-        let name = bare.trim_end_matches(|c: char| c.is_ascii_digit());
-        let mut scratch = Ranks::default();
-        if gpu_tag(bare) {
-            Some(format!("{}[0-9]+{tail}", regex::escape(name)))
-        } else if source_location(bare) {
-            Some(format!("[^ \\[\\]]+{tail}"))
-        } else if rank_tag(tags, bare, &mut scratch).is_some() {
-            let g = tags
-                .iter()
-                .find(|(n, _)| name.starts_with(n.as_str()))
-                .map_or("tp", |(_, t)| group(*t));
-            Some(format!("{}(?P<{g}>[0-9]+){tail}", regex::escape(name)))
-        } else if names_no_writer(bare) {
-            Some(regex::escape(w))
-        } else {
-            None
+        let prev = std::mem::replace(&mut before, Before::Other);
+        let numbered = |num: &str, pat: &str| {
+            let name = regex::escape(&bare[..bare.len() - num.len()]);
+            format!("{name}{pat}{tail}")
+        };
+        match words::classify(tags, bare) {
+            Word::Name { numbered } => {
+                if numbered {
+                    before = Before::Name;
+                }
+                None
+            }
+            Word::Number => match prev {
+                Before::Name => None,
+                Before::Rank(g) => Some(format!("(?P<{g}>[0-9]+){tail}")),
+                Before::Other => Some(format!("[0-9]+{tail}")),
+            },
+            Word::Rank(which, Some(num)) => {
+                Some(numbered(num, &format!("(?P<{}>[0-9]+)", group(which))))
+            }
+            Word::Gpu(Some(num)) => Some(numbered(num, "[0-9]+")),
+            Word::Rank(which, None) => {
+                before = Before::Rank(group(which));
+                Some(regex::escape(w))
+            }
+            // A GPU's number after a space is any number, as a number alone is.
+            Word::Gpu(None) | Word::Bad => Some(regex::escape(w)),
+            // A counter, a thread id, a source location: any word there (each line's own).
+            Word::Skip if bare.bytes().any(|c| c.is_ascii_digit()) || source_location(bare) => {
+                Some(format!("[^ \\[\\]]+{tail}"))
+            }
+            Word::Skip => Some(regex::escape(w)),
         }
     };
     let mut re = String::new();
@@ -295,6 +346,12 @@ pub fn entry(tags: &[(String, RankTag)], before: &str) -> String {
             close(&mut re, &mut open, &mut space, &mut done);
             let c = time.as_ref().expect("a time where its span is");
             let date = c.name("date");
+            // A month and day without year: matched, not read (the entry has no group for it).
+            let md = match (c.name("md"), c.name("glog")) {
+                (Some(_), _) => "[0-9][0-9]-[0-9][0-9] ",
+                (_, Some(_)) => "[IWEF][0-9]{4} ",
+                _ => "",
+            };
             if c.name("unix").is_some() || c.name("zone").is_some() {
                 re.push_str("(?P<ts>[^ \\]]+)");
             } else if c.name("szone").is_some() || c.name("zname").is_some() {
@@ -303,6 +360,7 @@ pub fn entry(tags: &[(String, RankTag)], before: &str) -> String {
                 // time is matched and left unread, as `read` leaves it.
                 let exact = date.is_some() && c.name("szone").is_some();
                 re.push_str(if exact { "(?P<ts>" } else { "(?:" });
+                re.push_str(md);
                 if let Some(d) = date {
                     re.push_str("[0-9]{4}-[0-9][0-9]-[0-9][0-9]");
                     re.push_str(&regex::escape(&p[d.end()..d.end() + 1]));
@@ -314,6 +372,7 @@ pub fn entry(tags: &[(String, RankTag)], before: &str) -> String {
                 }
                 re.push(')');
             } else {
+                re.push_str(md);
                 if let Some(d) = date {
                     re.push_str("(?P<date>[0-9]{4}-[0-9][0-9]-[0-9][0-9])");
                     re.push_str(&regex::escape(&p[d.end()..d.end() + 1]));
@@ -387,7 +446,7 @@ mod tests {
     #[test]
     fn a_forks_bracket_gives_time_ranks_and_identity() {
         let (r, id) = read_of("[2025-12-10 14:02:13.102 GPU=0 Worker 0 (model_1) TP=0] ");
-        let Read::Prefix { time, ranks } = r else {
+        let Read::Prefix { time, ranks, .. } = r else {
             panic!("{r:?}");
         };
         assert_eq!(id, "Worker 0 (model_1)");
@@ -398,7 +457,7 @@ mod tests {
         // SGLang's spelling of the tag, a DP tag with a colon, a level among the words.
         let (r, id) = read_of("[14:02:13 INFO model_2 DP:1 TP3] ");
         assert_eq!(id, "model_2");
-        let Read::Prefix { ranks, time } = r else {
+        let Read::Prefix { ranks, time, .. } = r else {
             panic!("{r:?}");
         };
         assert_eq!((ranks.dp, ranks.tp), (Some(1), Some(3)));
@@ -420,7 +479,7 @@ mod tests {
         let (r, id) = read_of("INFO 12-10 14:02:13 [scheduler.py:1234] [w1 TP1] ");
         assert_eq!(id, "w1");
         assert!(
-            matches!(r, Read::Prefix { time: Some(t), ranks } if t.date.is_none() && ranks.tp == Some(1)),
+            matches!(r, Read::Prefix { time: Some(t), ranks, .. } if t.date.is_none() && ranks.tp == Some(1)),
             "{r:?}"
         );
         // A Unix or zoned time is not read as local time, and not part of the identity.
@@ -445,7 +504,7 @@ mod tests {
             let (r, id) = read_of(p);
             assert_eq!(id, "", "{p}");
             assert!(
-                matches!(r, Read::Prefix { time: None, ranks } if ranks.tp == Some(0)),
+                matches!(r, Read::Prefix { time: None, ranks, .. } if ranks.tp == Some(0)),
                 "{p}: {r:?}"
             );
         }

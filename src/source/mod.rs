@@ -10,6 +10,7 @@ pub mod export;
 pub mod fault;
 pub mod file;
 pub mod framing;
+pub mod gpus;
 pub mod journal_export;
 pub mod journald;
 pub mod last_timed;
