@@ -123,21 +123,19 @@ fn time_part(tags: &[(String, RankTag)], p: &str) -> TimePart {
     Ok((Some(t), cut))
 }
 
-/// `before` trimmed, when it may be a foreign prefix: not empty, not too long, quoting
-/// nothing, and ending like a prefix.
+/// `before` trimmed, when it may be a foreign prefix: not empty, quoting nothing, and ending
+/// like a prefix. (One longer than [`MAX_PREFIX`] is not read: see [`read`].)
 fn prefix_like(before: &str) -> Option<&str> {
     let p = before.trim();
-    let like = !p.is_empty()
-        && p.len() <= MAX_PREFIX
-        && !p.contains(['"', '\''])
-        && p.ends_with([']', ')', '|', '>']);
+    let like = !p.is_empty() && !p.contains(['"', '\'']) && p.ends_with([']', ')', '|', '>']);
     like.then_some(p)
 }
 
 /// The local time of the foreign prefix `before` (whatever its ranks), for a line no kind
 /// reads that may still be the input's last timed line (`Parser::prefix_time`).
 pub fn time(tags: &[(String, RankTag)], before: &str) -> Option<LogTime> {
-    time_part(tags, prefix_like(before)?).ok()?.0
+    let p = prefix_like(before).filter(|p| p.len() <= MAX_PREFIX)?;
+    time_part(tags, p).ok()?.0
 }
 
 /// Reads `before` (the text before a line's label, SGLang's own prefix absent) as a foreign
@@ -148,6 +146,11 @@ pub fn read(tags: &[(String, RankTag)], before: &str, identity: &mut String) -> 
     let Some(p) = prefix_like(before) else {
         return Read::Nothing;
     };
+    // Too long to be any launcher's prefix (a garbled or hostile one): not read, and not
+    // passed over either, or its rank tags would be lost and the line read as another rank's.
+    if p.len() > MAX_PREFIX {
+        return Read::Refused;
+    }
     let Ok((time, cut)) = time_part(tags, p) else {
         return Read::Refused;
     };
@@ -535,6 +538,135 @@ mod tests {
         assert!(c.name("ts").is_none() && c.name("time").is_none(), "{e}");
         assert!(c.name("engine").is_none(), "{e}");
         assert_eq!(c.get(0).unwrap().end(), p.len());
+    }
+
+    /// The closing trial's per-line tokens (a sequence number, a counter, a PID, glog's thread
+    /// id, a request counter) made a new engine per line, up to the 64-engine cap: none of
+    /// them is part of the identity now, and a writer's name with its number still is.
+    #[test]
+    fn per_line_tokens_are_no_part_of_the_identity() {
+        for (p, id, tp) in [
+            ("[2025-12-10 14:02:13 seq=41 TP0] ", "", Some(0)),
+            ("[2025-12-10 14:02:13 #41 TP0] ", "", Some(0)),
+            ("[2025-12-10 14:02:13 pid=4242 TP0] ", "", Some(0)),
+            (
+                "[2025-12-10 14:02:13 host-a pid:4242 req#17 TP1] ",
+                "host-a",
+                Some(1),
+            ),
+            (
+                "[2025-12-10 14:02:13 node-1 tid=139 rid=9f3a2c TP0] ",
+                "node-1",
+                Some(0),
+            ),
+            (
+                "[2025-12-10 14:02:13 req 17 seq5 (pid=4242) TP0] ",
+                "",
+                Some(0),
+            ),
+            ("[2025-12-10 14:02:13 12.345 5ms 3/10 TP0] ", "", Some(0)),
+            ("I1210 14:02:13.123456 12345 scheduler.py:10] ", "", None),
+            (
+                "[2025-12-10 14:02:13 Worker 0 (model_1) 98765 TP0] ",
+                "Worker 0 (model_1)",
+                Some(0),
+            ),
+            (
+                "[2025-12-10 14:02:13 replica=2 n=7 TP0] ",
+                "replica=2",
+                Some(0),
+            ),
+        ] {
+            let (r, got) = read_of(p);
+            assert_eq!(got, id, "{p}");
+            assert!(
+                matches!(r, Read::Prefix { time: Some(_), ranks, .. } if ranks.tp == tp),
+                "{p}: {r:?}"
+            );
+        }
+        // A number too long for any writer's name after a writer's word: refused.
+        let long = format!("[14:02:13 Worker {} TP0] ", "7".repeat(21));
+        assert_eq!(read_of(&long).0, Read::Refused);
+    }
+
+    /// glog's `I1210 14:02:13.123456` (level, month, day) and vLLM's `12-10 14:02:13` keep
+    /// their month and day for the resolver to give a year; a day no year has is refused.
+    #[test]
+    fn a_month_and_day_without_year_are_read() {
+        for p in [
+            "I1210 14:02:13.123456 12345 scheduler.py:10] ",
+            "W1210 14:02:13.123456 12345 scheduler.py:10] ",
+            "INFO 12-10 14:02:13 [scheduler.py:1234] ",
+        ] {
+            let (r, id) = read_of(p);
+            assert_eq!(id, "", "{p}");
+            let Read::Prefix { time: Some(t), .. } = r else {
+                panic!("{p}: {r:?}");
+            };
+            assert_eq!((t.date, t.month_day), (None, Some((12, 10))), "{p}");
+            assert_eq!(t.time.hour(), 14, "{p}");
+        }
+        assert_eq!(read_of("I1332 14:02:13.123456 1 x.py:1] ").0, Read::Refused);
+        assert_eq!(read_of("I0230 14:02:13.123456 1 x.py:1] ").0, Read::Refused);
+    }
+
+    /// Lowercase and spaced rank tags became engines (`engine="tp=0"`): they are ranks, in
+    /// every spelling a prefix uses, and a rank-shaped word with no valid number refuses the
+    /// line rather than name a writer.
+    #[test]
+    fn rank_tags_in_every_spelling_are_ranks() {
+        for (p, dp, tp) in [
+            ("[w1 tp=0] ", None, Some(0)),
+            ("[w1 TP 1] ", None, Some(1)),
+            ("[w1 tp_rank=2] ", None, Some(2)),
+            ("[w1 tp-rank:3] ", None, Some(3)),
+            ("[w1 dp=1 tp=4] ", Some(1), Some(4)),
+            ("[w1 DP 1 TP 5] ", Some(1), Some(5)),
+            ("[w1 dp_rank 1 Tp:6] ", Some(1), Some(6)),
+            ("[w1 DP0 TP7] ", Some(0), Some(7)),
+        ] {
+            let (r, id) = read_of(p);
+            assert_eq!(id, "w1", "{p}");
+            assert!(
+                matches!(r, Read::Prefix { ranks, .. } if ranks.dp == dp && ranks.tp == tp),
+                "{p}: {r:?}"
+            );
+        }
+        for p in [
+            "[w1 tp=x] ",
+            "[w1 TP] ",
+            "[w1 TP x] ",
+            "[w1 tp_rank=-1] ",
+            "[w1 TP٣] ",
+            "[w1 tp=1 TP 2] ",
+            "[w1 GPU=0 gpu_id=1 TP0] ",
+        ] {
+            assert_eq!(read_of(p).0, Read::Refused, "{p}");
+        }
+        // `GPU 3` and `cuda:3` name a GPU, no writer and no rank.
+        let (r, id) = read_of("[w1 GPU 3 TP0] ");
+        assert_eq!(id, "w1");
+        assert!(matches!(r, Read::Prefix { gpu: Some(3), .. }), "{r:?}");
+    }
+
+    /// A bracket of digits became an engine at 100 to 200 digits and not at 300: a run of
+    /// digits is no writer's name at any length, and a prefix too long to read is refused,
+    /// never passed over (its `TP1` would be lost).
+    #[test]
+    fn a_run_of_digits_is_never_a_writer() {
+        for n in [1, 10, 16, 50, 99, 100, 150, 200, 240] {
+            let p = format!("[{} TP1] ", "7".repeat(n));
+            let (r, id) = read_of(&p);
+            assert_eq!(id, "", "{n} digits");
+            assert!(
+                matches!(r, Read::Prefix { ranks, .. } if ranks.tp == Some(1)),
+                "{n} digits: {r:?}"
+            );
+        }
+        for n in [300, 1000] {
+            let p = format!("[{} TP1] ", "7".repeat(n));
+            assert_eq!(read_of(&p), (Read::Refused, String::new()), "{n} digits");
+        }
     }
 
     #[test]

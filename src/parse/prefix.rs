@@ -365,6 +365,39 @@ mod tests {
         assert_eq!(first(at(10, 1, 1)), Some(1780480861.0 - 86_400.0));
     }
 
+    /// glog's `I1210` and vLLM's `12-10` print no year: the log's own dates give it (across
+    /// New Year into the next), else the latest year that puts it no later than tomorrow.
+    #[test]
+    fn a_month_and_day_take_the_logs_year_or_the_latest_past_one() {
+        let md = |m, d, h, mi, s| LogTime {
+            date: None,
+            month_day: Some((m, d)),
+            time: Time::new(h, mi, s, 0).unwrap(),
+        };
+        let first = |t, now: i64| {
+            TimeResolver::new(TimeZone::UTC, None)
+                .resolve_at(t, || jiff::Timestamp::from_second(now).unwrap())
+        };
+        // Read on 2026-06-03: December 10th was last year's.
+        assert_eq!(first(md(12, 10, 14, 2, 13), NOW), Some(1765375333.0));
+        // Read on 2026-12-04 (2026-12-10 is ahead): still last year's; on 2026-12-20, this year's.
+        assert_eq!(first(md(12, 10, 14, 2, 13), 1796342400), Some(1765375333.0));
+        assert_eq!(first(md(12, 10, 14, 2, 13), 1798156800), Some(1796911333.0));
+        // February 29th: the last leap year's.
+        assert_eq!(first(md(2, 29, 12, 0, 0), NOW), Some(1709208000.0));
+        // After a dated line of 2025-12-31, January 1st is 2026's, whatever the wall clock.
+        let mut r = TimeResolver::new(TimeZone::UTC, None);
+        let dated = LogTime {
+            date: Some(jiff::civil::date(2025, 12, 31)),
+            month_day: None,
+            time: Time::new(23, 59, 0, 0).unwrap(),
+        };
+        assert!(r.resolve_at(dated, now).is_some());
+        assert_eq!(r.resolve_at(md(1, 1, 0, 0, 30), now), Some(1767225630.0));
+        // And a time of day alone after it is that day's.
+        assert_eq!(r.resolve_at(at(0, 1, 0), now), Some(1767225660.0));
+    }
+
     #[test]
     fn a_time_only_log_longer_than_a_day_never_reaches_the_future() {
         let mut r = TimeResolver::new(TimeZone::UTC, None);
