@@ -13,6 +13,7 @@ pub mod framing;
 pub mod gpus;
 pub mod journal_export;
 pub mod journald;
+pub mod json_record;
 pub mod last_timed;
 pub mod linebuf;
 pub mod nodes;
