@@ -18,6 +18,7 @@ mod hostile21;
 mod hostile23;
 mod hostile39;
 mod hostile39b;
+mod hostile_json;
 mod inputs;
 mod journald;
 mod journald_export;
