@@ -284,7 +284,7 @@ impl Framer {
             .or_else(|| {
                 TIME_KEYS
                     .iter()
-                    .find_map(|k| obj.get(*k).and_then(time_value))
+                    .find_map(|k| obj.get(k).and_then(time_value))
             });
         // A journal record (`journalctl -o json`, or a shipper's copy of one) names its writer
         // by the journal's rule; another record by its shipper's keys.
