@@ -7,12 +7,15 @@
 //! * the time (`YYYY-MM-DD HH:MM:SS[.,frac]`, or a time of day alone), a local time as SGLang's
 //!   own (`--timezone`); a zoned or Unix time is left unread (a local reading would be off by
 //!   the zone), and `check` prints the `stream_prefixes` entry whose `ts` group reads it;
-//! * rank tags as SGLang writes them (`TP0`) or with `=`/`:` (`TP=0`, `DP:1`), by the pattern
-//!   file's `rank_tags`;
-//! * the rest is the writer's identity, its own engine (`engine="Worker 0 (model_1)"`), so two
-//!   models' `TP0` never merge. Times (any digits of a time), rank tags, GPU numbers (`GPU=0`,
-//!   `gpu_id=1`: the device of a rank, not a writer), log levels, separators and Python logger
-//!   names are not part of it.
+//! * rank tags by the pattern file's `rank_tags`, in every spelling a prefix uses (`TP0`,
+//!   `TP=0`, `tp:0`, `TP 0`, `tp_rank=1`, `DP 1`: see [`super::words`]);
+//! * the GPU (`GPU=0`, `gpu_id=1`): the device of a rank, not a writer; a second GPU printing
+//!   a rank another GPU printed is a writer apart (`crate::source::gpus`);
+//! * the words that name a writer are its identity, its own engine
+//!   (`engine="Worker 0 (model_1)"`), so two models' `TP0` never merge. Times (any digits of a
+//!   time), rank tags, GPU numbers, log levels, separators, Python logger names, source
+//!   locations and whatever changes from line to line (a run of digits, `seq=N`, `#N`, `pid=N`,
+//!   glog's thread id) are not part of it ([`super::words`]).
 //!
 //! A prefix that opens like a time but holds no valid one (`[2026-0٦-03 …`, `25:00:00`), or
 //! a rank that does not fit, makes the line unread (counted), never read with a made-up time or
