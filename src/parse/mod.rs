@@ -32,7 +32,7 @@ pub mod server_args;
 mod shape;
 pub mod stream;
 mod template;
-mod words;
+pub mod words;
 
 use std::sync::Arc;
 
