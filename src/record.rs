@@ -204,6 +204,9 @@ impl Ranks {
 pub struct LogTime {
     /// The date, when printed.
     pub date: Option<jiff::civil::Date>,
+    /// A month and day printed without a year (glog's `I1210`, vLLM's `12-10`), when `date`
+    /// is `None`: the year is the log's ([`crate::parse::prefix::TimeResolver`]).
+    pub month_day: Option<(i8, i8)>,
     /// The time of day, with sub-second part when printed.
     pub time: jiff::civil::Time,
 }
@@ -293,6 +296,9 @@ pub struct Record<'a> {
     pub time: Option<LogTime>,
     /// The prefix rank tags.
     pub ranks: Ranks,
+    /// The GPU a foreign prefix names (`GPU=4`, see [`crate::parse::foreign`]): two schedulers
+    /// of one rank on two GPUs are two writers ([`crate::source::nodes`]).
+    pub gpu: Option<u32>,
     /// Metric values read from the fields, scaled to base units.
     pub values: &'a [(MetricId, f64)],
     /// Metrics whose field was on the line but its value could not be read (not a number as
@@ -343,6 +349,7 @@ pub struct OwnedRecord {
     class: Class,
     time: Option<LogTime>,
     ranks: Ranks,
+    gpu: Option<u32>,
     values: Vec<(MetricId, f64)>,
     bad_metrics: Vec<MetricId>,
     line: String,
@@ -363,6 +370,7 @@ impl OwnedRecord {
             class: r.class,
             time: r.time,
             ranks: r.ranks,
+            gpu: r.gpu,
             values: r.values.to_vec(),
             bad_metrics: r.bad_metrics.to_vec(),
             line: r.line.to_string(),
@@ -385,6 +393,7 @@ impl OwnedRecord {
             class: self.class,
             time: self.time,
             ranks: self.ranks,
+            gpu: self.gpu,
             values: &self.values,
             bad_metrics: &self.bad_metrics,
             line: &self.line,

@@ -1537,7 +1537,11 @@ fn fuzz_prefix_parts_are_read_exactly() {
                         Some(Date::new(ymd[0] as i16, ymd[1] as i8, ymd[2] as i8).ok()?)
                     }
                 };
-                Some(Some(LogTime { date, time }))
+                Some(Some(LogTime {
+                    date,
+                    month_day: None,
+                    time,
+                }))
             })(),
         };
         prop_assert_eq!(got, time.map(|t| (t, ranks)));
@@ -1612,7 +1616,11 @@ fn fuzz_prefix_times_resolve_as_the_zone_database_says() {
         for &(date, (h, mi, s, ns)) in &c.times {
             let time = Time::new(h, mi, s, ns).unwrap();
             let date = date.and_then(date_of);
-            let got = r.resolve(LogTime { date, time });
+            let got = r.resolve(LogTime {
+                date,
+                month_day: None,
+                time,
+            });
             let before = prev;
             prev = got.or(prev);
             match date {
@@ -1908,6 +1916,7 @@ fn regression_lord_howe_half_hour_daylight_saving() {
     let mut r = TimeResolver::new(tz, None);
     let at = |h, m| LogTime {
         date: Some(jiff::civil::date(2071, 10, 4)),
+        month_day: None,
         time: Time::new(h, m, 0, 0).unwrap(),
     };
     // 01:59 +10:30, then 02:30 +11:00 (one minute later), 02:45 +11:00; 02:10 does not exist
@@ -1920,6 +1929,7 @@ fn regression_lord_howe_half_hour_daylight_saving() {
     let mut b = TimeResolver::new(TimeZone::get("Europe/Berlin").unwrap(), None);
     let t = LogTime {
         date: Some(jiff::civil::date(2026, 3, 29)),
+        month_day: None,
         time: Time::new(2, 30, 0, 0).unwrap(),
     };
     assert_eq!(b.resolve(t), Some(1_774_747_800.0));

@@ -7,12 +7,15 @@
 //! * the time (`YYYY-MM-DD HH:MM:SS[.,frac]`, or a time of day alone), a local time as SGLang's
 //!   own (`--timezone`); a zoned or Unix time is left unread (a local reading would be off by
 //!   the zone), and `check` prints the `stream_prefixes` entry whose `ts` group reads it;
-//! * rank tags as SGLang writes them (`TP0`) or with `=`/`:` (`TP=0`, `DP:1`), by the pattern
-//!   file's `rank_tags`;
-//! * the rest is the writer's identity, its own engine (`engine="Worker 0 (model_1)"`), so two
-//!   models' `TP0` never merge. Times (any digits of a time), rank tags, GPU numbers (`GPU=0`,
-//!   `gpu_id=1`: the device of a rank, not a writer), log levels, separators and Python logger
-//!   names are not part of it.
+//! * rank tags by the pattern file's `rank_tags`, in every spelling a prefix uses (`TP0`,
+//!   `TP=0`, `tp:0`, `TP 0`, `tp_rank=1`, `DP 1`: see [`super::words`]);
+//! * the GPU (`GPU=0`, `gpu_id=1`): the device of a rank, not a writer; a second GPU printing
+//!   a rank another GPU printed is a writer apart (`crate::source::gpus`);
+//! * the words that name a writer are its identity, its own engine
+//!   (`engine="Worker 0 (model_1)"`), so two models' `TP0` never merge. Times (any digits of a
+//!   time), rank tags, GPU numbers, log levels, separators, Python logger names, source
+//!   locations and whatever changes from line to line (a run of digits, `seq=N`, `#N`, `pid=N`,
+//!   glog's thread id) are not part of it ([`super::words`]).
 //!
 //! A prefix that opens like a time but holds no valid one (`[2026-0٦-03 …`, `25:00:00`), or
 //! a rank that does not fit, makes the line unread (counted), never read with a made-up time or
@@ -24,7 +27,8 @@ use std::sync::OnceLock;
 use regex::Regex;
 
 use super::prefix::{read_prefix_parts, BAD_RANK};
-use super::stream::{join, names_no_writer};
+use super::stream::join;
+use super::words::{self, Word};
 use crate::record::{Class, LogTime, RankTag, Ranks};
 
 /// The most bytes of a foreign prefix read (SGLang's own is under 60).
@@ -43,6 +47,9 @@ pub enum Read {
         time: Option<LogTime>,
         /// The ranks its tags name.
         ranks: Ranks,
+        /// The GPU it names (`GPU=4`): the device of its rank, which tells two schedulers of
+        /// one rank apart ([`crate::source::nodes`]).
+        gpu: Option<u32>,
     },
 }
 
@@ -60,14 +67,15 @@ pub fn reads(class: Class) -> bool {
 /// The time forms a foreign prefix may hold: a date and time (`T` or a space between, `.` or
 /// `,` before the fraction, a zone after: an offset, attached or after a space, or after a space
 /// a zone's abbreviation, so that a zone is never read as local time nor taken for a writer's
-/// name), a time of day (after a month and day without year,
-/// `12-10 14:02:13`, as vLLM-style formats print it: read as a time of day), or a Unix time of
-/// 10 digits (seconds, then ms, µs or ns) with a fraction.
+/// name), a time of day, maybe after a month and day without year (`12-10 14:02:13` as
+/// vLLM-style formats print it, `I1210 14:02:13.123456` as glog does, its level letter
+/// first: the year is the log's, see `TimeResolver`), or a Unix time of 10 digits (seconds,
+/// then ms, µs or ns) with a fraction.
 fn time_regex() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
     RE.get_or_init(|| {
         Regex::new(
-            r"(?-u:\b)(?:(?:(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})[ T]|[0-9]{2}-[0-9]{2} )?(?P<time>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:[.,](?P<frac>[0-9]{1,9}))?(?:(?P<zone>Z|[+-][0-9]{2}:?[0-9]{2})| (?P<szone>[+-][0-9]{2}:?[0-9]{2})| (?P<zname>UTC|GMT|WET|WEST|BST|IST|CET|CEST|EET|EEST|MSK|SAST|PKT|HKT|SGT|JST|KST|AWST|ACST|AEST|AEDT|NZST|NZDT|HST|AKST|AKDT|PST|PDT|MST|MDT|CST|CDT|EST|EDT))?|(?P<unix>[0-9]{10}(?:[0-9]{3}){0,3}(?:\.[0-9]{1,9})?))(?-u:\b)",
+            r"(?-u:\b)(?:(?:(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})[ T]|(?P<md>[0-9]{2}-[0-9]{2}) |(?P<glog>[IWEF][0-9]{4}) )?(?P<time>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:[.,](?P<frac>[0-9]{1,9}))?(?:(?P<zone>Z|[+-][0-9]{2}:?[0-9]{2})| (?P<szone>[+-][0-9]{2}:?[0-9]{2})| (?P<zname>UTC|GMT|WET|WEST|BST|IST|CET|CEST|EET|EEST|MSK|SAST|PKT|HKT|SGT|JST|KST|AWST|ACST|AEST|AEDT|NZST|NZDT|HST|AKST|AKDT|PST|PDT|MST|MDT|CST|CDT|EST|EDT))?|(?P<unix>[0-9]{10}(?:[0-9]{3}){0,3}(?:\.[0-9]{1,9})?))(?-u:\b)",
         )
         .expect("the time regex compiles")
     })
@@ -96,66 +104,132 @@ fn time_part(tags: &[(String, RankTag)], p: &str) -> TimePart {
     {
         return Ok((None, cut));
     }
-    match read_prefix_parts(tags, g("date"), g("time"), g("frac"), None) {
-        Some((t, _)) => Ok((t, cut)),
-        None => Err(()),
+    let Some((Some(mut t), _)) = read_prefix_parts(tags, g("date"), g("time"), g("frac"), None)
+    else {
+        return Err(());
+    };
+    // A month and day without a year: vLLM's `12-10`, glog's `I1210` (its level letter first).
+    let md = g("md")
+        .map(|m| (&m[..2], &m[3..]))
+        .or_else(|| g("glog").map(|m| (&m[1..3], &m[3..])));
+    if let Some((m, d)) = md {
+        let (m, d) = (
+            m.parse::<i8>().map_err(|_| ())?,
+            d.parse::<i8>().map_err(|_| ())?,
+        );
+        // A day no year has (`1332`) is a malformed time, not a time of some other day.
+        if jiff::civil::Date::new(2000, m, d).is_err() {
+            return Err(());
+        }
+        t.month_day = Some((m, d));
     }
+    Ok((Some(t), cut))
 }
 
-/// `before` trimmed, when it may be a foreign prefix: not empty, not too long, quoting
-/// nothing, and ending like a prefix.
+/// `before` trimmed, when it may be a foreign prefix: not empty, quoting nothing, and ending
+/// like a prefix. (One longer than [`MAX_PREFIX`] is not read: see [`read`].)
 fn prefix_like(before: &str) -> Option<&str> {
     let p = before.trim();
-    let like = !p.is_empty()
-        && p.len() <= MAX_PREFIX
-        && !p.contains(['"', '\''])
-        && p.ends_with([']', ')', '|', '>']);
+    let like = !p.is_empty() && !p.contains(['"', '\'']) && p.ends_with([']', ')', '|', '>']);
     like.then_some(p)
 }
 
 /// The local time of the foreign prefix `before` (whatever its ranks), for a line no kind
 /// reads that may still be the input's last timed line (`Parser::prefix_time`).
 pub fn time(tags: &[(String, RankTag)], before: &str) -> Option<LogTime> {
-    time_part(tags, prefix_like(before)?).ok()?.0
+    let p = prefix_like(before).filter(|p| p.len() <= MAX_PREFIX)?;
+    time_part(tags, p).ok()?.0
 }
 
 /// Reads `before` (the text before a line's label, SGLang's own prefix absent) as a foreign
-/// prefix, its identity into `identity` (cleared first; words joined by a space).
+/// prefix, its identity into `identity` (cleared first; words joined by a space). What each
+/// word says is [`words::classify`]'s: only words that name a writer make the identity.
 pub fn read(tags: &[(String, RankTag)], before: &str, identity: &mut String) -> Read {
     identity.clear();
     let Some(p) = prefix_like(before) else {
         return Read::Nothing;
     };
-    let mut rest = p;
+    // Too long to be any launcher's prefix (a garbled or hostile one): not read, and not
+    // passed over either, or its rank tags would be lost and the line read as another rank's.
+    if p.len() > MAX_PREFIX {
+        return Read::Refused;
+    }
     let Ok((time, cut)) = time_part(tags, p) else {
         return Read::Refused;
     };
     let mut ranks = Ranks::default();
-    let mut words = |s: &str| -> bool {
-        for w in s.split(|c: char| c.is_whitespace() || matches!(c, '[' | ']' | '|' | '<' | '>')) {
-            let w = w.trim_end_matches([',', ';']);
-            if w.is_empty() || gpu_tag(w) || source_location(w) || names_no_writer(w) {
-                continue;
-            }
-            match rank_tag(tags, w, &mut ranks) {
-                Some(true) => {}
-                Some(false) => return false,
-                None => join(identity, w),
-            }
-        }
-        true
-    };
-    if !(words(&rest[..cut.0]) && {
-        rest = &rest[cut.1..];
-        words(rest)
-    }) {
+    let mut gpu = None;
+    let ok = [&p[..cut.0], &p[cut.1..]]
+        .into_iter()
+        .all(|s| read_words(tags, s, identity, &mut ranks, &mut gpu));
+    if !ok {
         identity.clear();
         return Read::Refused;
     }
+    // A GPU alone is no foreign prefix: SGLang's own `[gpu_id=0] ` (v0.1.17-v0.2.13) names the
+    // rank, which the parser's `gpu_id` rule reads.
     if identity.is_empty() && time.is_none() && ranks == Ranks::default() {
         return Read::Nothing;
     }
-    Read::Prefix { time, ranks }
+    Read::Prefix { time, ranks, gpu }
+}
+
+/// Reads the words of `s` (a prefix's text on one side of its time) into `identity`, `ranks`
+/// and `gpu`; `false` for a malformed rank or GPU (a number that does not fit, a second one).
+fn read_words(
+    tags: &[(String, RankTag)],
+    s: &str,
+    identity: &mut String,
+    ranks: &mut Ranks,
+    gpu: &mut Option<u32>,
+) -> bool {
+    let mut it = s
+        .split(delimiter)
+        .map(|w| w.trim_end_matches([',', ';']))
+        .filter(|w| !w.is_empty())
+        .peekable();
+    // The last word joined names a writer a number may follow (`Worker 0`).
+    let mut numbered = false;
+    while let Some(w) = it.next() {
+        let after_name = std::mem::take(&mut numbered);
+        match words::classify(tags, w) {
+            Word::Skip => {}
+            Word::Bad => return false,
+            Word::Rank(which, num) => {
+                let Some(num) = num.or_else(|| it.next_if(|n| words::digits(n))) else {
+                    return false;
+                };
+                let slot = which.slot(ranks);
+                match num.parse::<u32>().ok().filter(|&n| n != BAD_RANK) {
+                    Some(n) if slot.is_none() => *slot = Some(n),
+                    _ => return false,
+                }
+            }
+            Word::Gpu(num) => {
+                let Some(num) = num.or_else(|| it.next_if(|n| words::digits(n))) else {
+                    return false;
+                };
+                match num.parse::<u32>() {
+                    Ok(n) if gpu.is_none_or(|g| g == n) => *gpu = Some(n),
+                    _ => return false,
+                }
+            }
+            // A number names a writer only as part of a name (`Worker 0`); a longer one than
+            // any name holds is garbage, not a name.
+            Word::Number if after_name => {
+                if w.len() > words::MAX_NAME_NUMBER {
+                    return false;
+                }
+                join(identity, w);
+            }
+            Word::Number => {}
+            Word::Name { numbered: n } => {
+                join(identity, w);
+                numbered = n;
+            }
+        }
+    }
+    true
 }
 
 /// Where the brackets of `p` that open like a time (`[2026-…`, `[14:…`: four digits and `-`, or
@@ -172,56 +246,14 @@ fn time_openings(p: &str) -> impl Iterator<Item = usize> + '_ {
     })
 }
 
-/// Reads `w` as a rank tag (`TP0`, `TP=0`, `TP:0`) into `ranks`: `Some(true)` when it is one,
-/// `Some(false)` when it is one whose number does not fit or names a rank already set, `None`
-/// when it is no rank tag.
-fn rank_tag(tags: &[(String, RankTag)], w: &str, ranks: &mut Ranks) -> Option<bool> {
-    for (name, which) in tags {
-        let Some(num) = w.strip_prefix(name.as_str()) else {
-            continue;
-        };
-        let num = num
-            .strip_prefix('=')
-            .or_else(|| num.strip_prefix(':'))
-            .unwrap_or(num);
-        if num.is_empty() || !num.bytes().all(|c| c.is_ascii_digit()) {
-            continue;
-        }
-        let slot = which.slot(ranks);
-        let n = num.parse::<u32>().ok().filter(|&n| n != BAD_RANK);
-        return Some(match (slot.is_some(), n) {
-            (false, Some(n)) => {
-                *slot = Some(n);
-                true
-            }
-            _ => false,
-        });
-    }
-    None
-}
-
 /// Whether `w` is a source location (`scheduler.py:1234`, `scheduler.py`): which code printed
 /// the line (a prefill and a decode line of one rank differ), not who.
-fn source_location(w: &str) -> bool {
+pub(super) fn source_location(w: &str) -> bool {
     let file = match w.rsplit_once(':') {
         Some((f, n)) if !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()) => f,
         _ => w,
     };
     file.len() > 3 && file.ends_with(".py")
-}
-
-/// Whether `w` names a GPU (`GPU=0`, `gpu_id:1`, `GPU3`): the device a rank runs on.
-fn gpu_tag(w: &str) -> bool {
-    let lower = w.to_ascii_lowercase();
-    let Some(rest) = lower.strip_prefix("gpu") else {
-        return false;
-    };
-    let rest = rest.strip_prefix("_id").unwrap_or(rest);
-    let rest = rest
-        .strip_prefix('=')
-        .or_else(|| rest.strip_prefix(':'))
-        .unwrap_or(rest);
-    !rest.is_empty() && rest.bytes().all(|c| c.is_ascii_digit())
 }
 
 /// The characters that end a word of a prefix (and are matched as themselves).
@@ -253,26 +285,51 @@ pub fn entry(tags: &[(String, RankTag)], before: &str) -> String {
         .as_ref()
         .and_then(|c| c.get(0))
         .map_or((p.len(), p.len()), |m| (m.start(), m.end()));
+    // What the word before said, for a number after it: part of a name (`Worker 0`), a
+    // rank's or a GPU's (`TP 0`, `GPU 3`), or nothing.
+    #[derive(Clone, Copy)]
+    enum Before {
+        Other,
+        Name,
+        Rank(&'static str),
+    }
+    let mut before = Before::Other;
     // The pattern of each word; `None` for an identity word.
-    let word = |w: &str| -> Option<String> {
+    let mut word = |w: &str| -> Option<String> {
         let bare = w.trim_end_matches([',', ';']);
         let tail = regex::escape(&w[bare.len()..]);
-        let name = bare.trim_end_matches(|c: char| c.is_ascii_digit());
-        let mut scratch = Ranks::default();
-        if gpu_tag(bare) {
-            Some(format!("{}[0-9]+{tail}", regex::escape(name)))
-        } else if source_location(bare) {
-            Some(format!("[^ \\[\\]]+{tail}"))
-        } else if rank_tag(tags, bare, &mut scratch).is_some() {
-            let g = tags
-                .iter()
-                .find(|(n, _)| name.starts_with(n.as_str()))
-                .map_or("tp", |(_, t)| group(*t));
-            Some(format!("{}(?P<{g}>[0-9]+){tail}", regex::escape(name)))
-        } else if names_no_writer(bare) {
-            Some(regex::escape(w))
-        } else {
-            None
+        let prev = std::mem::replace(&mut before, Before::Other);
+        let numbered = |num: &str, pat: &str| {
+            let name = regex::escape(&bare[..bare.len() - num.len()]);
+            format!("{name}{pat}{tail}")
+        };
+        match words::classify(tags, bare) {
+            Word::Name { numbered } => {
+                if numbered {
+                    before = Before::Name;
+                }
+                None
+            }
+            Word::Number => match prev {
+                Before::Name => None,
+                Before::Rank(g) => Some(format!("(?P<{g}>[0-9]+){tail}")),
+                Before::Other => Some(format!("[0-9]+{tail}")),
+            },
+            Word::Rank(which, Some(num)) => {
+                Some(numbered(num, &format!("(?P<{}>[0-9]+)", group(which))))
+            }
+            Word::Gpu(Some(num)) => Some(numbered(num, "[0-9]+")),
+            Word::Rank(which, None) => {
+                before = Before::Rank(group(which));
+                Some(regex::escape(w))
+            }
+            // A GPU's number after a space is any number, as a number alone is.
+            Word::Gpu(None) | Word::Bad => Some(regex::escape(w)),
+            // A counter, a thread id, a source location: any word there (each line's own).
+            Word::Skip if bare.bytes().any(|c| c.is_ascii_digit()) || source_location(bare) => {
+                Some(format!("[^ \\[\\]]+{tail}"))
+            }
+            Word::Skip => Some(regex::escape(w)),
         }
     };
     let mut re = String::new();
@@ -295,6 +352,12 @@ pub fn entry(tags: &[(String, RankTag)], before: &str) -> String {
             close(&mut re, &mut open, &mut space, &mut done);
             let c = time.as_ref().expect("a time where its span is");
             let date = c.name("date");
+            // A month and day without year: matched, not read (the entry has no group for it).
+            let md = match (c.name("md"), c.name("glog")) {
+                (Some(_), _) => "[0-9][0-9]-[0-9][0-9] ",
+                (_, Some(_)) => "[IWEF][0-9]{4} ",
+                _ => "",
+            };
             if c.name("unix").is_some() || c.name("zone").is_some() {
                 re.push_str("(?P<ts>[^ \\]]+)");
             } else if c.name("szone").is_some() || c.name("zname").is_some() {
@@ -303,6 +366,7 @@ pub fn entry(tags: &[(String, RankTag)], before: &str) -> String {
                 // time is matched and left unread, as `read` leaves it.
                 let exact = date.is_some() && c.name("szone").is_some();
                 re.push_str(if exact { "(?P<ts>" } else { "(?:" });
+                re.push_str(md);
                 if let Some(d) = date {
                     re.push_str("[0-9]{4}-[0-9][0-9]-[0-9][0-9]");
                     re.push_str(&regex::escape(&p[d.end()..d.end() + 1]));
@@ -314,6 +378,7 @@ pub fn entry(tags: &[(String, RankTag)], before: &str) -> String {
                 }
                 re.push(')');
             } else {
+                re.push_str(md);
                 if let Some(d) = date {
                     re.push_str("(?P<date>[0-9]{4}-[0-9][0-9]-[0-9][0-9])");
                     re.push_str(&regex::escape(&p[d.end()..d.end() + 1]));
@@ -387,7 +452,7 @@ mod tests {
     #[test]
     fn a_forks_bracket_gives_time_ranks_and_identity() {
         let (r, id) = read_of("[2025-12-10 14:02:13.102 GPU=0 Worker 0 (model_1) TP=0] ");
-        let Read::Prefix { time, ranks } = r else {
+        let Read::Prefix { time, ranks, .. } = r else {
             panic!("{r:?}");
         };
         assert_eq!(id, "Worker 0 (model_1)");
@@ -398,7 +463,7 @@ mod tests {
         // SGLang's spelling of the tag, a DP tag with a colon, a level among the words.
         let (r, id) = read_of("[14:02:13 INFO model_2 DP:1 TP3] ");
         assert_eq!(id, "model_2");
-        let Read::Prefix { ranks, time } = r else {
+        let Read::Prefix { ranks, time, .. } = r else {
             panic!("{r:?}");
         };
         assert_eq!((ranks.dp, ranks.tp), (Some(1), Some(3)));
@@ -420,7 +485,7 @@ mod tests {
         let (r, id) = read_of("INFO 12-10 14:02:13 [scheduler.py:1234] [w1 TP1] ");
         assert_eq!(id, "w1");
         assert!(
-            matches!(r, Read::Prefix { time: Some(t), ranks } if t.date.is_none() && ranks.tp == Some(1)),
+            matches!(r, Read::Prefix { time: Some(t), ranks, .. } if t.date.is_none() && ranks.tp == Some(1)),
             "{r:?}"
         );
         // A Unix or zoned time is not read as local time, and not part of the identity.
@@ -445,7 +510,7 @@ mod tests {
             let (r, id) = read_of(p);
             assert_eq!(id, "", "{p}");
             assert!(
-                matches!(r, Read::Prefix { time: None, ranks } if ranks.tp == Some(0)),
+                matches!(r, Read::Prefix { time: None, ranks, .. } if ranks.tp == Some(0)),
                 "{p}: {r:?}"
             );
         }
@@ -476,6 +541,135 @@ mod tests {
         assert!(c.name("ts").is_none() && c.name("time").is_none(), "{e}");
         assert!(c.name("engine").is_none(), "{e}");
         assert_eq!(c.get(0).unwrap().end(), p.len());
+    }
+
+    /// The closing trial's per-line tokens (a sequence number, a counter, a PID, glog's thread
+    /// id, a request counter) made a new engine per line, up to the 64-engine cap: none of
+    /// them is part of the identity now, and a writer's name with its number still is.
+    #[test]
+    fn per_line_tokens_are_no_part_of_the_identity() {
+        for (p, id, tp) in [
+            ("[2025-12-10 14:02:13 seq=41 TP0] ", "", Some(0)),
+            ("[2025-12-10 14:02:13 #41 TP0] ", "", Some(0)),
+            ("[2025-12-10 14:02:13 pid=4242 TP0] ", "", Some(0)),
+            (
+                "[2025-12-10 14:02:13 host-a pid:4242 req#17 TP1] ",
+                "host-a",
+                Some(1),
+            ),
+            (
+                "[2025-12-10 14:02:13 node-1 tid=139 rid=9f3a2c TP0] ",
+                "node-1",
+                Some(0),
+            ),
+            (
+                "[2025-12-10 14:02:13 req 17 seq5 (pid=4242) TP0] ",
+                "",
+                Some(0),
+            ),
+            ("[2025-12-10 14:02:13 12.345 5ms 3/10 TP0] ", "", Some(0)),
+            ("I1210 14:02:13.123456 12345 scheduler.py:10] ", "", None),
+            (
+                "[2025-12-10 14:02:13 Worker 0 (model_1) 98765 TP0] ",
+                "Worker 0 (model_1)",
+                Some(0),
+            ),
+            (
+                "[2025-12-10 14:02:13 replica=2 n=7 TP0] ",
+                "replica=2",
+                Some(0),
+            ),
+        ] {
+            let (r, got) = read_of(p);
+            assert_eq!(got, id, "{p}");
+            assert!(
+                matches!(r, Read::Prefix { time: Some(_), ranks, .. } if ranks.tp == tp),
+                "{p}: {r:?}"
+            );
+        }
+        // A number too long for any writer's name after a writer's word: refused.
+        let long = format!("[14:02:13 Worker {} TP0] ", "7".repeat(21));
+        assert_eq!(read_of(&long).0, Read::Refused);
+    }
+
+    /// glog's `I1210 14:02:13.123456` (level, month, day) and vLLM's `12-10 14:02:13` keep
+    /// their month and day for the resolver to give a year; a day no year has is refused.
+    #[test]
+    fn a_month_and_day_without_year_are_read() {
+        for p in [
+            "I1210 14:02:13.123456 12345 scheduler.py:10] ",
+            "W1210 14:02:13.123456 12345 scheduler.py:10] ",
+            "INFO 12-10 14:02:13 [scheduler.py:1234] ",
+        ] {
+            let (r, id) = read_of(p);
+            assert_eq!(id, "", "{p}");
+            let Read::Prefix { time: Some(t), .. } = r else {
+                panic!("{p}: {r:?}");
+            };
+            assert_eq!((t.date, t.month_day), (None, Some((12, 10))), "{p}");
+            assert_eq!(t.time.hour(), 14, "{p}");
+        }
+        assert_eq!(read_of("I1332 14:02:13.123456 1 x.py:1] ").0, Read::Refused);
+        assert_eq!(read_of("I0230 14:02:13.123456 1 x.py:1] ").0, Read::Refused);
+    }
+
+    /// Lowercase and spaced rank tags became engines (`engine="tp=0"`): they are ranks, in
+    /// every spelling a prefix uses, and a rank-shaped word with no valid number refuses the
+    /// line rather than name a writer.
+    #[test]
+    fn rank_tags_in_every_spelling_are_ranks() {
+        for (p, dp, tp) in [
+            ("[w1 tp=0] ", None, Some(0)),
+            ("[w1 TP 1] ", None, Some(1)),
+            ("[w1 tp_rank=2] ", None, Some(2)),
+            ("[w1 tp-rank:3] ", None, Some(3)),
+            ("[w1 dp=1 tp=4] ", Some(1), Some(4)),
+            ("[w1 DP 1 TP 5] ", Some(1), Some(5)),
+            ("[w1 dp_rank 1 Tp:6] ", Some(1), Some(6)),
+            ("[w1 DP0 TP7] ", Some(0), Some(7)),
+        ] {
+            let (r, id) = read_of(p);
+            assert_eq!(id, "w1", "{p}");
+            assert!(
+                matches!(r, Read::Prefix { ranks, .. } if ranks.dp == dp && ranks.tp == tp),
+                "{p}: {r:?}"
+            );
+        }
+        for p in [
+            "[w1 tp=x] ",
+            "[w1 TP] ",
+            "[w1 TP x] ",
+            "[w1 tp_rank=-1] ",
+            "[w1 TP٣] ",
+            "[w1 tp=1 TP 2] ",
+            "[w1 GPU=0 gpu_id=1 TP0] ",
+        ] {
+            assert_eq!(read_of(p).0, Read::Refused, "{p}");
+        }
+        // `GPU 3` and `cuda:3` name a GPU, no writer and no rank.
+        let (r, id) = read_of("[w1 GPU 3 TP0] ");
+        assert_eq!(id, "w1");
+        assert!(matches!(r, Read::Prefix { gpu: Some(3), .. }), "{r:?}");
+    }
+
+    /// A bracket of digits became an engine at 100 to 200 digits and not at 300: a run of
+    /// digits is no writer's name at any length, and a prefix too long to read is refused,
+    /// never passed over (its `TP1` would be lost).
+    #[test]
+    fn a_run_of_digits_is_never_a_writer() {
+        for n in [1, 10, 16, 50, 99, 100, 150, 200, 240] {
+            let p = format!("[{} TP1] ", "7".repeat(n));
+            let (r, id) = read_of(&p);
+            assert_eq!(id, "", "{n} digits");
+            assert!(
+                matches!(r, Read::Prefix { ranks, .. } if ranks.tp == Some(1)),
+                "{n} digits: {r:?}"
+            );
+        }
+        for n in [300, 1000] {
+            let p = format!("[{} TP1] ", "7".repeat(n));
+            assert_eq!(read_of(&p), (Read::Refused, String::new()), "{n} digits");
+        }
     }
 
     #[test]

@@ -32,6 +32,7 @@ pub mod server_args;
 mod shape;
 pub mod stream;
 mod template;
+pub mod words;
 
 use std::sync::Arc;
 
@@ -205,6 +206,8 @@ struct Found<'a> {
     ranks: Ranks,
     /// The time and ranks are a foreign prefix's, its identity in `Scratch::foreign`.
     foreign: bool,
+    /// The GPU the foreign prefix names.
+    gpu: Option<u32>,
     bad_values: u32,
     access: Option<Access<'a>>,
     server_args: Option<Box<ServerArgs>>,
@@ -363,6 +366,7 @@ impl Parser {
             class: self.pat.lines[k].class,
             time: found.time,
             ranks: found.ranks,
+            gpu: found.gpu,
             values: &s.values,
             bad_metrics: &s.bad_metrics,
             line,
@@ -474,14 +478,18 @@ impl Parser {
         // The shape memo knows the prefix of the line's first kind only.
         let memo = self.shapes.as_mut().filter(|_| first);
         let (mut time, mut ranks) = self.prefix.read(pat, &line[..m_end], one_bracket, memo)?;
-        let mut foreign = false;
+        let (mut foreign, mut gpu) = (false, None);
         if time.is_none() && ranks == Ranks::default() && foreign::reads(class) {
             // No SGLang prefix: a fork's or launcher's own before a known body.
             let before = actor_rest(&line[..label_start(line, m_start)]);
             match foreign::read(&pat.rank_tags, before, &mut self.scratch.foreign) {
                 foreign::Read::Refused => return None,
-                foreign::Read::Prefix { time: t, ranks: r } => {
-                    (time, ranks, foreign) = (t, r, true);
+                foreign::Read::Prefix {
+                    time: t,
+                    ranks: r,
+                    gpu: g,
+                } => {
+                    (time, ranks, foreign, gpu) = (t, r, true, g);
                 }
                 foreign::Read::Nothing => {}
             }
@@ -502,6 +510,7 @@ impl Parser {
             time,
             ranks,
             foreign,
+            gpu,
             bad_values: 0,
             access: None,
             server_args: None,

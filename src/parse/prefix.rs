@@ -57,7 +57,14 @@ pub fn read_prefix_parts(
             Some(Date::new(d[0] as i16, d[1] as i8, d[2] as i8).ok()?)
         }
     };
-    Some((Some(LogTime { date, time }), ranks))
+    Some((
+        Some(LogTime {
+            date,
+            month_day: None,
+            time,
+        }),
+        ranks,
+    ))
 }
 
 /// The numbers of `s` laid out as `shape` (`0` a digit, anything else that byte exactly), or
@@ -182,6 +189,25 @@ impl TimeResolver {
         }
     }
 
+    /// The date of a month and day printed without a year (glog's `I1210`): of the year that
+    /// puts it nearest the log's last date (`--date`, else the last date of the input), so a
+    /// log read across New Year goes on into the next year; without one, the latest that is
+    /// not after tomorrow (now, in the zone; a day's slack for a host's zone), as a time of day
+    /// alone takes its latest past day. `None` for a day no year has (`0230`).
+    fn year_of(&self, month: i8, day: i8, now: impl Fn() -> jiff::Timestamp) -> Option<Date> {
+        if let Some(r) = self.last_date.or(self.fixed_date) {
+            return [r.year(), r.year() - 1, r.year() + 1]
+                .into_iter()
+                .filter_map(|y| Date::new(y, month, day).ok())
+                .min_by_key(|d| d.duration_since(r).as_secs().abs());
+        }
+        let latest = now().to_zoned(self.tz.clone()).date().tomorrow().ok()?;
+        // Eight years back at most: February 29 comes once in four (or eight) years.
+        (0..=8)
+            .filter_map(|back| Date::new(latest.year() - back, month, day).ok())
+            .find(|d| *d <= latest)
+    }
+
     /// Whether every time of the hour starting at `dt` (placed at `start`) is `start` plus its
     /// minutes and seconds: the hour's start exists (it is not in a gap) and no offset change
     /// falls inside the hour. Then the hour's start is cached for the lines of that hour.
@@ -236,12 +262,17 @@ impl TimeResolver {
             }
             _ => {}
         }
-        let date = match t.date {
-            Some(d) => {
+        let date = match (t.date, t.month_day) {
+            (Some(d), _) => {
                 self.last_date = Some(d);
                 d
             }
-            None => {
+            (None, Some((month, day))) => {
+                let d = self.year_of(month, day, &now)?;
+                self.last_date = Some(d);
+                d
+            }
+            (None, None) => {
                 let mut d = match self.last_date.or(self.fixed_date) {
                     Some(d) => d,
                     None => self.latest_past_date(t.time, now())?,
@@ -257,12 +288,15 @@ impl TimeResolver {
             }
         };
         self.last_time = Some(t.time);
+        // A date of its own (a month and day pick their year by the log, see `year_of`): the
+        // same time again resolves the same.
+        let dated = t.date.is_some() || t.month_day.is_some();
         let hour = t.time.hour();
         let within = t.time.minute() as i64 * 60 + t.time.second() as i64;
         let mut even = false;
         let whole = match self.cache {
             Some((d, h, s)) if d == date && h == hour => {
-                even = t.date.is_some();
+                even = dated;
                 s + within
             }
             _ => {
@@ -270,7 +304,7 @@ impl TimeResolver {
                 let start = dt.to_zoned(self.tz.clone()).ok()?.timestamp();
                 if self.runs_evenly(dt, start) {
                     self.cache = Some((date, hour, start.as_second()));
-                    even = t.date.is_some();
+                    even = dated;
                     start.as_second() + within
                 } else {
                     // An hour that starts in a gap or holds an offset change (Lord Howe's
@@ -283,7 +317,7 @@ impl TimeResolver {
         let secs = whole as f64 + t.time.subsec_nanosecond() as f64 / 1e9;
         // Without a date anywhere, midnight roll-overs of a log longer than a day can carry the
         // guessed date past today: pull it back a day, so no line is placed in the future.
-        if t.date.is_none() && self.fixed_date.is_none() {
+        if !dated && self.fixed_date.is_none() {
             let now = now().as_second() as f64;
             if secs > now + 60.0 {
                 self.last_date = self.last_date.and_then(|d| d.yesterday().ok());
@@ -314,6 +348,7 @@ mod tests {
     fn at(h: i8, m: i8, s: i8) -> LogTime {
         LogTime {
             date: None,
+            month_day: None,
             time: Time::new(h, m, s, 0).unwrap(),
         }
     }
@@ -328,6 +363,39 @@ mod tests {
         assert_eq!(first(at(9, 59, 55)), Some(1780480795.0));
         assert_eq!(first(at(10, 1, 0)), Some(1780480860.0));
         assert_eq!(first(at(10, 1, 1)), Some(1780480861.0 - 86_400.0));
+    }
+
+    /// glog's `I1210` and vLLM's `12-10` print no year: the log's own dates give it (across
+    /// New Year into the next), else the latest year that puts it no later than tomorrow.
+    #[test]
+    fn a_month_and_day_take_the_logs_year_or_the_latest_past_one() {
+        let md = |m, d, h, mi, s| LogTime {
+            date: None,
+            month_day: Some((m, d)),
+            time: Time::new(h, mi, s, 0).unwrap(),
+        };
+        let first = |t, now: i64| {
+            TimeResolver::new(TimeZone::UTC, None)
+                .resolve_at(t, || jiff::Timestamp::from_second(now).unwrap())
+        };
+        // Read on 2026-06-03: December 10th was last year's.
+        assert_eq!(first(md(12, 10, 14, 2, 13), NOW), Some(1765375333.0));
+        // Read on 2026-12-04 (2026-12-10 is ahead): still last year's; on 2026-12-20, this year's.
+        assert_eq!(first(md(12, 10, 14, 2, 13), 1796342400), Some(1765375333.0));
+        assert_eq!(first(md(12, 10, 14, 2, 13), 1798156800), Some(1796911333.0));
+        // February 29th: the last leap year's.
+        assert_eq!(first(md(2, 29, 12, 0, 0), NOW), Some(1709208000.0));
+        // After a dated line of 2025-12-31, January 1st is 2026's, whatever the wall clock.
+        let mut r = TimeResolver::new(TimeZone::UTC, None);
+        let dated = LogTime {
+            date: Some(jiff::civil::date(2025, 12, 31)),
+            month_day: None,
+            time: Time::new(23, 59, 0, 0).unwrap(),
+        };
+        assert!(r.resolve_at(dated, now).is_some());
+        assert_eq!(r.resolve_at(md(1, 1, 0, 0, 30), now), Some(1767225630.0));
+        // And a time of day alone after it is that day's.
+        assert_eq!(r.resolve_at(at(0, 1, 0), now), Some(1767225660.0));
     }
 
     #[test]
@@ -398,6 +466,7 @@ mod tests {
         let mut r = TimeResolver::new(TimeZone::get("Europe/Berlin").unwrap(), None);
         let at = |h, m, s| LogTime {
             date: Some(jiff::civil::date(2026, 10, 25)),
+            month_day: None,
             time: Time::new(h, m, s, 0).unwrap(),
         };
         // First pass (CEST): 02:50 and a rank printing a little out of order.
@@ -420,6 +489,7 @@ mod tests {
         let d = |day| Some(jiff::civil::date(2026, 10, day));
         let at = |date, h, m, s| LogTime {
             date,
+            month_day: None,
             time: Time::new(h, m, s, 0).unwrap(),
         };
         let times = [
@@ -453,12 +523,14 @@ mod tests {
         let mut r = TimeResolver::new(TimeZone::UTC, Some(jiff::civil::date(2024, 10, 1)));
         let t = |h, m, s| LogTime {
             date: None,
+            month_day: None,
             time: Time::new(h, m, s, 0).unwrap(),
         };
         assert_eq!(r.resolve(t(23, 59, 59)), Some(1727827199.0));
         assert_eq!(r.resolve(t(0, 0, 1)), Some(1727827201.0));
         let full = LogTime {
             date: Some(jiff::civil::date(2026, 6, 3)),
+            month_day: None,
             time: Time::new(10, 0, 21, 345_000_000).unwrap(),
         };
         assert_eq!(r.resolve(full), Some(1780480821.345));

@@ -482,6 +482,7 @@ fn iso_local_time(t: &[u8]) -> Option<LogTime> {
     let dt: jiff::civil::DateTime = std::str::from_utf8(t).ok()?.parse().ok()?;
     Some(LogTime {
         date: Some(dt.date()),
+        month_day: None,
         time: dt.time(),
     })
 }

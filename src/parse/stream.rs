@@ -545,6 +545,7 @@ fn local_time(s: &str) -> Option<LogTime> {
     let dt: jiff::civil::DateTime = s.parse().ok()?;
     Some(LogTime {
         date: Some(dt.date()),
+        month_day: None,
         time: dt.time(),
     })
 }

@@ -26,8 +26,7 @@
 //! record reassembled from pieces past the line limit is skipped and counted, never parsed in
 //! part (a cut number would be read as a smaller one).
 
-use serde_json::Value;
-
+use super::json_record::{Record, Val};
 use super::writer::{self, Fields, Writer};
 use crate::parse::stream::rfc3339;
 
@@ -114,8 +113,10 @@ pub enum Framed<'a> {
     NoMessage,
     /// A record reassembled from pieces was longer than the line limit: skipped.
     Oversized,
-    /// A line that starts as a JSON object but does not parse (a record cut short): skipped,
-    /// never read as plain text (its last value would be a cut number).
+    /// A line that starts as a JSON object but does not parse (a record cut short, a value
+    /// nested past serde_json's limit of 128), or whose labels are no label set (a value that
+    /// is no string, number or boolean: it would name no writer exactly): skipped, never read
+    /// as plain text (its last value would be a cut number).
     CutJson,
     /// A journal export entry that broke its format (a binary length that does not match its
     /// bytes, a value past the line limit): skipped whole.
@@ -245,7 +246,10 @@ impl Framer {
             return Framed::Plain(line);
         }
         if line.first() == Some(&b'{') {
-            return match serde_json::from_slice::<serde_json::Map<String, Value>>(line) {
+            // Only the keys read are kept (a hostile line of thousands of keys builds nothing).
+            let user = self.user_key.as_deref().and_then(|k| k.first());
+            let wanted = |k: &str| read_key(k) || user.is_some_and(|u| u == k);
+            return match Record::parse(line, &wanted) {
                 Ok(obj) => self.envelope(obj),
                 Err(_) if looks_cut(line) => Framed::CutJson,
                 Err(_) => Framed::Plain(line),
@@ -259,7 +263,7 @@ impl Framer {
     }
 
     /// The message of a JSON object line.
-    fn envelope(&mut self, obj: serde_json::Map<String, Value>) -> Framed<'_> {
+    fn envelope(&mut self, obj: Record<'_>) -> Framed<'_> {
         let user = self.user_key.as_deref();
         let found = user
             .and_then(|k| lookup(&obj, k.iter().map(String::as_str)).map(|v| (v, "")))
@@ -273,14 +277,14 @@ impl Framer {
         };
         let realtime = obj
             .get("__REALTIME_TIMESTAMP")
-            .and_then(Value::as_str)
+            .and_then(Val::as_str)
             // journald writes an unsigned count of µs: `nan`, `inf` or `1e400` are no time.
             .and_then(|s| s.parse::<u64>().ok())
             .map(|us| us as f64 / 1e6)
             .or_else(|| {
                 TIME_KEYS
                     .iter()
-                    .find_map(|k| obj.get(*k).and_then(time_value))
+                    .find_map(|k| obj.get(k).and_then(time_value))
             });
         // A journal record (`journalctl -o json`, or a shipper's copy of one) names its writer
         // by the journal's rule; another record by its shipper's keys.
@@ -297,12 +301,12 @@ impl Framer {
                 }
             }
             self.fields.writer(&mut self.writer);
-        } else {
-            record_origin(&obj, &mut self.origin);
+        } else if !record_origin(&obj, &mut self.origin) {
+            return Framed::CutJson;
         }
         // Docker json-file: `log` pieces of one line, the last ending with `\n`.
-        if let (Some(stream), "log") = (obj.get("stream").and_then(Value::as_str), key) {
-            if let Value::String(log) = msg {
+        if let (Some(stream), "log") = (obj.get("stream").and_then(Val::as_str), key) {
+            if let Val::Str(log) = msg {
                 let partial = !log.ends_with('\n');
                 return self.piece(stream_index(stream), log.as_bytes(), realtime, partial);
             }
@@ -310,7 +314,7 @@ impl Framer {
         self.out.clear();
         if !message_bytes(msg, &mut self.out) {
             return match msg {
-                Value::Null if key == "MESSAGE" => Framed::NullMessage,
+                Val::Null if key == "MESSAGE" => Framed::NullMessage,
                 _ => Framed::NoMessage,
             };
         }
@@ -393,14 +397,31 @@ pub fn is_request_event(line: &[u8]) -> bool {
     memchr::memchr(b'"', window).is_some_and(|q| rest[q..].starts_with(EVENT))
 }
 
+/// Whether the framer reads top-level key `k` of a JSON record (a message, time, writer or
+/// origin key): only those are kept when it is parsed.
+fn read_key(k: &str) -> bool {
+    MESSAGE_KEYS.iter().any(|m| m.split('.').next() == Some(k))
+        || TIME_KEYS.contains(&k)
+        || writer::FIELDS.iter().any(|(_, n)| *n == k)
+        || matches!(
+            k,
+            "__REALTIME_TIMESTAMP"
+                | "__CURSOR"
+                | "stream"
+                | "labels"
+                | "kubernetes"
+                | "container_name"
+        )
+}
+
 /// The value at a (dotted) key path of a JSON object.
-fn lookup<'v, 'k>(
-    obj: &'v serde_json::Map<String, Value>,
+fn lookup<'v, 'a, 'k>(
+    obj: &'v Record<'a>,
     mut path: impl Iterator<Item = &'k str>,
-) -> Option<&'v Value> {
+) -> Option<&'v Val<'a>> {
     let mut v = obj.get(path.next()?)?;
     for k in path {
-        v = v.as_object()?.get(k)?;
+        v = v.get(k)?;
     }
     Some(v)
 }
@@ -415,13 +436,18 @@ fn lookup<'v, 'k>(
 pub const ORIGIN_KEYS: &[&str] = &["labels", "kubernetes.pod_name", "container_name"];
 
 /// Writes the origin of `obj` (see [`ORIGIN_KEYS`]) into `out`; nothing when it names none.
-fn record_origin(obj: &serde_json::Map<String, Value>, out: &mut String) {
+/// `false` for labels of a value that is no scalar (an object, an array): not a label set
+/// (Loki's values are strings), and writing it in part could merge two writers.
+fn record_origin(obj: &Record<'_>, out: &mut String) -> bool {
     use std::fmt::Write;
-    if let Some(Value::Object(labels)) = obj.get("labels") {
+    if let Some(Val::Obj(labels)) = obj.get("labels") {
         out.push('{');
         // The output stream is not the writer: one container writes both.
         for (i, (k, v)) in labels.iter().filter(|(k, _)| *k != "stream").enumerate() {
-            let v = v.as_str().map_or_else(|| v.to_string(), str::to_string);
+            if !matches!(v, Val::Str(_) | Val::Num(_) | Val::Bool(_) | Val::Null) {
+                return false;
+            }
+            let v = v.to_string();
             let sep = if i == 0 { "" } else { ", " };
             let _ = write!(out, "{sep}{k}={v:?}");
         }
@@ -429,52 +455,56 @@ fn record_origin(obj: &serde_json::Map<String, Value>, out: &mut String) {
         if out == "{}" {
             out.clear();
         }
-        return;
+        return true;
     }
-    if let Some(Value::Object(k8s)) = obj.get("kubernetes") {
-        if let Some(pod) = k8s.get("pod_name").and_then(Value::as_str) {
-            let container = k8s.get("container_name").and_then(Value::as_str);
+    if matches!(obj.get("labels"), Some(Val::Other)) {
+        return false;
+    }
+    if let Some(k8s @ Val::Obj(_)) = obj.get("kubernetes") {
+        if let Some(pod) = k8s.get("pod_name").and_then(Val::as_str) {
+            let container = k8s.get("container_name").and_then(Val::as_str);
             let _ = write!(out, "pod/{pod}/{}", container.unwrap_or(""));
             if container.is_none() {
                 out.pop();
             }
-            return;
+            return true;
         }
     }
-    if let Some(n) = obj.get("container_name").and_then(Value::as_str) {
+    if let Some(n) = obj.get("container_name").and_then(Val::as_str) {
         out.push_str(n.strip_prefix('/').unwrap_or(n));
     }
+    true
 }
 
 /// Appends the bytes of a message value: a string, or journald's array of bytes; for a field
 /// with several values (an array of strings or byte arrays) its first value. `false` when the
 /// value is no message (null, a number, an object).
-fn message_bytes(v: &Value, out: &mut Vec<u8>) -> bool {
+fn message_bytes(v: &Val<'_>, out: &mut Vec<u8>) -> bool {
     match v {
-        Value::String(s) => {
+        Val::Str(s) => {
             out.extend_from_slice(s.as_bytes());
             true
         }
-        Value::Array(a) if a.iter().all(Value::is_u64) => {
-            out.extend(a.iter().map(|b| b.as_u64().map_or(b'?', |n| n as u8)));
+        Val::Bytes(b) => {
+            out.extend_from_slice(b);
             true
         }
-        Value::Array(a) => a.first().is_some_and(|f| message_bytes(f, out)),
+        Val::First(f) => message_bytes(f, out),
         _ => false,
     }
 }
 
 /// A wrapper's time: RFC 3339 text, or a Unix time in seconds, ms, µs or ns (by magnitude).
-fn time_value(v: &Value) -> Option<f64> {
+fn time_value(v: &Val<'_>) -> Option<f64> {
     let n = match v {
-        Value::String(s) => {
+        Val::Str(s) => {
             return rfc3339(s).or_else(|| {
                 s.parse::<f64>()
                     .ok()
                     .and_then(crate::parse::stream::unix_of_number)
             })
         }
-        Value::Number(n) => n.as_f64()?,
+        Val::Num(n) => *n,
         _ => return None,
     };
     crate::parse::stream::unix_of_number(n)
@@ -597,6 +627,51 @@ mod tests {
             f.frame(b"{\"log\r[x] line"),
             Framed::Plain(b"{\"log\r[x] line")
         );
+    }
+
+    /// A hostile JSON line (the kind of repro 23): thousands of keys beside the message cost a
+    /// pass, not a map of them; the line is read exactly, as it is with a value nested
+    /// thousands deep under a key not read (skipped without recursion). One nested past
+    /// serde_json's limit under a key read is not read, never taken for text, and counted (as
+    /// an incomplete record).
+    #[test]
+    fn hostile_json_lines_are_read_exactly_or_refused() {
+        let mut f = Framer::new(1 << 24);
+        let keys: Vec<String> = (0..20_000)
+            .map(|i| format!("\"k{i}\":{{\"a\":[0]}}"))
+            .collect();
+        let l = format!(
+            "{{{},\"log\":\"[2026-06-03 10:00:00 TP0] x\\n\",\"time\":\"2026-06-03T10:00:00.5Z\"}}",
+            keys.join(",")
+        );
+        assert_eq!(
+            msg(&mut f, l.as_bytes()),
+            (
+                "[2026-06-03 10:00:00 TP0] x".into(),
+                None,
+                Some(1780480800.5)
+            )
+        );
+        let deep = format!(
+            "{{\"log\":\"x\",\"a\":{}1{}}}",
+            "[".repeat(5000),
+            "]".repeat(5000)
+        );
+        assert_eq!(msg(&mut f, deep.as_bytes()).0, "x");
+        // Deep under a key read (Loki's labels): no label set, not read.
+        let deep = format!(
+            "{{\"log\":\"x\",\"labels\":{}1{}}}",
+            "{\"a\":".repeat(200),
+            "}".repeat(200)
+        );
+        assert_eq!(f.frame(deep.as_bytes()), Framed::CutJson);
+        // Nested within the bound: read.
+        let ok = format!(
+            "{{\"log\":\"y\",\"a\":{}1{}}}",
+            "[".repeat(100),
+            "]".repeat(100)
+        );
+        assert_eq!(msg(&mut f, ok.as_bytes()).0, "y");
     }
 
     #[test]

@@ -56,13 +56,16 @@ pub struct Nodes {
     buf: String,
     /// The engine of another user's line.
     user_buf: String,
+    /// The GPUs foreign prefixes named (a second GPU of one rank is a writer apart).
+    gpus: super::gpus::Gpus,
 }
 
 impl Nodes {
     /// The engine of `rec`, a line of `server` on `node`: its own, after `other_user` (the
     /// service manager of a user unit another user's unit of that name on that host logged
     /// first, see [`crate::state::State::first_user`]) if any, then as [`Nodes::engine`] says
-    /// for a line with a node.
+    /// for a line with a node, then as [`super::gpus::Gpus::engine`] says for a line with a
+    /// GPU.
     pub fn engine_of<'s>(
         &'s mut self,
         server: &str,
@@ -74,6 +77,7 @@ impl Nodes {
             list,
             buf,
             user_buf,
+            gpus,
         } = self;
         let mut engine = rec.engine;
         if let Some(u) = other_user {
@@ -86,10 +90,11 @@ impl Nodes {
             let b: &'s String = user_buf;
             engine = Some(b.as_str());
         }
-        match node {
+        let engine = match node {
             Some(n) => decide(list, buf, server, n, rec, engine),
             None => engine,
-        }
+        };
+        gpus.engine(server, engine, rec)
     }
 
     /// The engine of `rec`, a line of `node` of `server`: the line's own `engine` while the
@@ -199,6 +204,7 @@ mod tests {
                 tp,
                 ..Ranks::default()
             },
+            gpu: None,
             values: &[],
             bad_metrics: &[],
             line: "",
