@@ -139,7 +139,10 @@ pub fn snapshot(state: &State, cursors: &BTreeMap<String, String>) -> String {
             engine_hint: s.engine_hint.map(|e| e.as_str().to_string()),
         })
         .filter(|s| {
-            s.args.is_some() || !s.facts.is_empty() || !s.ranks.is_empty() || s.engine_hint.is_some()
+            s.args.is_some()
+                || !s.facts.is_empty()
+                || !s.ranks.is_empty()
+                || s.engine_hint.is_some()
         })
         .collect();
     let first_users = state
@@ -521,7 +524,10 @@ mod tests {
             restore(&mut fresh, &file, 1780480900.0).unwrap();
             let srv = &fresh.servers[&key];
             assert_eq!(srv.engine_hint, want);
-            assert_eq!(srv.values[pat.metric_by_id("max_total_num_tokens").unwrap() as usize], 1000.0);
+            assert_eq!(
+                srv.values[pat.metric_by_id("max_total_num_tokens").unwrap() as usize],
+                1000.0
+            );
             assert_eq!(srv.engine_type("srv"), EngineType::Unified);
         }
     }

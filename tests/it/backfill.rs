@@ -642,3 +642,55 @@ fn assert_dropped_series_end_idle(name: &str, idle: &str) {
     }
     assert_eq!(removed, 1, "{name} {idle}: one removed rank");
 }
+
+/// A server's PD mode is fixed for a run (`disaggregation_mode`), but a log without it in
+/// `server_args` tells it only by the PD fields of its stats lines: here TP0's plain decode
+/// line (10:00:10, `unified` as far as anyone can tell) comes before TP1's PD decode line
+/// (10:00:20). From then on a scrape, `--once` and backfill all say `decode` for every rank:
+/// backfill writes each rank under the new label at 10:00:20, and TP0's `unified` series ends
+/// idle there, as a restarted rank's does. At the last timestamp the `engine_type` backfill
+/// writes is the one `--once` prints.
+#[test]
+fn the_engine_type_a_later_pd_line_tells_is_every_ranks_from_then_on() {
+    const T: f64 = 1780480800.0;
+    let all = backfill_data("backfill", "engine-told-late.log");
+    let tp = |e: &str, n: u32| {
+        format!("{{server=\"engine-told-late\",model_name=\"m/x\",engine_type=\"{e}\",pp_rank=\"0\",tp_rank=\"{n}\",moe_ep_rank=\"0\"}}")
+    };
+    let running = |e: &str, n: u32| all[&format!("sglang:num_running_reqs{}", tp(e, n))].clone();
+    assert_eq!(running("unified", 0), [(T + 10.0, 3.0), (T + 20.0, 0.0)]);
+    assert_eq!(running("decode", 0), [(T + 20.0, 3.0)]);
+    assert_eq!(running("decode", 1), [(T + 20.0, 4.0)]);
+    assert!(!all.contains_key(&format!("sglang:num_running_reqs{}", tp("unified", 1))));
+    assert_eq!(
+        all[&format!("sglang_idle{}", tp("unified", 0))],
+        [(T + 10.0, 0.0), (T + 20.0, 1.0)]
+    );
+    assert_eq!(
+        all[&format!("sglang_kv_pool_capacity_tokens{}", tp("decode", 0))],
+        [(T + 20.0, 100000.0)]
+    );
+    // The engine types of the series present at the last timestamp, against `--once`'s.
+    let end = latest(&all);
+    let engine_of = |k: &str| {
+        k.split("engine_type=\"")
+            .nth(1)
+            .map(|r| r[..r.find('"').unwrap()].to_string())
+    };
+    let at_end: std::collections::BTreeSet<String> = all
+        .iter()
+        .filter(|(k, v)| k.starts_with("sglang_idle{") && v.last().unwrap() == &(end, 0.0))
+        .filter_map(|(k, _)| engine_of(k))
+        .collect();
+    let p = crate::common::root().join("tests/data/backfill/engine-told-late.log");
+    let once = crate::common::once(&["--gpu.disable", p.to_str().unwrap()]);
+    let printed: std::collections::BTreeSet<String> = once
+        .lines()
+        .filter(|l| l.starts_with("sglang_idle{"))
+        .filter_map(engine_of)
+        .collect();
+    assert_eq!(end, T + 20.0);
+    assert_eq!(at_end, printed);
+    assert_eq!(printed.into_iter().collect::<Vec<_>>(), ["decode"]);
+    assert_dropped_series_end_idle("engine-told-late.log", "30s");
+}
