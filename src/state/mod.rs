@@ -14,6 +14,7 @@ pub mod persist;
 mod printed;
 pub mod ready;
 pub mod requests;
+pub mod runs;
 pub mod selfmetric;
 
 use std::collections::BTreeMap;
@@ -309,6 +310,8 @@ pub struct ServerState {
     pub dumped_nodes: u64,
     /// The server's HTTP API probe (`--sglang.url`), once it answered.
     pub api: Option<Box<live::ApiStatus>>,
+    /// Its runs before the current one (restarts).
+    pub runs: runs::Runs,
 }
 
 impl ServerState {
@@ -357,6 +360,7 @@ impl ServerState {
             restored_ranks: 0,
             dumped_nodes: 0,
             api: None,
+            runs: runs::Runs::default(),
         }
     }
 
@@ -1282,6 +1286,7 @@ impl State {
                         api: srv.api.take(),
                         last_seen: srv.last_seen,
                         clock: srv.clock,
+                        runs: srv.runs.restarted(srv.stats_lines, srv.ranks.len(), ts),
                         ..ServerState::new(pat.metrics.len())
                     };
                     let old = std::mem::replace(srv, fresh);
