@@ -426,6 +426,15 @@ impl Patterns {
         )
     }
 
+    /// Every field key of the file's `fields` (a key may be listed once per class).
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.fields_prefill
+            .keys()
+            .chain(self.fields_decode.keys())
+            .chain(self.fields_other.keys())
+            .map(String::as_str)
+    }
+
     /// Every field target of the file: the three classes' fields and each line kind's
     /// overrides (what a log line can give a metric: its scale, whether it may be negative).
     pub fn targets(&self) -> impl Iterator<Item = &FieldTarget> {

@@ -74,6 +74,8 @@ struct Steps {
     engine: String,
     /// A node named by a record and a stream prefix both.
     node_buf: String,
+    /// What SGLang's lines look like, to count those no kind reads.
+    unread: crate::parse::unread::Unread,
 }
 
 /// What [`Pipeline::run`] made of a line.
@@ -126,6 +128,7 @@ impl Pipeline {
                 inner_lossy: String::new(),
                 engine: String::new(),
                 node_buf: String::new(),
+                unread: crate::parse::unread::Unread::of(parser.patterns()),
                 parser,
             },
             max_line,
@@ -253,6 +256,7 @@ impl Steps {
             inner_lossy,
             engine,
             node_buf,
+            unread,
         } = self;
         let Message {
             text,
@@ -336,6 +340,9 @@ impl Steps {
             }
             None => {
                 d.unmatched += 1;
+                if let Some(looks) = unread.looks_like(text) {
+                    d.count_unread(looks);
+                }
                 Outcome::Unmatched {
                     text,
                     realtime,

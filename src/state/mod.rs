@@ -432,6 +432,9 @@ pub struct SourceDelta {
     pub matched: Vec<u64>,
     /// Field values that were not numbers, and stats-line pieces that were not `key: value`.
     pub bad_values: u64,
+    /// Unmatched lines that are recognisably SGLang's stats and capacity lines
+    /// ([`crate::parse::unread`]), in that order.
+    pub unread: [u64; 2],
 }
 
 impl SourceDelta {
@@ -442,6 +445,11 @@ impl SourceDelta {
         }
         self.matched[rec.kind] += 1;
         self.bad_values += u64::from(rec.bad_values);
+    }
+
+    /// Counts an unmatched line that looks like one of SGLang's.
+    pub fn count_unread(&mut self, looks: crate::parse::unread::Looks) {
+        self.unread[looks as usize] += 1;
     }
 
     /// Adds `d` to these counts.
@@ -458,6 +466,9 @@ impl SourceDelta {
         self.nul_runs += d.nul_runs;
         self.null_messages += d.null_messages;
         self.bad_values += d.bad_values;
+        for (a, b) in self.unread.iter_mut().zip(d.unread) {
+            *a += b;
+        }
         if self.matched.len() < d.matched.len() {
             self.matched.resize(d.matched.len(), 0);
         }
