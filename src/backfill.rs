@@ -740,6 +740,10 @@ impl Ctx<'_> {
     /// `None` (an outlier before the clock had a time): its values are applied, no sample is
     /// written.
     fn apply_at(&mut self, key: &ServerKey, rec: &Record<'_>, ts: Option<f64>) {
+        // An input kept apart from a server of its name (two inputs that overlap in time):
+        // its samples go under the key the state keeps its lines under.
+        let routed = self.state.route_placed(self.source, key, rec, ts);
+        let key = routed.as_ref().unwrap_or(key);
         let Some(ts) = ts else {
             self.state.apply_placed(self.source, key, rec, None);
             write_dropped(

@@ -5,6 +5,7 @@
 //! cannot grow memory without limit (what is refused is counted in
 //! `sglang_log_exporter_series_dropped_total`).
 
+mod apart;
 pub mod caps;
 pub mod clock;
 mod draft;
@@ -500,6 +501,8 @@ pub struct State {
     /// line's server, ranks and own time when the clock gave it its own time instead (it
     /// disagreed): if the next line confirms that time, the rank gets it back.
     clocks: clock::Clocks<Option<(ServerKey, Ranks, f64)>>,
+    /// Sources kept apart from a server of their name ([`apart`]).
+    apart: apart::Apart,
     pub(crate) dropped_series: u64,
     /// Refusals by cap (the `cap` label of the dropped-series counter).
     pub(crate) dropped_by_cap: BTreeMap<caps::Cap, u64>,
@@ -636,6 +639,7 @@ impl State {
             sources: BTreeMap::new(),
             unknown_fields: BTreeMap::new(),
             clocks: clock::Clocks::default(),
+            apart: apart::Apart::new(),
             dropped: None,
             first_users: BTreeMap::new(),
             dropped_series: 0,
@@ -1161,6 +1165,7 @@ impl State {
     /// ([`State::clock_id`]): no allocation per line.
     pub fn apply_to(&mut self, key: &ServerKey, rec: &Record<'_>, ts: Option<f64>, clock: usize) {
         let key = self.begin_line(key, rec);
+        let key = self.route(key, rec, ts, clock);
         let key = &*key;
         // Every timed line moves its input's clock (a log that goes on with access lines past
         // --idle-after reads idle at its end, as it would followed live); the clock's own rule
@@ -1207,7 +1212,25 @@ impl State {
     ) {
         self.count_record(source, rec);
         let key = self.begin_line(key, rec);
-        self.apply_at(&key, rec, ts, 0);
+        let clock = self.clock_id(source);
+        let key = self.route(key, rec, ts, clock);
+        self.apply_at(&key, rec, ts, clock);
+    }
+
+    /// The key [`State::apply_placed`] will keep a line of `source` under when it is not `key`
+    /// (the source is kept apart from a server of its name: [`apart`]).
+    pub fn route_placed(
+        &mut self,
+        source: &str,
+        key: &ServerKey,
+        rec: &Record<'_>,
+        ts: Option<f64>,
+    ) -> Option<ServerKey> {
+        let clock = self.clock_id(source);
+        match self.route(std::borrow::Cow::Borrowed(key), rec, ts, clock) {
+            std::borrow::Cow::Owned(k) => Some(k),
+            std::borrow::Cow::Borrowed(_) => None,
+        }
     }
 
     /// Observes one line's time on clock `clock`; returns the time to use for that line's

@@ -694,3 +694,68 @@ fn the_engine_type_a_later_pd_line_tells_is_every_ranks_from_then_on() {
     assert_eq!(printed.into_iter().collect::<Vec<_>>(), ["decode"]);
     assert_dropped_series_end_idle("engine-told-late.log", "30s");
 }
+
+/// `--once s=a.log s=b.log` (closing trial): two inputs named for one server are two sources.
+/// `b.log`'s `server_args` (10:01) comes while `a.log`'s run goes on (to 10:05): no restart
+/// of it but a second server under the name, kept apart as an engine named after its input;
+/// neither one's data is lost, in `--once` as in backfill. A piece that starts after the
+/// other ended (`later.log`, 10:09: a rotated log, oldest first) is the same server's restart.
+#[test]
+fn two_inputs_of_one_name_that_overlap_are_two_servers() {
+    let dir = crate::common::root().join("tests/data/apart");
+    let input = |n: &str| format!("s={}", dir.join(n).display());
+    let (a, b) = (input("a.log"), input("b.log"));
+    let b_path = dir.join("b.log").display().to_string();
+    let m = crate::common::once(&["--gpu.disable", "--idle-after", "1h", &a, &b]);
+    let l = r#"model_name="m/a",engine_type="unified",pp_rank="0",tp_rank="0",moe_ep_rank="0""#;
+    let a_series = format!("sglang:num_running_reqs{{server=\"s\",{l}}}");
+    let b_series = format!(
+        "sglang:num_running_reqs{{server=\"s\",engine=\"{b_path}\",{}}}",
+        l.replace("m/a", "m/b")
+    );
+    assert_eq!(crate::common::value(&m, &a_series), Some(5.0), "{m}");
+    assert_eq!(crate::common::value(&m, &b_series), Some(7.0), "{m}");
+    let pool = |s: &str| s.replace("sglang:num_running_reqs", "sglang_kv_pool_capacity_tokens");
+    assert_eq!(
+        crate::common::value(&m, &pool(&a_series)),
+        Some(1000.0),
+        "{m}"
+    );
+    assert_eq!(
+        crate::common::value(&m, &pool(&b_series)),
+        Some(2000.0),
+        "{m}"
+    );
+    assert_eq!(
+        crate::common::value(&m, "sglang_log_exporter_server_name_collisions_total"),
+        Some(1.0),
+        "{m}"
+    );
+    let args = ["--timezone", "UTC", "--idle-after", "1h", "-o", "-", &a, &b];
+    let (code, om, err) = backfill(&args, "");
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("overlap in time"), "{err}");
+    let all = series(&om);
+    assert_eq!(all[&a_series], [(T0 + 10.0, 3.0), (T0 + 300.0, 5.0)]);
+    assert_eq!(all[&b_series], [(T0 + 310.0, 7.0)]);
+
+    // Pieces one after the other: the later one's dump is a restart (only its run is shown).
+    let m = crate::common::once(&[
+        "--gpu.disable",
+        "--idle-after",
+        "1h",
+        &a,
+        &input("later.log"),
+    ]);
+    let later = l.replace("m/a", "m/b");
+    let running: Vec<&str> = m
+        .lines()
+        .filter(|x| x.starts_with("sglang:num_running_reqs{"))
+        .collect();
+    assert_eq!(
+        running,
+        [format!("sglang:num_running_reqs{{server=\"s\",{later}}} 7")],
+        "{m}"
+    );
+    assert!(!m.contains("engine=\""), "{m}");
+}
