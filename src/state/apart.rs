@@ -7,12 +7,14 @@
 //! the first one's ranks and facts silently; merged, two `TP0`s would be one series. So that
 //! source is kept apart from then on: its lines go to an engine of the server named after the
 //! source (`engine="b.log"`'s path), as a stream's other writer is, warned about once and
-//! counted in `sglang_log_exporter_server_name_collisions_total`.
+//! counted in `sglang_log_exporter_server_name_collisions_total`. Another host's dump of a
+//! multi-node server (same model and node count, a node not seen yet) is no second server:
+//! the hosts' logs join as one server's.
 
 use std::borrow::Cow;
 
 use super::{SelfMetric, ServerKey, State};
-use crate::record::{Class, Record};
+use crate::record::{Class, Record, ServerArgs};
 
 /// Sources kept apart from a server of the same name: (server, source clock) → engine.
 pub type Apart = std::collections::HashMap<(String, usize), String>;
@@ -45,6 +47,12 @@ impl State {
         let ran = srv.args.is_some() || !srv.ranks.is_empty();
         let overlaps = matches!((ts, srv.last_seen), (Some(t), Some(l)) if l > t);
         if !(ran && overlaps && srv.clock != 0 && srv.clock != clock) {
+            return key;
+        }
+        // Another host's dump of the same multi-node server (each node's log its own input)
+        // joins it, as in one stream.
+        let args = rec.server_args.as_deref().map(ServerArgs::bounded);
+        if super::other_node(srv, args.as_ref()) {
             return key;
         }
         let source = self

@@ -758,4 +758,23 @@ fn two_inputs_of_one_name_that_overlap_are_two_servers() {
         "{m}"
     );
     assert!(!m.contains("engine=\""), "{m}");
+
+    // The hosts of one multi-node server, each its own input under one name, overlap by
+    // nature: one server with both hosts' ranks, nothing kept apart.
+    let m = crate::common::once(&["--gpu.disable", &input("node0.log"), &input("node1.log")]);
+    let running: Vec<&str> = m
+        .lines()
+        .filter(|x| x.starts_with("sglang:num_running_reqs{"))
+        .collect();
+    let big = |tp: u32| {
+        format!(
+            r#"sglang:num_running_reqs{{server="s",model_name="m/big",engine_type="unified",pp_rank="0",tp_rank="{tp}",moe_ep_rank="0"}} 5"#
+        )
+    };
+    assert_eq!(running, [big(0), big(1)], "{m}");
+    assert_eq!(
+        crate::common::value(&m, "sglang_log_exporter_server_name_collisions_total"),
+        None,
+        "{m}"
+    );
 }
