@@ -78,4 +78,20 @@ impl State {
             .insert((key.server.clone(), clock), source.clone());
         Cow::Owned(ServerKey::new(&key.server, &source))
     }
+
+    /// The key [`State::apply_placed`] will keep a line of `source` under when it is not `key`
+    /// (the source is kept apart from a server of its name: the module).
+    pub fn route_placed(
+        &mut self,
+        source: &str,
+        key: &ServerKey,
+        rec: &Record<'_>,
+        ts: Option<f64>,
+    ) -> Option<ServerKey> {
+        let clock = self.clock_id(source);
+        match self.route(Cow::Borrowed(key), rec, ts, clock) {
+            Cow::Owned(k) => Some(k),
+            Cow::Borrowed(_) => None,
+        }
+    }
 }

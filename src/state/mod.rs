@@ -1202,7 +1202,8 @@ impl State {
 
     /// [`State::apply`] for a line whose time the caller placed with its own clock (`backfill`,
     /// which looks a line ahead, see [`clock::Lookahead`]): `ts` is used as it is and the
-    /// state's clocks are left alone.
+    /// state's clocks are left alone (the source's clock id only names the source, for
+    /// [`apart`]).
     pub fn apply_placed(
         &mut self,
         source: &str,
@@ -1215,22 +1216,6 @@ impl State {
         let clock = self.clock_id(source);
         let key = self.route(key, rec, ts, clock);
         self.apply_at(&key, rec, ts, clock);
-    }
-
-    /// The key [`State::apply_placed`] will keep a line of `source` under when it is not `key`
-    /// (the source is kept apart from a server of its name: [`apart`]).
-    pub fn route_placed(
-        &mut self,
-        source: &str,
-        key: &ServerKey,
-        rec: &Record<'_>,
-        ts: Option<f64>,
-    ) -> Option<ServerKey> {
-        let clock = self.clock_id(source);
-        match self.route(std::borrow::Cow::Borrowed(key), rec, ts, clock) {
-            std::borrow::Cow::Owned(k) => Some(k),
-            std::borrow::Cow::Borrowed(_) => None,
-        }
     }
 
     /// Observes one line's time on clock `clock`; returns the time to use for that line's
