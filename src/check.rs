@@ -8,7 +8,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use crate::parse::patterns::Patterns;
-use crate::parse::unread::Unread;
 use crate::parse::{foreign_prefix, Parser};
 use crate::source::linebuf::{Event, LineBuf};
 use crate::source::{Outcome, Pipeline};
@@ -123,7 +122,7 @@ pub fn check<R: Read>(
     let mut rep = Report::default();
     let mut lb = LineBuf::new(max_line);
     let mut d = SourceDelta::default();
-    let unread = Unread::of(patterns);
+    let unread = patterns.unread();
     let mut on = |e: Event<'_>, rep: &mut Report| match e {
         Event::Oversized => {
             rep.oversized += 1;

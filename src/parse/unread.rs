@@ -17,8 +17,6 @@
 //!   `tp_worker.py`: `max_total_num_tokens=N, chunked_prefill_size=N, ...`): [`MIN_FIELDS`] of
 //!   its keys as `key=number`, outside a `ServerArgs` dump.
 
-use std::sync::Arc;
-
 use super::patterns::{FieldTarget, MetricKind, Patterns, Scope};
 use crate::record::Class;
 
@@ -71,9 +69,17 @@ pub struct Unread {
     capacity_keys: Vec<String>,
 }
 
+impl Patterns {
+    /// The shapes of these patterns' lines, for lines no kind read (built on first use, shared
+    /// by every source: nothing per followed file).
+    pub fn unread(&self) -> &Unread {
+        self.unread.get_or_init(|| Unread::of(self))
+    }
+}
+
 impl Unread {
     /// The shapes of `pat`'s kinds.
-    pub fn of(pat: &Arc<Patterns>) -> Unread {
+    pub fn of(pat: &Patterns) -> Unread {
         let stats: Vec<usize> = (0..pat.lines.len())
             .filter(|&k| {
                 matches!(
@@ -260,8 +266,8 @@ mod tests {
 
     #[test]
     fn only_lines_shaped_like_sglangs_look_like_them() {
-        let pat = Arc::new(Patterns::embedded().unwrap());
-        let s = Unread::of(&pat);
+        let pat = Patterns::embedded().unwrap();
+        let s = pat.unread();
         let stats = Some(Looks::Stats);
         let capacity = Some(Looks::Capacity);
         for (line, want) in [

@@ -74,8 +74,8 @@ struct Steps {
     engine: String,
     /// A node named by a record and a stream prefix both.
     node_buf: String,
-    /// What SGLang's lines look like, to count those no kind reads.
-    unread: crate::parse::unread::Unread,
+    /// The parser's patterns (what SGLang's lines no kind reads look like: counted).
+    patterns: std::sync::Arc<crate::parse::patterns::Patterns>,
 }
 
 /// What [`Pipeline::run`] made of a line.
@@ -128,7 +128,7 @@ impl Pipeline {
                 inner_lossy: String::new(),
                 engine: String::new(),
                 node_buf: String::new(),
-                unread: crate::parse::unread::Unread::of(parser.patterns()),
+                patterns: parser.patterns().clone(),
                 parser,
             },
             max_line,
@@ -256,7 +256,7 @@ impl Steps {
             inner_lossy,
             engine,
             node_buf,
-            unread,
+            patterns,
         } = self;
         let Message {
             text,
@@ -340,7 +340,7 @@ impl Steps {
             }
             None => {
                 d.unmatched += 1;
-                if let Some(looks) = unread.looks_like(text) {
+                if let Some(looks) = patterns.unread().looks_like(text) {
                     d.count_unread(looks);
                 }
                 Outcome::Unmatched {
