@@ -67,6 +67,9 @@ pub struct Unread {
     /// Keys a server-scope `=` startup kind reads into a server-scope metric (the capacity
     /// line's).
     capacity_keys: Vec<String>,
+    /// Every key and label above: a line holding none is none of these shapes (one scan,
+    /// for the many lines of other output).
+    any: Option<aho_corasick::AhoCorasick>,
 }
 
 impl Patterns {
@@ -133,11 +136,16 @@ impl Unread {
                 }
             }
         }
+        let words = (stats_keys.iter().map(|(k, _)| k.as_str()))
+            .chain(capacity_keys.iter().map(String::as_str))
+            .chain(STATS_LABELS);
+        let any = aho_corasick::AhoCorasick::new(words).ok();
         Unread {
             stats_keys,
             kvs,
             starts,
             capacity_keys,
+            any,
         }
     }
 
@@ -145,6 +153,9 @@ impl Unread {
     /// A comment line (`# ...`, `#` then a space: an annotated sample, a shell transcript) is
     /// none: SGLang's own lines never start so (its v0.1 decode line starts `#running-req:`).
     pub fn looks_like(&self, text: &str) -> Option<Looks> {
+        if self.any.as_ref().is_some_and(|a| !a.is_match(text)) {
+            return None;
+        }
         let t = text.trim_start();
         if t == "#" || t.starts_with("# ") {
             return None;
