@@ -45,7 +45,9 @@ use crate::source::linebuf::{Event, LineBuf};
 use crate::source::nodes::Nodes;
 use crate::source::{now_unix, parallel, plausible_time, Outcome, Pipeline};
 use crate::state::clock::{Lookahead, Verdict};
-use crate::state::{RankState, ServerKey, ServerState, SourceDelta, State, StateConfig};
+use crate::state::{
+    EngineType, RankState, ServerKey, ServerState, SourceDelta, State, StateConfig,
+};
 use crate::view;
 
 /// Samples newer than this (seconds) may overlap Prometheus' head block and are unsafe to
@@ -190,6 +192,7 @@ pub fn backfill(a: &BackfillArgs) -> Result<Summary, BackfillError> {
                 catalog: &catalog,
                 extra: &extra,
                 buf: Vec::new(),
+                engine_type: None,
             },
             sum: &mut sum,
             server,
@@ -225,6 +228,7 @@ pub fn backfill(a: &BackfillArgs) -> Result<Summary, BackfillError> {
         catalog: &catalog,
         extra: &extra,
         buf: Vec::new(),
+        engine_type: None,
     };
     // The end as `--once` renders it: engines silent for an hour are removed first.
     if let Some(end) = end {
@@ -362,6 +366,9 @@ struct Out<'a> {
     catalog: &'a [(String, String, Kind)],
     extra: &'a Labels,
     buf: Vec<(usize, f64)>,
+    /// The `engine_type` the samples written now carry instead of the state's: the one a rank
+    /// had when it went idle, written after a stats line changed it ([`Ctx::engine_changed`]).
+    engine_type: Option<EngineType>,
 }
 
 impl Out<'_> {
@@ -426,6 +433,11 @@ impl Out<'_> {
     ) {
         let mut labels = self.extra.clone();
         labels.extend(view::rank_labels(key, srv, ranks));
+        if let Some(e) = self.engine_type {
+            for (_, v) in labels.iter_mut().filter(|(k, _)| *k == "engine_type") {
+                *v = e.as_str().to_string();
+            }
+        }
         let labels = render_labels(&labels);
         view::rank_samples(state, srv, rank, judged, &mut self.buf);
         for &(i, v) in &self.buf {
@@ -728,6 +740,10 @@ impl Ctx<'_> {
     /// `None` (an outlier before the clock had a time): its values are applied, no sample is
     /// written.
     fn apply_at(&mut self, key: &ServerKey, rec: &Record<'_>, ts: Option<f64>) {
+        // An input kept apart from a server of its name (two inputs that overlap in time):
+        // its samples go under the key the state keeps its lines under.
+        let routed = self.state.route_placed(self.source, key, rec, ts);
+        let key = routed.as_ref().unwrap_or(key);
         let Some(ts) = ts else {
             self.state.apply_placed(self.source, key, rec, None);
             write_dropped(
@@ -755,6 +771,8 @@ impl Ctx<'_> {
             );
         }
         let class = rec.class;
+        let engine_before = self.engine_type(key);
+        let existed = (self.state.servers().get(key)).is_some_and(|s| s.ranks.contains_key(&ranks));
         self.state.apply_placed(self.source, key, rec, Some(ts));
         write_dropped(
             self.state,
@@ -762,13 +780,69 @@ impl Ctx<'_> {
             self.idle_written,
             self.idle_after,
         );
-        if stats {
+        let changed = engine_before.filter(|&b| Some(b) != self.engine_type(key));
+        if let Some(before) = changed {
+            self.engine_changed(key, before, ts, (ranks, existed));
+        } else if stats {
             self.out.rank(self.state, key, &ranks, ts);
         } else if class == Class::Fact {
             self.fact_samples(key, ts);
         }
-        if request {
+        if request && changed.is_none() {
             self.out.requests(self.state, key, ts);
         }
+    }
+
+    /// The `engine_type` of the server of `key` now, if the state has it.
+    fn engine_type(&self, key: &ServerKey) -> Option<EngineType> {
+        let srv = self.state.servers().get(key)?;
+        Some(srv.engine_type(&key.server))
+    }
+
+    /// The server's `engine_type` label changed at `ts` (its first PD stats line told its
+    /// mode; `line_rank` the line's rank, `existed` whether it was there before the line): a
+    /// scrape from then on shows every series of the server under the new label, so every rank
+    /// (and its request series) gets a sample at `ts`, as `--once` and a live scrape at that
+    /// moment show them. Each series of the old label (`before`) ends idle, as a restarted
+    /// rank's does (see [`write_dropped`]): at its idle time when that came first, else at
+    /// `ts`; without it Prometheus' lookback would count the rank twice for 5 minutes.
+    fn engine_changed(
+        &mut self,
+        key: &ServerKey,
+        before: EngineType,
+        ts: f64,
+        (line_rank, existed): (Ranks, bool),
+    ) {
+        let all: Vec<(Ranks, Option<f64>)> = self
+            .state
+            .servers()
+            .get(key)
+            .map(|s| s.ranks.iter().map(|(r, x)| (*r, x.last_stats)).collect())
+            .unwrap_or_default();
+        self.out.engine_type = Some(before);
+        for &(r, last) in all.iter().filter(|(r, _)| existed || *r != line_rank) {
+            let Some(last) = last else { continue };
+            if ts - last > self.idle_after {
+                idle_before(
+                    self.state,
+                    key,
+                    &mut self.out,
+                    self.idle_written,
+                    &r,
+                    ts,
+                    self.idle_after,
+                );
+            } else if self.idle_written.get(&(key.clone(), r)) != Some(&last) {
+                // Busy under the old label until now: that series ends idle at `ts` (its
+                // idle sample under the new label, when it comes, is still to write).
+                let judged = last.max(ts) + self.idle_after.max(MIN_IDLE_GAP) + MIN_IDLE_GAP;
+                self.out.rank_as_of(self.state, key, &r, ts, judged);
+            }
+        }
+        self.out.engine_type = None;
+        for (r, _) in &all {
+            self.out.rank(self.state, key, r, ts);
+        }
+        self.out.requests(self.state, key, ts);
     }
 }

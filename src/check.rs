@@ -7,9 +7,8 @@ use std::io::Read;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use crate::parse::patterns::{FieldTarget, MetricKind, Patterns};
+use crate::parse::patterns::Patterns;
 use crate::parse::{foreign_prefix, Parser};
-use crate::record::Class;
 use crate::source::linebuf::{Event, LineBuf};
 use crate::source::{Outcome, Pipeline};
 use crate::state::SourceDelta;
@@ -75,10 +74,11 @@ pub struct Report {
     pub kinds: BTreeMap<String, u64>,
     /// Unknown field keys and their counts.
     pub unknown: BTreeMap<String, u64>,
-    /// Lines that look like stats lines SGLang prints (known stats fields with values, see
-    /// `StatsShape`) but match no kind: the first few, verbatim.
-    pub suspicious: Vec<String>,
-    /// All stats-like unmatched lines.
+    /// Lines that are recognisably SGLang's stats or startup lines (see
+    /// [`crate::parse::unread`]) but match no kind: the first few, with their line numbers
+    /// (1-based) and what they look like, verbatim.
+    pub suspicious: Vec<(u64, &'static str, String)>,
+    /// All such lines.
     pub suspicious_total: u64,
     /// Field values that could not be read (and stats-line pieces that were not `key: value`).
     pub bad_values: u64,
@@ -122,7 +122,7 @@ pub fn check<R: Read>(
     let mut rep = Report::default();
     let mut lb = LineBuf::new(max_line);
     let mut d = SourceDelta::default();
-    let stats = StatsShape::of(patterns);
+    let unread = patterns.unread();
     let mut on = |e: Event<'_>, rep: &mut Report| match e {
         Event::Oversized => {
             rep.oversized += 1;
@@ -156,13 +156,17 @@ pub fn check<R: Read>(
                         }
                     }
                 }
-                Outcome::Unmatched { text, .. } if stats.looks_like(text) => {
-                    rep.suspicious_total += 1;
-                    if rep.suspicious.len() < SAMPLES {
-                        rep.suspicious.push(text.chars().take(300).collect());
+                Outcome::Unmatched { text, .. } => {
+                    if let Some(looks) = unread.looks_like(text) {
+                        rep.suspicious_total += 1;
+                        if rep.suspicious.len() < SAMPLES {
+                            let line = (rep.lines, looks.as_str());
+                            rep.suspicious
+                                .push((line.0, line.1, text.chars().take(300).collect()));
+                        }
                     }
                 }
-                Outcome::Unmatched { .. } | Outcome::Skipped => {}
+                Outcome::Skipped => {}
                 Outcome::Panicked => rep.panics += 1,
             }
         }
@@ -194,131 +198,6 @@ fn note_foreign(patterns: &Patterns, prefix: &str, engine: &str, rep: &mut Repor
     i.lines += 1;
     if i.engines.len() < SAMPLES && !i.engines.iter().any(|e| e == engine) {
         i.engines.push(engine.to_string());
-    }
-}
-
-/// The fewest known fields a stats line SGLang prints carries: the retraction line's two
-/// (`#retracted_reqs: N, #new_token_ratio: A -> B`); prefill and decode lines carry four or more.
-const MIN_STATS_FIELDS: usize = 2;
-
-/// What a stats line SGLang prints looks like, from the pattern file's stats kinds (classes
-/// `prefill`, `decode`, `retract`): pieces split by their field separators, each a key they map
-/// to a metric, their key/value separator and a number (`#running-req: 3`, `token usage: 0.08`,
-/// `cuda graph: True`). An unmatched line with [`MIN_STATS_FIELDS`] such fields is a stats line
-/// no kind read (a new label, a malformed prefix); a line that only mentions a batch (SGLang's
-/// CUDA graph progress bar `Capturing batches (bs=4 avail_mem=20.10 GB)`, a traceback's
-/// `batch = self.get_next_batch_to_run()`) is not.
-struct StatsShape<'p> {
-    pat: &'p Patterns,
-    /// The stats kinds (indices into `pat.lines`).
-    kinds: Vec<usize>,
-    /// Their key/value separators (`: `; `=` on none of today's).
-    kvs: Vec<&'p str>,
-    /// Where a key starts: after one of their field separators, a key/value separator, or the
-    /// end of a bracket (SGLang's prefix).
-    starts: Vec<&'p str>,
-}
-
-impl<'p> StatsShape<'p> {
-    fn of(pat: &'p Patterns) -> StatsShape<'p> {
-        let kinds: Vec<usize> = (0..pat.lines.len())
-            .filter(|&k| {
-                matches!(
-                    pat.lines[k].class,
-                    Class::Prefill | Class::Decode | Class::Retract
-                )
-            })
-            .collect();
-        let mut kvs: Vec<&str> = Vec::new();
-        let mut starts: Vec<&str> = vec!["] "];
-        for &k in &kinds {
-            let l = &pat.lines[k];
-            for kv in &l.kv {
-                if !kvs.contains(&kv.as_str()) {
-                    kvs.push(kv);
-                }
-            }
-            for sep in l.separators.iter().chain(&l.kv) {
-                if !starts.contains(&sep.as_str()) {
-                    starts.push(sep);
-                }
-            }
-        }
-        StatsShape {
-            pat,
-            kinds,
-            kvs,
-            starts,
-        }
-    }
-
-    /// Whether a stats kind reads `key` into a metric: `Some(true)` when that metric moves with
-    /// the batches (`activity: true`, or a counter summed from the lines: a stats line's own
-    /// field, which no startup fact is), `Some(false)` for another (`#tokens`, `cache hit
-    /// rate`), `None` for a key no stats kind reads.
-    fn known(&self, key: &str) -> Option<bool> {
-        let mut out = None;
-        for &k in &self.kinds {
-            if let Some(FieldTarget::Metric { id, .. }) = self.pat.field(&self.pat.lines[k], key) {
-                let m = &self.pat.metrics[usize::from(id)];
-                let own = m.activity || m.kind == MetricKind::Counter;
-                out = Some(own || out == Some(true));
-            }
-        }
-        out
-    }
-
-    /// Whether `text` (a line no kind read) looks like a stats line SGLang prints: it holds
-    /// [`MIN_STATS_FIELDS`] distinct fields a stats kind reads, with a value, one of them a
-    /// stats line's own. A comment line (`# ...`, `#` then
-    /// a space, as in an annotated sample or a shell transcript) is not one: SGLang's own lines
-    /// never start so (its v0.1 decode line starts `#running-req:`, no space).
-    fn looks_like(&self, text: &str) -> bool {
-        let t = text.trim_start();
-        if t == "#" || t.starts_with("# ") {
-            return false;
-        }
-        let mut found: Vec<&str> = Vec::new();
-        // One of them a stats line's own (see `known`): a startup line that no kind reads
-        // (`KV Cache VA upper bound. #tokens: N, KV size: X GB`, reserved address space) is none.
-        let mut moving = false;
-        for kv in &self.kvs {
-            for (i, _) in text.match_indices(kv) {
-                if !number_like(&text[i + kv.len()..]) {
-                    continue;
-                }
-                let before = &text[..i];
-                let from = self
-                    .starts
-                    .iter()
-                    .filter_map(|s| before.rfind(s).map(|p| p + s.len()))
-                    .max()
-                    .unwrap_or(0);
-                let key = before[from..].trim();
-                if found.contains(&key) {
-                    continue;
-                }
-                if let Some(own) = self.known(key) {
-                    found.push(key);
-                    moving |= own;
-                    if moving && found.len() >= MIN_STATS_FIELDS {
-                        return true;
-                    }
-                }
-            }
-        }
-        false
-    }
-}
-
-/// Whether a field's value starts as SGLang prints a number: a digit (`3`, `0.08`, `12.5%`), a
-/// sign, `nan`, or a boolean (`cuda graph: True`).
-fn number_like(v: &str) -> bool {
-    let b = v.as_bytes();
-    match b.first() {
-        Some(c) if c.is_ascii_digit() => true,
-        Some(b'-' | b'+') => b.get(1).is_some_and(u8::is_ascii_digit),
-        _ => ["nan", "True", "False"].iter().any(|w| v.starts_with(w)),
     }
 }
 
@@ -369,8 +248,9 @@ impl Report {
                 self.suspicious_total,
                 self.suspicious.len()
             );
-            for l in &self.suspicious {
-                let _ = writeln!(s, "    {}", crate::logging::escape_controls(l));
+            for (n, looks, l) in &self.suspicious {
+                let l = crate::logging::escape_controls(l);
+                let _ = writeln!(s, "    line {n} ({looks}): {l}");
             }
         }
         if self.bad_values > 0 {
@@ -411,33 +291,5 @@ impl Report {
             || !self.unknown.is_empty()
             || self.bad_values > 0
             || self.panics > 0
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_lines_shaped_like_sglangs_stats_lines_look_like_them() {
-        let pat = Patterns::embedded().unwrap();
-        let s = StatsShape::of(&pat);
-        for (line, want) in [
-            // A label SGLang might print next, with its fields.
-            ("[2026-06-03 10:00:00 TP0] Decode step, #running-req: 3, #token: 300, token usage: 0.03", true),
-            ("Decode out of space. #retracted_reqs: 1, #new_token_ratio: 0.5000 -> 0.8000", true),
-            ("[2026-0٦-03 10:00:00 TP0] Decode batch, #running-req: 3, cuda graph: True", true),
-            // Only a mention of a batch, or one figure.
-            ("Capturing batches (bs=4 avail_mem=20.10 GB):  83%|████████▎ | 19/23 [00:04<00:00,  4.60it/s]", false),
-            ("    batch = self.get_next_batch_to_run()", false),
-            ("[2026-06-03 10:00:00 TP0] Decode batch: #running-req 3", false),
-            ("[2026-06-03 10:00:00] Prefill batch. #bid: 1, #cache_miss: 1", false),
-            ("warning: #running-req: 3 exceeds the limit", false),
-            // Startup figures no kind reads: no stats line's own field.
-            ("[2026-08-10 10:00:00 TP0] KV Cache VA upper bound. dtype: torch.float8_e4m3fn, #tokens: 4100000, KV size: 140.00 GB", false),
-            ("# Decode batch, #running-req: 3, #token: 300", false),
-        ] {
-            assert_eq!(s.looks_like(line), want, "{line}");
-        }
     }
 }

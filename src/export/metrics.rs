@@ -9,6 +9,7 @@ use prometheus::proto;
 use std::collections::BTreeMap;
 
 use crate::family::{Family, Kind};
+use crate::parse::unread::Looks;
 use crate::state::{SelfMetric, State};
 use crate::view;
 
@@ -179,6 +180,10 @@ fn self_families(state: &State) -> Vec<Family> {
         "sglang_log_exporter_nul_runs_skipped_total",
         "Runs of NUL bytes skipped between lines (the hole copytruncate leaves when the writer did not append), by source.",
     );
+    let mut unread = counter(
+        "sglang_log_exporter_lines_unread_total",
+        "Lines that are recognisably SGLang's stats (kind=stats) or capacity (kind=capacity) lines but that no line kind reads (a renamed field, a changed layout; also counted as unmatched), by source and kind; sglang-log-exporter check lists them.",
+    );
     let pat = state.patterns();
     for (name, s) in &state.sources {
         let l = || vec![("source", name.clone())];
@@ -193,6 +198,13 @@ fn self_families(state: &State) -> Vec<Family> {
         control.push(l(), s.control_codes as f64);
         json_none.push(l(), s.json_without_message as f64);
         nul.push(l(), s.nul_runs as f64);
+        for looks in [Looks::Stats, Looks::Capacity] {
+            let n = s.unread[looks as usize] as f64;
+            unread.push(
+                vec![("source", name.clone()), ("kind", looks.as_str().into())],
+                n,
+            );
+        }
         for (k, n) in s.matched.iter().enumerate().filter(|(_, n)| **n > 0) {
             matched.push(
                 vec![
@@ -247,8 +259,8 @@ fn self_families(state: &State) -> Vec<Family> {
     )
     .with(vec![], valid::withheld() as f64);
     let mut out = vec![
-        build, withheld, lines, bytes, matched, unmatched, oversized, incomplete, invalid, errors,
-        bad, control, json_none, nul, unknown, dropped, by_cap, shortened,
+        build, withheld, lines, bytes, matched, unmatched, unread, oversized, incomplete, invalid,
+        errors, bad, control, json_none, nul, unknown, dropped, by_cap, shortened,
     ];
     for m in SelfMetric::ALL {
         let (name, help, kind, label) = m.def();

@@ -29,10 +29,12 @@ pub fn render(state: &State, now: f64, tz: &TimeZone) -> String {
     let idle_after = state.config().idle_after;
     let end = Time::new(now, tz);
     let mut out = String::new();
+    // A server restarted at the end of the input (its new run printed no scheduler line yet)
+    // is shown too: the input had its lines, in an earlier run.
     let servers: Vec<_> = state
         .servers()
         .iter()
-        .filter(|(_, s)| !s.ranks.is_empty())
+        .filter(|(_, s)| !s.ranks.is_empty() || s.runs.earlier_ranks > 0)
         .collect();
     if servers.is_empty() {
         out.push_str("No SGLang scheduler lines (stats, KV cache, retractions) in the input.\n");
@@ -49,10 +51,14 @@ pub fn render(state: &State, now: f64, tz: &TimeZone) -> String {
             let (s, e) = (escape_controls(&key.server), escape_controls(&key.engine));
             format!("{s} [{e}]")
         };
+        let restarts = restarts_text(&srv.runs, &end, tz);
         if model.is_empty() {
-            let _ = writeln!(out, "  {name} ({engine})");
+            let _ = writeln!(out, "  {name} ({engine}){restarts}");
         } else {
-            let _ = writeln!(out, "  {name} ({engine}, {model})");
+            let _ = writeln!(out, "  {name} ({engine}, {model}){restarts}");
+        }
+        if srv.ranks.is_empty() {
+            let _ = writeln!(out, "    no scheduler lines since the restart");
         }
         for (ranks, rank) in &srv.ranks {
             // A capacity-line value (server scope) applies to every rank; a rank's own pool line
@@ -86,6 +92,27 @@ pub fn render(state: &State, now: f64, tz: &TimeZone) -> String {
         }
     }
     out
+}
+
+/// What the summary says of a server's earlier runs (empty when it never restarted): when
+/// its current run started and the stats lines before it, so that a restart never reads as
+/// an input without scheduler lines.
+fn restarts_text(runs: &crate::state::runs::Runs, end: &Time, tz: &TimeZone) -> String {
+    if runs.restarts == 0 {
+        return String::new();
+    }
+    let at = runs
+        .restarted_at
+        .map(|t| Time::new(t, tz).relative_to(end).to_string());
+    let when = match (runs.restarts, at) {
+        (1, Some(at)) => format!("restarted at {at}"),
+        (1, None) => "restarted".to_string(),
+        (n, Some(at)) => format!("restarted {n} times, last at {at}"),
+        (n, None) => format!("restarted {n} times"),
+    };
+    let lines = runs.earlier_stats_lines;
+    let s = if lines == 1 { "" } else { "s" };
+    format!(": {when}; {lines} stats line{s} before")
 }
 
 /// Metric ids the summary reads (absent from a custom pattern file: left out of the text).
@@ -242,6 +269,49 @@ KV cache at the end of the input (2026-06-03 10:00:40):
     TP0  idle since 10:00:00, last busy: KV cache 45.7% (45678/100000 tokens), 12 running, 3 queued
     TP1  busy at 10:00:31: KV cache 1.2% (1234/100000 tokens), 2 running, 0 queued
     TP2  no stats lines (only TP0 prints under plain TP); KV pool 100000 tokens
+"
+        );
+    }
+
+    /// After a restart in the input (a second `server_args`), the lines of the earlier run
+    /// still count: a restart at the end (no scheduler line of the new run yet) is no input
+    /// without scheduler lines, and a restart before the last run says so.
+    #[test]
+    fn the_lines_of_every_run_count() {
+        let run = "\
+[2026-06-03 10:00:00] server_args=ServerArgs(model_path='m/x', tp_size=1)
+[2026-06-03 10:00:10] Decode batch, #running-req: 3, #token: 300, token usage: 0.30, gen throughput (token/s): 10.00, #queue-req: 0
+[2026-06-03 10:00:20] Decode batch, #running-req: 4, #token: 400, token usage: 0.40, gen throughput (token/s): 10.00, #queue-req: 0
+";
+        let restart = "[2026-06-03 10:01:00] server_args=ServerArgs(model_path='m/y', tp_size=1)\n";
+        let state = state_of(&format!("{run}{restart}"));
+        let s = lock(&state);
+        assert_eq!(
+            render(&s, s.log_clock().unwrap(), &TimeZone::UTC),
+            "\
+KV cache at the end of the input (2026-06-03 10:01:00):
+  decode (decode, m/y): restarted at 10:01:00; 2 stats lines before
+    no scheduler lines since the restart
+"
+        );
+        drop(s);
+        let again = |t: &str| {
+            format!("[2026-06-03 {t}] Decode batch, #running-req: 1, #token: 100, token usage: 0.10, gen throughput (token/s): 10.00, #queue-req: 0\n")
+        };
+        let log = format!(
+            "{run}{}{}{restart}{}",
+            restart.replace("10:01:00", "10:00:30"),
+            again("10:00:40"),
+            again("10:01:05")
+        );
+        let state = state_of(&log);
+        let s = lock(&state);
+        assert_eq!(
+            render(&s, s.log_clock().unwrap(), &TimeZone::UTC),
+            "\
+KV cache at the end of the input (2026-06-03 10:01:05):
+  decode (unified, m/y): restarted 2 times, last at 10:01:00; 3 stats lines before
+    -  busy at 10:01:05: KV cache 10.0%, 1 running, 0 queued
 "
         );
     }

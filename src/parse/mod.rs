@@ -32,6 +32,7 @@ pub mod server_args;
 mod shape;
 pub mod stream;
 mod template;
+pub mod unread;
 pub mod words;
 
 use std::sync::Arc;

@@ -292,6 +292,8 @@ pub struct Patterns {
     /// What every parser of these patterns searches with, compiled once (see
     /// [`super::Prebuilt`]): a parser per followed file must not compile its own regexes.
     pub(super) prebuilt: std::sync::OnceLock<super::Prebuilt>,
+    /// The shapes of SGLang's lines no kind read (see [`super::unread`]), built once.
+    pub(super) unread: std::sync::OnceLock<super::unread::Unread>,
 }
 
 mod indexmap_like {
@@ -413,6 +415,7 @@ impl Patterns {
             fields_decode: fields.decode,
             fields_other: fields.other,
             prebuilt: std::sync::OnceLock::new(),
+            unread: std::sync::OnceLock::new(),
         })
     }
 
@@ -424,6 +427,15 @@ impl Patterns {
             &self.fields_decode,
             &self.fields_other,
         )
+    }
+
+    /// Every field key of the file's `fields` (a key may be listed once per class).
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.fields_prefill
+            .keys()
+            .chain(self.fields_decode.keys())
+            .chain(self.fields_other.keys())
+            .map(String::as_str)
     }
 
     /// Every field target of the file: the three classes' fields and each line kind's

@@ -76,6 +76,8 @@ struct Steps {
     engine: String,
     /// A node named by a record and a stream prefix both.
     node_buf: String,
+    /// The parser's patterns (what SGLang's lines no kind reads look like: counted).
+    patterns: std::sync::Arc<crate::parse::patterns::Patterns>,
 }
 
 /// What [`Pipeline::run`] made of a line.
@@ -128,6 +130,7 @@ impl Pipeline {
                 inner_lossy: String::new(),
                 engine: String::new(),
                 node_buf: String::new(),
+                patterns: parser.patterns().clone(),
                 parser,
             },
             max_line,
@@ -255,6 +258,7 @@ impl Steps {
             inner_lossy,
             engine,
             node_buf,
+            patterns,
         } = self;
         let Message {
             text,
@@ -338,6 +342,9 @@ impl Steps {
             }
             None => {
                 d.unmatched += 1;
+                if let Some(looks) = patterns.unread().looks_like(text) {
+                    d.count_unread(looks);
+                }
                 Outcome::Unmatched {
                     text,
                     realtime,

@@ -156,6 +156,14 @@ impl<H: Default> Clocks<H> {
         id
     }
 
+    /// The source of clock `id`, if one has it alone.
+    pub fn name(&self, id: usize) -> Option<&str> {
+        self.ids
+            .iter()
+            .find(|(_, &i)| i == id)
+            .map(|(n, _)| n.as_str())
+    }
+
     /// Clock `id` and what is kept beside it (the shared first one for an unknown id).
     pub fn get_mut(&mut self, id: usize) -> &mut (LogClock, H) {
         let id = if id < self.clocks.len() { id } else { 0 };

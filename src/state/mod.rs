@@ -5,6 +5,7 @@
 //! cannot grow memory without limit (what is refused is counted in
 //! `sglang_log_exporter_series_dropped_total`).
 
+mod apart;
 pub mod caps;
 pub mod clock;
 mod draft;
@@ -14,6 +15,7 @@ pub mod persist;
 mod printed;
 pub mod ready;
 pub mod requests;
+pub mod runs;
 pub mod selfmetric;
 
 use std::collections::BTreeMap;
@@ -309,6 +311,8 @@ pub struct ServerState {
     pub dumped_nodes: u64,
     /// The server's HTTP API probe (`--sglang.url`), once it answered.
     pub api: Option<Box<live::ApiStatus>>,
+    /// Its runs before the current one (restarts).
+    pub runs: runs::Runs,
 }
 
 impl ServerState {
@@ -357,6 +361,7 @@ impl ServerState {
             restored_ranks: 0,
             dumped_nodes: 0,
             api: None,
+            runs: runs::Runs::default(),
         }
     }
 
@@ -428,6 +433,9 @@ pub struct SourceDelta {
     pub matched: Vec<u64>,
     /// Field values that were not numbers, and stats-line pieces that were not `key: value`.
     pub bad_values: u64,
+    /// Unmatched lines that are recognisably SGLang's stats and capacity lines
+    /// ([`crate::parse::unread`]), in that order.
+    pub unread: [u64; 2],
 }
 
 impl SourceDelta {
@@ -438,6 +446,11 @@ impl SourceDelta {
         }
         self.matched[rec.kind] += 1;
         self.bad_values += u64::from(rec.bad_values);
+    }
+
+    /// Counts an unmatched line that looks like one of SGLang's.
+    pub fn count_unread(&mut self, looks: crate::parse::unread::Looks) {
+        self.unread[looks as usize] += 1;
     }
 
     /// Adds `d` to these counts.
@@ -454,6 +467,9 @@ impl SourceDelta {
         self.nul_runs += d.nul_runs;
         self.null_messages += d.null_messages;
         self.bad_values += d.bad_values;
+        for (a, b) in self.unread.iter_mut().zip(d.unread) {
+            *a += b;
+        }
         if self.matched.len() < d.matched.len() {
             self.matched.resize(d.matched.len(), 0);
         }
@@ -485,6 +501,8 @@ pub struct State {
     /// line's server, ranks and own time when the clock gave it its own time instead (it
     /// disagreed): if the next line confirms that time, the rank gets it back.
     clocks: clock::Clocks<Option<(ServerKey, Ranks, f64)>>,
+    /// Sources kept apart from a server of their name ([`apart`]).
+    apart: apart::Apart,
     pub(crate) dropped_series: u64,
     /// Refusals by cap (the `cap` label of the dropped-series counter).
     pub(crate) dropped_by_cap: BTreeMap<caps::Cap, u64>,
@@ -621,6 +639,7 @@ impl State {
             sources: BTreeMap::new(),
             unknown_fields: BTreeMap::new(),
             clocks: clock::Clocks::default(),
+            apart: apart::Apart::new(),
             dropped: None,
             first_users: BTreeMap::new(),
             dropped_series: 0,
@@ -1146,6 +1165,7 @@ impl State {
     /// ([`State::clock_id`]): no allocation per line.
     pub fn apply_to(&mut self, key: &ServerKey, rec: &Record<'_>, ts: Option<f64>, clock: usize) {
         let key = self.begin_line(key, rec);
+        let key = self.route(key, rec, ts, clock);
         let key = &*key;
         // Every timed line moves its input's clock (a log that goes on with access lines past
         // --idle-after reads idle at its end, as it would followed live); the clock's own rule
@@ -1182,7 +1202,8 @@ impl State {
 
     /// [`State::apply`] for a line whose time the caller placed with its own clock (`backfill`,
     /// which looks a line ahead, see [`clock::Lookahead`]): `ts` is used as it is and the
-    /// state's clocks are left alone.
+    /// state's clocks are left alone (the source's clock id only names the source, for
+    /// [`apart`]).
     pub fn apply_placed(
         &mut self,
         source: &str,
@@ -1192,7 +1213,9 @@ impl State {
     ) {
         self.count_record(source, rec);
         let key = self.begin_line(key, rec);
-        self.apply_at(&key, rec, ts, 0);
+        let clock = self.clock_id(source);
+        let key = self.route(key, rec, ts, clock);
+        self.apply_at(&key, rec, ts, clock);
     }
 
     /// Observes one line's time on clock `clock`; returns the time to use for that line's
@@ -1282,6 +1305,7 @@ impl State {
                         api: srv.api.take(),
                         last_seen: srv.last_seen,
                         clock: srv.clock,
+                        runs: srv.runs.restarted(srv.stats_lines, srv.ranks.len(), ts),
                         ..ServerState::new(pat.metrics.len())
                     };
                     let old = std::mem::replace(srv, fresh);

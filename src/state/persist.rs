@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{RankState, SelfMetric, ServerKey, ServerState, State};
+use super::{EngineType, RankState, SelfMetric, ServerKey, ServerState, State};
 use crate::parse::fields::MAX_EXACT;
 use crate::parse::patterns::{FieldTarget, Patterns};
 use crate::record::{Ranks, ServerArgs, BAD_RANK};
@@ -60,6 +60,12 @@ struct Server {
     /// Restored and not claimed since this time (kept, so that restarts do not renew it).
     #[serde(default)]
     unclaimed_since: Option<f64>,
+    /// What its stats lines said of the PD mode ([`ServerState::engine_hint`]: `unified`,
+    /// `prefill`, `decode`): a server whose `server_args` has no `disaggregation_mode` keeps
+    /// its `engine_type` across a restart of the exporter. Absent from files written before
+    /// it was kept (read as none); an unknown value is dropped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    engine_hint: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
@@ -130,8 +136,14 @@ pub fn snapshot(state: &State, cursors: &BTreeMap<String, String>) -> String {
                 .collect(),
             last_seen: s.last_seen,
             unclaimed_since: s.unclaimed_since,
+            engine_hint: s.engine_hint.map(|e| e.as_str().to_string()),
         })
-        .filter(|s| s.args.is_some() || !s.facts.is_empty() || !s.ranks.is_empty())
+        .filter(|s| {
+            s.args.is_some()
+                || !s.facts.is_empty()
+                || !s.ranks.is_empty()
+                || s.engine_hint.is_some()
+        })
         .collect();
     let first_users = state
         .first_users
@@ -357,6 +369,12 @@ pub fn restore(
         srv.args = s.args.as_ref().map(ServerArgs::bounded);
         srv.last_seen = s.last_seen;
         srv.unclaimed_since = Some(s.unclaimed_since.unwrap_or(now).min(now));
+        srv.engine_hint = match s.engine_hint.as_deref() {
+            Some("unified") => Some(EngineType::Unified),
+            Some("prefill") => Some(EngineType::Prefill),
+            Some("decode") => Some(EngineType::Decode),
+            _ => None,
+        };
         refused += put(&s.facts, &mut srv.values, &mut state.fact_metrics);
         for r in s.ranks {
             // The caps hold for restored ranks too, and each gives way to a rank an input
@@ -465,6 +483,53 @@ mod tests {
         assert!(restore(&mut fresh, &dir.path().join("none.json"), 0.0)
             .unwrap()
             .is_empty());
+    }
+
+    /// The PD mode its stats lines told (no `disaggregation_mode` in its `server_args`, as
+    /// before v0.4.5, or `server_args` rotated away) survives a restart of the exporter: the
+    /// restored facts keep `engine_type="decode"` until the next stats line, never fall back to
+    /// what the name suggests (`unified`). A file written before the hint was kept loads.
+    #[test]
+    fn the_engine_type_told_by_stats_lines_survives_a_restart() {
+        let pat = Arc::new(Patterns::embedded().unwrap());
+        let mut p = Parser::new(pat.clone());
+        let mut s = State::new(pat.clone(), StateConfig::default());
+        for l in [
+            "[2026-06-03 10:00:00] server_args=ServerArgs(model_path='m', tp_size=1)",
+            "[2026-06-03 10:00:01] KV Cache is allocated. #tokens: 1000, KV size: 1.00 GB",
+            "[2026-06-03 10:00:03] Decode batch, #running-req: 7, #token: 700, token usage: 0.70, pre-allocated usage: 0.00, #prealloc-req: 0, #transfer-req: 1, #retracted-req: 0, #queue-req: 0",
+        ] {
+            let rec = p.parse(l).unwrap();
+            s.apply("src", "srv", &rec, Some(1780480800.0));
+        }
+        let key = ServerKey::plain("srv");
+        assert_eq!(s.servers[&key].engine_type("srv"), EngineType::Decode);
+        let dir = tempfile::tempdir().unwrap();
+        let file = path(dir.path());
+        let text = snapshot(&s, &BTreeMap::new());
+        assert!(text.contains(r#""engine_hint": "decode""#), "{text}");
+        write_atomic(&file, &text).unwrap();
+        let mut fresh = State::new(pat.clone(), StateConfig::default());
+        restore(&mut fresh, &file, 1780480900.0).unwrap();
+        assert_eq!(fresh.servers[&key].engine_type("srv"), EngineType::Decode);
+        assert_eq!(fresh.servers[&key].engine_hint, Some(EngineType::Decode));
+
+        // A file of before (no `engine_hint`) loads, with no hint; an unknown one is dropped.
+        for (hint, want) in [("", None), (r#", "engine_hint": "mixed""#, None)] {
+            let old = format!(
+                r#"{{"version":1,"servers":[{{"server":"srv","args":null,"facts":{{"max_total_num_tokens":1000.0}},"ranks":[],"last_seen":1780480800.0{hint}}}]}}"#
+            );
+            std::fs::write(&file, old).unwrap();
+            let mut fresh = State::new(pat.clone(), StateConfig::default());
+            restore(&mut fresh, &file, 1780480900.0).unwrap();
+            let srv = &fresh.servers[&key];
+            assert_eq!(srv.engine_hint, want);
+            assert_eq!(
+                srv.values[pat.metric_by_id("max_total_num_tokens").unwrap() as usize],
+                1000.0
+            );
+            assert_eq!(srv.engine_type("srv"), EngineType::Unified);
+        }
     }
 
     /// Repro 18: the state directory is not trusted. A symlink at the state file or among the

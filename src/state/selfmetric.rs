@@ -151,7 +151,7 @@ impl SelfMetric {
             ),
             S::ServerNameCollisions => (
                 "sglang_log_exporter_server_name_collisions_total",
-                "Discovered files whose every server name (stem, parent/stem, path) another input had: each got its path with #N added instead of merging with that input, and was warned about.",
+                "Discovered files whose every server name (stem, parent/stem, path) another input had: each got its path with #N added instead of merging with that input; and inputs named for one server that overlap in time (two servers under one name), each kept apart as an engine named after it; each warned about.",
                 Kind::Counter,
                 "",
             ),

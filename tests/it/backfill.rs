@@ -642,3 +642,139 @@ fn assert_dropped_series_end_idle(name: &str, idle: &str) {
     }
     assert_eq!(removed, 1, "{name} {idle}: one removed rank");
 }
+
+/// A server's PD mode is fixed for a run (`disaggregation_mode`), but a log without it in
+/// `server_args` tells it only by the PD fields of its stats lines: here TP0's plain decode
+/// line (10:00:10, `unified` as far as anyone can tell) comes before TP1's PD decode line
+/// (10:00:20). From then on a scrape, `--once` and backfill all say `decode` for every rank:
+/// backfill writes each rank under the new label at 10:00:20, and TP0's `unified` series ends
+/// idle there, as a restarted rank's does. At the last timestamp the `engine_type` backfill
+/// writes is the one `--once` prints.
+#[test]
+fn the_engine_type_a_later_pd_line_tells_is_every_ranks_from_then_on() {
+    const T: f64 = 1780480800.0;
+    let all = backfill_data("backfill", "engine-told-late.log");
+    let tp = |e: &str, n: u32| {
+        format!("{{server=\"engine-told-late\",model_name=\"m/x\",engine_type=\"{e}\",pp_rank=\"0\",tp_rank=\"{n}\",moe_ep_rank=\"0\"}}")
+    };
+    let running = |e: &str, n: u32| all[&format!("sglang:num_running_reqs{}", tp(e, n))].clone();
+    assert_eq!(running("unified", 0), [(T + 10.0, 3.0), (T + 20.0, 0.0)]);
+    assert_eq!(running("decode", 0), [(T + 20.0, 3.0)]);
+    assert_eq!(running("decode", 1), [(T + 20.0, 4.0)]);
+    assert!(!all.contains_key(&format!("sglang:num_running_reqs{}", tp("unified", 1))));
+    assert_eq!(
+        all[&format!("sglang_idle{}", tp("unified", 0))],
+        [(T + 10.0, 0.0), (T + 20.0, 1.0)]
+    );
+    assert_eq!(
+        all[&format!("sglang_kv_pool_capacity_tokens{}", tp("decode", 0))],
+        [(T + 20.0, 100000.0)]
+    );
+    // The engine types of the series present at the last timestamp, against `--once`'s.
+    let end = latest(&all);
+    let engine_of = |k: &str| {
+        k.split("engine_type=\"")
+            .nth(1)
+            .map(|r| r[..r.find('"').unwrap()].to_string())
+    };
+    let at_end: std::collections::BTreeSet<String> = all
+        .iter()
+        .filter(|(k, v)| k.starts_with("sglang_idle{") && v.last().unwrap() == &(end, 0.0))
+        .filter_map(|(k, _)| engine_of(k))
+        .collect();
+    let p = crate::common::root().join("tests/data/backfill/engine-told-late.log");
+    let once = crate::common::once(&["--gpu.disable", p.to_str().unwrap()]);
+    let printed: std::collections::BTreeSet<String> = once
+        .lines()
+        .filter(|l| l.starts_with("sglang_idle{"))
+        .filter_map(engine_of)
+        .collect();
+    assert_eq!(end, T + 20.0);
+    assert_eq!(at_end, printed);
+    assert_eq!(printed.into_iter().collect::<Vec<_>>(), ["decode"]);
+    assert_dropped_series_end_idle("engine-told-late.log", "30s");
+}
+
+/// `--once s=a.log s=b.log` (closing trial): two inputs named for one server are two sources.
+/// `b.log`'s `server_args` (10:01) comes while `a.log`'s run goes on (to 10:05): no restart
+/// of it but a second server under the name, kept apart as an engine named after its input;
+/// neither one's data is lost, in `--once` as in backfill. A piece that starts after the
+/// other ended (`later.log`, 10:09: a rotated log, oldest first) is the same server's restart.
+#[test]
+fn two_inputs_of_one_name_that_overlap_are_two_servers() {
+    let dir = crate::common::root().join("tests/data/apart");
+    let input = |n: &str| format!("s={}", dir.join(n).display());
+    let (a, b) = (input("a.log"), input("b.log"));
+    let b_path = dir.join("b.log").display().to_string();
+    let m = crate::common::once(&["--gpu.disable", "--idle-after", "1h", &a, &b]);
+    let l = r#"model_name="m/a",engine_type="unified",pp_rank="0",tp_rank="0",moe_ep_rank="0""#;
+    let a_series = format!("sglang:num_running_reqs{{server=\"s\",{l}}}");
+    let b_series = format!(
+        "sglang:num_running_reqs{{server=\"s\",engine=\"{b_path}\",{}}}",
+        l.replace("m/a", "m/b")
+    );
+    assert_eq!(crate::common::value(&m, &a_series), Some(5.0), "{m}");
+    assert_eq!(crate::common::value(&m, &b_series), Some(7.0), "{m}");
+    let pool = |s: &str| s.replace("sglang:num_running_reqs", "sglang_kv_pool_capacity_tokens");
+    assert_eq!(
+        crate::common::value(&m, &pool(&a_series)),
+        Some(1000.0),
+        "{m}"
+    );
+    assert_eq!(
+        crate::common::value(&m, &pool(&b_series)),
+        Some(2000.0),
+        "{m}"
+    );
+    assert_eq!(
+        crate::common::value(&m, "sglang_log_exporter_server_name_collisions_total"),
+        Some(1.0),
+        "{m}"
+    );
+    let args = ["--timezone", "UTC", "--idle-after", "1h", "-o", "-", &a, &b];
+    let (code, om, err) = backfill(&args, "");
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("overlap in time"), "{err}");
+    let all = series(&om);
+    assert_eq!(all[&a_series], [(T0 + 10.0, 3.0), (T0 + 300.0, 5.0)]);
+    assert_eq!(all[&b_series], [(T0 + 310.0, 7.0)]);
+
+    // Pieces one after the other: the later one's dump is a restart (only its run is shown).
+    let m = crate::common::once(&[
+        "--gpu.disable",
+        "--idle-after",
+        "1h",
+        &a,
+        &input("later.log"),
+    ]);
+    let later = l.replace("m/a", "m/b");
+    let running: Vec<&str> = m
+        .lines()
+        .filter(|x| x.starts_with("sglang:num_running_reqs{"))
+        .collect();
+    assert_eq!(
+        running,
+        [format!("sglang:num_running_reqs{{server=\"s\",{later}}} 7")],
+        "{m}"
+    );
+    assert!(!m.contains("engine=\""), "{m}");
+
+    // The hosts of one multi-node server, each its own input under one name, overlap by
+    // nature: one server with both hosts' ranks, nothing kept apart.
+    let m = crate::common::once(&["--gpu.disable", &input("node0.log"), &input("node1.log")]);
+    let running: Vec<&str> = m
+        .lines()
+        .filter(|x| x.starts_with("sglang:num_running_reqs{"))
+        .collect();
+    let big = |tp: u32| {
+        format!(
+            r#"sglang:num_running_reqs{{server="s",model_name="m/big",engine_type="unified",pp_rank="0",tp_rank="{tp}",moe_ep_rank="0"}} 5"#
+        )
+    };
+    assert_eq!(running, [big(0), big(1)], "{m}");
+    assert_eq!(
+        crate::common::value(&m, "sglang_log_exporter_server_name_collisions_total"),
+        None,
+        "{m}"
+    );
+}

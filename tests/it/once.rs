@@ -498,6 +498,49 @@ fn check_reports_coverage_of_the_variants_file() {
     );
 }
 
+/// A line recognisably SGLang's whose fields no kind reads (closing trial): the capacity line
+/// with a field renamed (`max_total_tokens=`), a decode line without its separators. `check`
+/// names each by its line number and exits 1; the exporter counts them in
+/// `sglang_log_exporter_lines_unread_total` (and as unmatched), and reads nothing from them.
+#[test]
+fn lines_of_sglang_whose_fields_are_not_read_are_reported_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("renamed.log");
+    std::fs::write(
+        &p,
+        "[2026-06-03 10:00:00] server_args=ServerArgs(model_path='m/x', tp_size=1)\n\
+         [2026-06-03 10:00:01] max_total_tokens=1000, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=100, context_len=4096, available_gpu_mem=10.00 GB\n\
+         [2026-06-03 10:00:10] Decode batch #running-req 3 #token 100 token usage 0.01\n\
+         [2026-06-03 10:00:11] Decode batch, #running-req: 3, #token: 100, token usage: 0.10, gen throughput (token/s): 5.00, #queue-req: 0\n",
+    )
+    .unwrap();
+    let out = run(&["check", p.to_str().unwrap()]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains(
+            "  stats-like lines no pattern matched: 2 (first 2):\n    line 2 (capacity): [2026-06-03 10:00:01] max_total_tokens=1000, chunked_prefill_size=8192,"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("\n    line 3 (stats): [2026-06-03 10:00:10] Decode batch #running-req 3 #token 100 token usage 0.01\n"),
+        "{text}"
+    );
+    let m = crate::common::once(&["--gpu.disable", p.to_str().unwrap()]);
+    let src = p.display();
+    for (kind, n) in [("stats", 1.0), ("capacity", 1.0)] {
+        let series =
+            format!("sglang_log_exporter_lines_unread_total{{source=\"{src}\",kind=\"{kind}\"}}");
+        assert_eq!(crate::common::value(&m, &series), Some(n), "{m}");
+    }
+    let unmatched = format!("sglang_log_exporter_lines_unmatched_total{{source=\"{src}\"}}");
+    assert_eq!(crate::common::value(&m, &unmatched), Some(2.0), "{m}");
+    // Only the readable line's values; no capacity from the renamed line.
+    assert!(!m.contains("sglang:max_total_num_tokens{"), "{m}");
+    assert!(m.contains(r#"sglang:num_used_tokens{server="renamed",model_name="m/x",engine_type="unified",pp_rank="0",tp_rank="0",moe_ep_rank="0"} 100"#), "{m}");
+}
+
 /// `check` as a CI gate (issue 37 item 2): a modern boot with CUDA graph capture (its progress
 /// bar `Capturing batches (bs=… avail_mem=… GB)`) and a scheduler crash (a traceback's
 /// `batch = self.get_next_batch_to_run()`), every shipped sample and every public case exit 0;

@@ -1,0 +1,313 @@
+//! Lines that are recognisably one of SGLang's stats or startup lines but that no line kind
+//! reads: a field renamed (`max_total_tokens=` for the capacity line's `max_total_num_tokens=`),
+//! a new label, the separators gone (`Decode batch #running-req 3 #token 100`). They match no
+//! kind, so without this they would pass as other log output: `check` lists them (with their
+//! line numbers) and exits 1, and the running exporter counts them
+//! (`sglang_log_exporter_lines_unread_total`), so a changed format is seen, never read as
+//! "no data".
+//!
+//! Three shapes, each from the pattern file's own keys:
+//! * a stats line with its separators: [`MIN_FIELDS`] fields a stats kind (`prefill`,
+//!   `decode`, `retract`) reads, `key: value` as the kinds split them, one of them a stats
+//!   line's own (a gauge that moves with the batches or a counter summed from the lines);
+//! * a stats line whose label is there (one of [`STATS_LABELS`], the words SGLang's scheduler
+//!   prints: `scheduler_metrics_mixin.py`, `scheduler.py` before v0.4.4) with
+//!   [`MIN_FIELDS`] of those fields in any form (`#token 100`, `#token=100`, `#token: 100`);
+//! * a server-scope startup line read with `=` (the capacity line, `scheduler.py`/
+//!   `tp_worker.py`: `max_total_num_tokens=N, chunked_prefill_size=N, ...`): [`MIN_FIELDS`] of
+//!   its keys as `key=number`, outside a `ServerArgs` dump.
+
+use super::patterns::{FieldTarget, MetricKind, Patterns, Scope};
+use crate::record::Class;
+
+/// The fewest known fields that make a line one of SGLang's: the retraction line's two
+/// (`#retracted_reqs: N, #new_token_ratio: A -> B`); prefill and decode lines carry four or more.
+pub const MIN_FIELDS: usize = 2;
+
+/// The labels SGLang's stats lines start with (v0.1.3+: `new fill batch`; v0.1.17 `Prefil
+/// batch`; then `Prefill batch`, `Decode batch`; the retraction lines' words).
+pub const STATS_LABELS: [&str; 6] = [
+    "Prefill batch",
+    "Prefil batch",
+    "Decode batch",
+    "new fill batch",
+    "ecode out of memory happened",
+    "KV cache pool is full",
+];
+
+/// What an unread line looks like.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Looks {
+    /// A prefill, decode or retraction line.
+    Stats,
+    /// The capacity line (a server-scope startup line of `key=value` fields).
+    Capacity,
+}
+
+impl Looks {
+    /// The name `check` and the counter's `kind` label give it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Looks::Stats => "stats",
+            Looks::Capacity => "capacity",
+        }
+    }
+}
+
+/// The shapes of the lines of one pattern file (built once per pipeline).
+#[derive(Debug)]
+pub struct Unread {
+    /// Keys a stats kind reads into a metric, with whether the metric is a stats line's own.
+    stats_keys: Vec<(String, bool)>,
+    /// The stats kinds' key/value separators (`: `).
+    kvs: Vec<String>,
+    /// Where a key starts: after a stats kind's field or key/value separator, or the end of a
+    /// bracket (SGLang's prefix).
+    starts: Vec<String>,
+    /// Keys a server-scope `=` startup kind reads into a server-scope metric (the capacity
+    /// line's).
+    capacity_keys: Vec<String>,
+    /// Every key and label above: a line holding none is none of these shapes (one scan,
+    /// for the many lines of other output).
+    any: Option<aho_corasick::AhoCorasick>,
+}
+
+impl Patterns {
+    /// The shapes of these patterns' lines, for lines no kind read (built on first use, shared
+    /// by every source: nothing per followed file).
+    pub fn unread(&self) -> &Unread {
+        self.unread.get_or_init(|| Unread::of(self))
+    }
+}
+
+impl Unread {
+    /// The shapes of `pat`'s kinds.
+    pub fn of(pat: &Patterns) -> Unread {
+        let stats: Vec<usize> = (0..pat.lines.len())
+            .filter(|&k| {
+                matches!(
+                    pat.lines[k].class,
+                    Class::Prefill | Class::Decode | Class::Retract
+                )
+            })
+            .collect();
+        let mut kvs: Vec<String> = Vec::new();
+        let mut starts: Vec<String> = vec!["] ".into()];
+        for &k in &stats {
+            let l = &pat.lines[k];
+            for kv in &l.kv {
+                if !kvs.contains(kv) {
+                    kvs.push(kv.clone());
+                }
+            }
+            for sep in l.separators.iter().chain(&l.kv) {
+                if !starts.contains(sep) {
+                    starts.push(sep.clone());
+                }
+            }
+        }
+        let mut keys: Vec<&str> = pat.keys().collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let mut stats_keys = Vec::new();
+        for key in &keys {
+            let mut own = None;
+            for &k in &stats {
+                if let Some(FieldTarget::Metric { id, .. }) = pat.field(&pat.lines[k], key) {
+                    let m = &pat.metrics[usize::from(id)];
+                    let moving = m.activity || m.kind == MetricKind::Counter;
+                    own = Some(moving || own == Some(true));
+                }
+            }
+            if let Some(own) = own {
+                stats_keys.push((key.to_string(), own));
+            }
+        }
+        let mut capacity_keys = Vec::new();
+        for l in pat.lines.iter().filter(|l| {
+            l.class == Class::Fact && l.scope == Scope::Server && l.kv.iter().any(|k| k == "=")
+        }) {
+            for key in &keys {
+                if let Some(FieldTarget::Metric { id, .. }) = pat.field(l, key) {
+                    let server = pat.metrics[usize::from(id)].scope == Scope::Server;
+                    if server && !capacity_keys.iter().any(|c| c == key) {
+                        capacity_keys.push(key.to_string());
+                    }
+                }
+            }
+        }
+        let words = (stats_keys.iter().map(|(k, _)| k.as_str()))
+            .chain(capacity_keys.iter().map(String::as_str))
+            .chain(STATS_LABELS);
+        let any = aho_corasick::AhoCorasick::new(words).ok();
+        Unread {
+            stats_keys,
+            kvs,
+            starts,
+            capacity_keys,
+            any,
+        }
+    }
+
+    /// What `text`, a line no kind read, looks like, if it is recognisably one of SGLang's.
+    /// A comment line (`# ...`, `#` then a space: an annotated sample, a shell transcript) is
+    /// none: SGLang's own lines never start so (its v0.1 decode line starts `#running-req:`).
+    pub fn looks_like(&self, text: &str) -> Option<Looks> {
+        if self.any.as_ref().is_some_and(|a| !a.is_match(text)) {
+            return None;
+        }
+        let t = text.trim_start();
+        if t == "#" || t.starts_with("# ") {
+            return None;
+        }
+        if self.separated_stats(text) || self.labelled_stats(text) {
+            return Some(Looks::Stats);
+        }
+        self.capacity(text).then_some(Looks::Capacity)
+    }
+
+    /// Whether a stats kind reads `key`: `Some(true)` for a stats line's own metric.
+    fn known(&self, key: &str) -> Option<bool> {
+        self.stats_keys
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, own)| *own)
+    }
+
+    /// [`MIN_FIELDS`] stats fields as `key: value`, one a stats line's own.
+    fn separated_stats(&self, text: &str) -> bool {
+        let mut found: Vec<&str> = Vec::new();
+        let mut moving = false;
+        for kv in &self.kvs {
+            for (i, _) in text.match_indices(kv.as_str()) {
+                if !number_like(&text[i + kv.len()..]) {
+                    continue;
+                }
+                let before = &text[..i];
+                let from = self
+                    .starts
+                    .iter()
+                    .filter_map(|s| before.rfind(s.as_str()).map(|p| p + s.len()))
+                    .max()
+                    .unwrap_or(0);
+                let key = before[from..].trim();
+                if found.contains(&key) {
+                    continue;
+                }
+                if let Some(own) = self.known(key) {
+                    found.push(key);
+                    moving |= own;
+                    if moving && found.len() >= MIN_FIELDS {
+                        return true;
+                    }
+                }
+            }
+        }
+        false
+    }
+
+    /// A stats label, then [`MIN_FIELDS`] stats fields in any form, one a stats line's own.
+    fn labelled_stats(&self, text: &str) -> bool {
+        let Some(at) = STATS_LABELS.iter().filter_map(|l| text.find(l)).min() else {
+            return false;
+        };
+        let rest = &text[at..];
+        let mut found = 0;
+        let mut moving = false;
+        for (key, own) in &self.stats_keys {
+            if has_field(rest, key, &[":", "=", ""]) {
+                found += 1;
+                moving |= own;
+                if moving && found >= MIN_FIELDS {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// [`MIN_FIELDS`] capacity keys as `key=number`, outside a `ServerArgs` dump.
+    fn capacity(&self, text: &str) -> bool {
+        if text.contains("ServerArgs(") || text.contains("server_args") {
+            return false;
+        }
+        let found = self
+            .capacity_keys
+            .iter()
+            .filter(|k| has_field(text, k, &["="]))
+            .count();
+        found >= MIN_FIELDS
+    }
+}
+
+/// Whether `text` holds `key` as a whole word followed by one of `kvs` (`""`: none), spaces
+/// and a number.
+fn has_field(text: &str, key: &str, kvs: &[&str]) -> bool {
+    text.match_indices(key).any(|(i, _)| {
+        let word_start = text[..i]
+            .chars()
+            .next_back()
+            .is_none_or(|c| !(c.is_alphanumeric() || c == '_' || c == '-'));
+        let after = &text[i + key.len()..];
+        word_start
+            && kvs.iter().any(|kv| {
+                after.strip_prefix(kv).is_some_and(|v| {
+                    let v2 = v.trim_start_matches(' ');
+                    // A value after the key itself (`#token 100`) needs the space.
+                    (!kv.is_empty() || v2.len() < v.len()) && number_like(v2)
+                })
+            })
+    })
+}
+
+/// Whether a field's value starts as SGLang prints a number: a digit (`3`, `0.08`, `12.5%`), a
+/// sign, `nan`, or a boolean (`cuda graph: True`).
+pub fn number_like(v: &str) -> bool {
+    let b = v.as_bytes();
+    match b.first() {
+        Some(c) if c.is_ascii_digit() => true,
+        Some(b'-' | b'+') => b.get(1).is_some_and(u8::is_ascii_digit),
+        _ => ["nan", "True", "False"].iter().any(|w| v.starts_with(w)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_lines_shaped_like_sglangs_look_like_them() {
+        let pat = Patterns::embedded().unwrap();
+        let s = pat.unread();
+        let stats = Some(Looks::Stats);
+        let capacity = Some(Looks::Capacity);
+        for (line, want) in [
+            // A label SGLang might print next, with its fields.
+            ("[2026-06-03 10:00:00 TP0] Decode step, #running-req: 3, #token: 300, token usage: 0.03", stats),
+            ("Decode out of space. #retracted_reqs: 1, #new_token_ratio: 0.5000 -> 0.8000", stats),
+            ("[2026-0٦-03 10:00:00 TP0] Decode batch, #running-req: 3, cuda graph: True", stats),
+            // The label, the separators gone.
+            ("[2026-06-03 10:00:10] Decode batch #running-req 3 #token 100 token usage 0.01", stats),
+            ("[2026-06-03 10:00:10] Decode batch: #running-req=3 #token=100", stats),
+            ("[2026-06-03 10:00:10 TP0] Prefill batch #new-seq 1 #new-token 100", stats),
+            // The capacity line with a field renamed.
+            ("[2026-06-03 10:00:00 TP0] max_total_tokens=1000, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=100, context_len=4096, available_gpu_mem=10.00 GB", capacity),
+            ("max_total_tokens=1000, max_running_requests=100, context_len=4096", capacity),
+            ("max_total_tokens=1000, max_running_requests=100", None),
+            // Only a mention of a batch, or one figure.
+            ("Capturing batches (bs=4 avail_mem=20.10 GB):  83%|████████▎ | 19/23 [00:04<00:00,  4.60it/s]", None),
+            ("    batch = self.get_next_batch_to_run()", None),
+            ("[2026-06-03 10:00:00 TP0] Decode batch: #running-req 3", None),
+            ("[2026-06-03 10:00:00] Prefill batch. #bid: 1, #cache_miss: 1", None),
+            ("warning: #running-req: 3 exceeds the limit", None),
+            ("Decode batch size 3 is too large for #token budget", None),
+            ("the context_len=4096 of the model", None),
+            ("server_args=ServerArgs(chunked_prefill_size=8192, max_prefill_tokens=16384", None),
+            // Startup figures no kind reads: no stats line's own field.
+            ("[2026-08-10 10:00:00 TP0] KV Cache VA upper bound. dtype: torch.float8_e4m3fn, #tokens: 4100000, KV size: 140.00 GB", None),
+            ("# Decode batch, #running-req: 3, #token: 300", None),
+        ] {
+            assert_eq!(s.looks_like(line), want, "{line}");
+        }
+    }
+}
