@@ -1,7 +1,9 @@
 //! The exporter's own metrics that parts other than the line counters set (journalctl
 //! supervision, push results, source health): one typed list, so a name is written once.
 
+use super::State;
 use crate::family::Kind;
+use crate::label;
 
 /// A self metric set through [`super::State::add_self`] / [`super::State::set_self`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -216,5 +218,32 @@ impl SelfMetric {
                 "",
             ),
         }
+    }
+}
+
+impl State {
+    /// Adds `by` to a self-metric counter, labelled `label` (empty for a metric without label;
+    /// bounded in length, [`crate::label`], as every label value the state keeps).
+    pub fn add_self(&mut self, m: SelfMetric, label: &str, by: f64) {
+        self.generation += 1;
+        let label = label::bounded(m.def().3, label);
+        *self
+            .self_metrics
+            .entry((m, label.into_owned()))
+            .or_insert(0.0) += by;
+    }
+
+    /// Sets a self-metric gauge (its label bounded as in [`State::add_self`]).
+    pub fn set_self(&mut self, m: SelfMetric, label: &str, v: f64) {
+        self.generation += 1;
+        let label = label::bounded(m.def().3, label);
+        self.self_metrics.insert((m, label.into_owned()), v);
+    }
+
+    /// Replaces the families of collector `name` (e.g. `gpu`), shown on every scrape until the
+    /// next call. Collectors run on their own timer, never on the scrape path.
+    pub fn set_collected(&mut self, name: &'static str, families: Vec<crate::family::Family>) {
+        self.generation += 1;
+        self.collected.insert(name, families);
     }
 }
