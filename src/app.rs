@@ -8,6 +8,7 @@ use std::sync::Arc;
 use jiff::tz::TimeZone;
 
 use crate::cli::{split_input, RunArgs};
+use crate::clock::now_unix;
 use crate::export::cache::Exposition;
 use crate::export::{http, listen, live, metrics, notify, push, signals, webconfig, worker};
 use crate::parse::patterns::{PatternError, Patterns};
@@ -17,7 +18,7 @@ use crate::source::api::{self, ApiConfig, ApiTarget};
 use crate::source::discover::{self, DiscoverConfig, Discovery, Follow};
 use crate::source::file::{TailConfig, Tailer};
 use crate::source::journald::{self, JournalConfig};
-use crate::source::{now_unix, order, server_name_of, stdin, Ingest, Pipeline};
+use crate::source::{order, server_name_of, stdin, Ingest, Pipeline};
 use crate::state::{persist, SelfMetric, Shared, State, StateConfig};
 use crate::stop::Stop;
 

@@ -262,9 +262,9 @@ fn encode(s: &State, now: Now, clock: &Clock, held: &Arc<AtomicUsize>) -> Encode
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::now_unix;
     use crate::parse::patterns::Patterns;
     use crate::parse::Parser;
-    use crate::source::now_unix;
     use crate::state::StateConfig;
 
     #[test]

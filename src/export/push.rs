@@ -14,8 +14,8 @@ use std::time::Duration;
 use base64::Engine as _;
 
 use crate::cli::PushArgs;
+use crate::clock::now_unix;
 use crate::export::metrics::TEXT_CONTENT_TYPE;
-use crate::source::now_unix;
 use crate::state::{SelfMetric, Shared};
 use crate::stop::Stop;
 

@@ -20,8 +20,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::app::{self, Config};
+use crate::clock::now_unix;
 use crate::family::Family;
-use crate::source::now_unix;
 use crate::state::Shared;
 
 pub use crate::cli::TopArgs;
