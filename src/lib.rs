@@ -48,6 +48,7 @@
 
 pub mod app;
 pub mod backfill;
+pub mod ca;
 pub mod check;
 pub mod cli;
 pub mod clock;

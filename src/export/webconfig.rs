@@ -239,13 +239,7 @@ fn tls_config(
                 &t.client_ca_file,
                 "client_ca_file (needed by client_auth_type)",
             )?;
-            let mut roots = rustls::RootCertStore::empty();
-            for c in CertificateDer::pem_slice_iter(&pem(&ca_file, "client_ca_file")?) {
-                let c = c.map_err(|e| format!("client_ca_file {}: {e}", ca_file.display()))?;
-                roots
-                    .add(c)
-                    .map_err(|e| format!("client_ca_file {}: {e}", ca_file.display()))?;
-            }
+            let roots = crate::ca::roots(&ca_file, "client_ca_file")?;
             let mut vb = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
             if optional {
                 vb = vb.allow_unauthenticated();

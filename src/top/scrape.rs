@@ -10,7 +10,8 @@ use base64::Engine as _;
 
 use super::expo;
 use super::model::INSTANCE;
-use crate::export::push::{client_tls, decode_pct};
+use crate::ca::client_tls;
+use crate::export::push::decode_pct;
 use crate::family::Family;
 use crate::stop::Stop;
 
