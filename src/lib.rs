@@ -61,6 +61,7 @@ pub mod label;
 pub mod logging;
 pub mod optfile;
 pub mod parse;
+pub mod readout;
 pub mod record;
 pub mod source;
 pub mod state;

@@ -9,7 +9,6 @@
 pub mod expo;
 pub mod frame;
 pub mod history;
-pub mod model;
 pub mod scrape;
 pub mod tui;
 pub mod view;
