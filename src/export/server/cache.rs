@@ -31,7 +31,7 @@ use bytes::Bytes;
 use crate::clock::{self, Clock, Now};
 use crate::state::{lock, Shared, State};
 
-use super::metrics;
+use crate::export::metrics;
 
 /// One encoded exposition and what it is valid for. Its ages are on the monotonic clock: one on
 /// the wall clock held an encoding "fresh" for as long as a step back of the clock (repro 38).
