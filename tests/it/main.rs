@@ -20,6 +20,7 @@ mod hostile39b;
 mod inputs;
 mod journald;
 mod journald_export;
+mod layout;
 mod listen;
 mod livepage;
 mod logformat;
