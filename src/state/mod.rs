@@ -31,7 +31,7 @@ pub use clock::LogClock;
 pub use http::HttpKey;
 use lifecycle::give_way;
 pub use lifecycle::Dropped;
-pub use selfmetric::SelfMetric;
+pub use selfmetric::{SelfFamily, SelfMetric};
 pub use series::{EngineType, RankState, ServerKey, ServerState};
 pub use sources::{SourceDelta, SourceStats};
 
