@@ -1,9 +1,13 @@
 //! The current value of every series, keyed by server (and engine) and rank.
 //!
-//! Sources apply parsed [`Record`]s; exporters read it through [`crate::view`]. It bounds its
-//! own size: a flood of distinct servers, engines, ranks, HTTP paths or unknown field names
-//! cannot grow memory without limit (what is refused is counted in
+//! Sources apply parsed [`crate::record::Record`]s; exporters read it through [`crate::view`]. It
+//! bounds its own size: a flood of distinct servers, engines, ranks, HTTP paths or unknown field
+//! names cannot grow memory without limit (what is refused is counted in
 //! `sglang_log_exporter_series_dropped_total`).
+//!
+//! Here the [`State`] and its configuration; in `series` the keys, servers and ranks it holds,
+//! `apply` one line into it, `sources` what it keeps per source (counters, journal cursors, pod
+//! UIDs), `lifecycle` the caps and expiry, [`selfmetric`] the self metrics' one list.
 
 mod apply;
 pub mod caps;
