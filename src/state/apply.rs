@@ -2,9 +2,10 @@
 //! defaults and derived values SGLang's own gauges would hold, the contradictions counted.
 
 use super::printed::Printed;
+use super::series::{confirm, give_way};
 use super::{
-    caps, clock, draft, give_way, live, Dropped, EngineType, HttpKey, RankState, SelfMetric,
-    ServerKey, ServerState, SourceDelta, State,
+    caps, clock, draft, live, Dropped, EngineType, HttpKey, RankState, SelfMetric, ServerKey,
+    ServerState, SourceDelta, State,
 };
 use crate::parse::patterns::{Class, MetricId, MetricKind, Patterns, Scope};
 use crate::record::{Ranks, Record, ServerArgs};
@@ -425,14 +426,6 @@ impl State {
 /// sentence read as a key, a garbled line) is counted as `other`, so the label of
 /// `sglang_log_exporter_unknown_fields_total` stays short. Real SGLang keys are under 40.
 const MAX_UNKNOWN_KEY_LEN: usize = 64;
-
-/// A line or the API named `rank` of `srv`: a restored rank is confirmed (it no longer gives
-/// way).
-pub(super) fn confirm(srv_restored: &mut usize, rank: &mut RankState) {
-    if std::mem::replace(&mut rank.restored, false) {
-        *srv_restored = srv_restored.saturating_sub(1);
-    }
-}
 
 /// Applies a stats, retraction or startup line to its rank (created if new), marking the
 /// metrics a startup line set in `facts`. Returns how many ranks now hold used tokens above

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use super::series::give_way;
 use super::{caps, SelfMetric, ServerKey, ServerState, State, StateConfig};
 use crate::label;
 use crate::record::Ranks;
@@ -276,31 +277,5 @@ impl State {
         self.dropped_series += 1;
         *self.dropped_by_cap.entry(cap).or_insert(0) += 1;
         self.warned_caps.refused(cap, cap.limit(&self.cfg), server);
-    }
-}
-
-/// Removes one of `srv`'s restored ranks that nothing named since (the last in label order), to
-/// make room for an input's own; whether there was one. A search that finds none notes that
-/// none is left.
-pub(super) fn give_way(srv: &mut ServerState) -> bool {
-    if srv.restored_ranks == 0 {
-        return false;
-    }
-    let victim = srv
-        .ranks
-        .iter()
-        .rev()
-        .find(|(_, r)| r.restored)
-        .map(|(k, _)| *k);
-    match victim {
-        Some(k) => {
-            srv.ranks.remove(&k);
-            srv.restored_ranks -= 1;
-            true
-        }
-        None => {
-            srv.restored_ranks = 0;
-            false
-        }
     }
 }

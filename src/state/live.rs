@@ -213,7 +213,7 @@ impl State {
             }
             let new_rank = !srv.ranks.contains_key(&want);
             // The server's own restored rank gives way to one its API feeds.
-            if new_rank && srv.ranks.len() >= max_ranks && super::give_way(srv) {
+            if new_rank && srv.ranks.len() >= max_ranks && super::series::give_way(srv) {
                 self.ranks_total -= 1;
                 gave_way += 1;
             }
@@ -305,7 +305,7 @@ fn feed(
         .ranks
         .entry(want)
         .or_insert_with(|| super::RankState::new(n));
-    super::confirm(&mut srv.restored_ranks, rank);
+    super::series::confirm(&mut srv.restored_ranks, rank);
     let mut live = vec![f64::NAN; n].into_boxed_slice();
     for &(id, v) in values {
         live[id] = v;

@@ -29,11 +29,9 @@ use std::sync::{Arc, Mutex};
 
 use crate::parse::patterns::Patterns;
 use crate::record::Ranks;
-use apply::confirm;
 use apply::Derived;
 pub use clock::LogClock;
 pub use http::HttpKey;
-use lifecycle::give_way;
 pub use lifecycle::Dropped;
 pub use selfmetric::{SelfFamily, SelfMetric};
 pub use series::{EngineType, RankState, ServerKey, ServerState};

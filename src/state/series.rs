@@ -1,5 +1,6 @@
 //! One server and its ranks as the state keeps them: the series store's keys ([`ServerKey`])
-//! and values ([`ServerState`], [`RankState`]).
+//! and values ([`ServerState`], [`RankState`]), and how a restored rank is confirmed or gives
+//! way (used by the log's lines and by the API's readings alike).
 
 use std::collections::BTreeMap;
 
@@ -327,5 +328,39 @@ impl ServerState {
             .as_ref()
             .and_then(|a| a.model_name.as_deref())
             .unwrap_or("")
+    }
+}
+
+/// Removes one of `srv`'s restored ranks that nothing named since (the last in label order), to
+/// make room for an input's own; whether there was one. A search that finds none notes that
+/// none is left.
+pub(super) fn give_way(srv: &mut ServerState) -> bool {
+    if srv.restored_ranks == 0 {
+        return false;
+    }
+    let victim = srv
+        .ranks
+        .iter()
+        .rev()
+        .find(|(_, r)| r.restored)
+        .map(|(k, _)| *k);
+    match victim {
+        Some(k) => {
+            srv.ranks.remove(&k);
+            srv.restored_ranks -= 1;
+            true
+        }
+        None => {
+            srv.restored_ranks = 0;
+            false
+        }
+    }
+}
+
+/// A line or the API named `rank` of `srv`: a restored rank is confirmed (it no longer gives
+/// way).
+pub(super) fn confirm(srv_restored: &mut usize, rank: &mut RankState) {
+    if std::mem::replace(&mut rank.restored, false) {
+        *srv_restored = srv_restored.saturating_sub(1);
     }
 }
