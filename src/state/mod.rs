@@ -18,6 +18,7 @@ mod lifecycle;
 pub mod live;
 pub mod persist;
 mod printed;
+mod readings;
 pub mod ready;
 pub mod requests;
 pub mod selfmetric;

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{draft, live, requests, HttpKey};
+use super::{draft, readings, requests, HttpKey};
 use crate::label;
 use crate::record::{Ranks, ServerArgs};
 
@@ -63,7 +63,7 @@ pub struct RankState {
     /// latest): older than `last_stats`, the values are not the latest line's ([`State::behind`]).
     pub(super) last_line: Option<f64>,
     /// Values from the server's HTTP API (see [`live`]), when it fed this rank.
-    pub live: Option<live::Live>,
+    pub live: Option<readings::Live>,
     /// Restored from the state file ([`persist`]) and not named since by a line or the API:
     /// it gives way to a rank an input names when a rank cap is full.
     pub(super) restored: bool,
@@ -244,7 +244,7 @@ pub struct ServerState {
     /// and only a second dump of one node is a restart.
     pub dumped_nodes: u64,
     /// The server's HTTP API probe (`--sglang.url`), once it answered.
-    pub api: Option<Box<live::ApiStatus>>,
+    pub api: Option<Box<readings::ApiStatus>>,
 }
 
 impl ServerState {
