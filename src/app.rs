@@ -8,8 +8,10 @@ use std::sync::Arc;
 use jiff::tz::TimeZone;
 
 use crate::cli::{split_input, RunArgs};
-use crate::export::cache::Exposition;
-use crate::export::{http, listen, live, metrics, notify, push, signals, webconfig, worker};
+use crate::clock::now_unix;
+use crate::export::server::cache::Exposition;
+use crate::export::server::{self, listen, routes, webconfig, worker};
+use crate::export::{live, metrics, notify, push, signals};
 use crate::parse::patterns::{PatternError, Patterns};
 use crate::parse::prefix::TimeResolver;
 use crate::parse::Parser;
@@ -17,7 +19,7 @@ use crate::source::api::{self, ApiConfig, ApiTarget};
 use crate::source::discover::{self, DiscoverConfig, Discovery, Follow};
 use crate::source::file::{TailConfig, Tailer};
 use crate::source::journald::{self, JournalConfig};
-use crate::source::{now_unix, order, server_name_of, stdin, Ingest, Pipeline};
+use crate::source::{order, server_name_of, stdin, Ingest, Pipeline};
 use crate::state::{persist, SelfMetric, Shared, State, StateConfig};
 use crate::stop::Stop;
 
@@ -102,7 +104,7 @@ impl HttpConfig {
             .filter(|a| !a.is_empty())
             .map(|a| listen::parse_listen(a).map_err(ConfigError))
             .collect::<Result<Vec<_>, _>>()?;
-        http::check_telemetry_path(&a.telemetry_path).map_err(ConfigError)?;
+        routes::check_telemetry_path(&a.telemetry_path).map_err(ConfigError)?;
         let web = match &a.web_config_file {
             Some(p) => Some(webconfig::Reloader::new(p).map_err(ConfigError)?),
             None => None,
@@ -579,7 +581,7 @@ fn status_text(cfg: &Config) -> String {
     notify::status_text(files, cfg.journal.units.len(), globs, &listen)
 }
 
-/// Serves the routes of [`http::router`] on every listen address (or just waits, without one)
+/// Serves the routes of [`routes::router`] on every listen address (or just waits, without one)
 /// until a shutdown signal.
 fn serve(
     cfg: &Config,
@@ -615,8 +617,8 @@ fn serve(
                 .map_err(|e| ConfigError(format!("cannot start the thread {name}: {e}")))
         };
         let (encoder, status) = (thread("http-encode")?, thread("http-status")?);
-        let app = http::router(&cfg.http.telemetry_path, exposition, live, encoder, status);
-        webconfig::serve(listeners, app, web, cfg.http.max_connections, shutdown)
+        let app = routes::router(&cfg.http.telemetry_path, exposition, live, encoder, status);
+        server::serve(listeners, app, web, cfg.http.max_connections, shutdown)
             .await
             .map_err(|e| ConfigError(format!("HTTP server failed: {e}")))
     })

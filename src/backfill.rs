@@ -34,6 +34,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::app::{load_patterns, parse_inputs, timezone, ConfigError, Input};
 use crate::cli::BackfillArgs;
+use crate::clock::now_unix;
 use crate::export::openmetrics::{render_labels, OpenMetrics};
 use crate::family::{Kind, Labels};
 use crate::parse::patterns::Class;
@@ -43,7 +44,7 @@ use crate::record::{LogTime, OwnedRecord, Ranks, Record};
 use crate::source::last_timed::LastTimed;
 use crate::source::linebuf::{Event, LineBuf};
 use crate::source::nodes::Nodes;
-use crate::source::{now_unix, parallel, plausible_time, Outcome, Pipeline};
+use crate::source::{parallel, plausible_time, Outcome, Pipeline};
 use crate::state::clock::{Lookahead, Verdict};
 use crate::state::{
     EngineType, RankState, ServerKey, ServerState, SourceDelta, State, StateConfig,

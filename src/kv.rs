@@ -15,7 +15,19 @@
 //! pool's ([`Pool::Max`]). A hybrid Mamba model's KV pool is its full-attention pool (its
 //! Mamba state is no KV pool, yet counts in SGLang's token usage): its share is that pool's.
 
-use crate::view::{share_capacity, share_usage};
+/// The capacity a rank's used tokens may be shown as a share of: `capacity` when it is positive
+/// and holds `used`; `None` when `used` exceeds it. A used count above its capacity is a
+/// contradiction (a capacity line of another rank, server or process applied), never a share
+/// over 100 %: callers fall back to SGLang's own token usage.
+pub fn share_capacity(used: Option<f64>, capacity: Option<f64>) -> Option<f64> {
+    capacity.filter(|&c| c > 0.0 && used.is_none_or(|u| u <= c))
+}
+
+/// SGLang's token usage (a 0-1 ratio) where it can be a share: `None` above 1 (a contradiction
+/// of the line itself, never shown as a share over 100 %).
+pub fn share_usage(usage: Option<f64>) -> Option<f64> {
+    usage.filter(|&u| u <= 1.0)
+}
 
 /// One KV pool's figures: its used tokens, its own capacity and SGLang's printed usage of it
 /// (0-1), each `None` where unknown.

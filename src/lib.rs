@@ -9,19 +9,26 @@
 //!   order, also on several threads for history; newest-first inputs read backwards).
 //! * [`parse`]: one line to a [`record::Record`] (prefix, a foreign prefix, pattern file, fields, `server_args`,
 //!   request records), pure, no I/O; [`record`] is its output type, a leaf module.
-//! * [`state`]: current values per server, engine and rank, the log clock, the idle policy,
-//!   cardinality caps, self metrics, the state file; [`label`] bounds the length of every label
-//!   value taken from the input.
+//! * [`state`]: current values per server, engine and rank (`series`: keys, servers, ranks;
+//!   `apply`: one line into the state; `sources`: per-source counters, journal cursors, pod
+//!   UIDs; `lifecycle`: caps and expiry), the log clock, readiness, the state file, and the
+//!   self metrics' one list ([`state::SelfMetric`], [`state::SelfFamily`]); [`label`] bounds the
+//!   length of every label value taken from the input.
 //! * [`gpu`]: NVML readings and which GPUs each server uses.
 //! * [`view`] (what a scrape shows of the state), [`kv`] (a rank's KV pools: every share and
-//!   bytes estimate, each pool against its own capacity), [`family`] (the exposition data model)
-//!   and [`export`] (`/metrics` over HTTP or HTTPS, the Pushgateway, OpenMetrics, `--once`'s
-//!   summary).
+//!   bytes estimate, each pool against its own capacity), [`family`] (the exposition data model),
+//!   [`readout`] (the numbers `top` and the live page pick out of families) and [`export`]:
+//!   encoders (`metrics`, `openmetrics`, `valid`), the Pushgateway, the live page, `--once`'s
+//!   summary, and `export::server` (listen addresses, admission, TLS and basic auth, routes).
 //! * Commands beside the main job: [`backfill`], [`check`], [`top`], [`generate`].
 //! * [`clock`] (the wall clock for timestamps, the monotonic one for ages), [`cli`] (the
 //!   command line, clap only), [`app`] (turns it into each part's configuration and runs the
 //!   mode), [`stop`] (one stop signal for every thread), [`optfile`] (the one bounded reader of
-//!   the files options name: keys, passwords, patterns, configs, PEM).
+//!   the files options name: keys, passwords, patterns, configs, PEM, the state file), [`ca`]
+//!   (the one loader of CA certificates).
+//!
+//! No import circle, no lower module importing a higher one (sources never import exporters,
+//! the state never imports sources): `tests/it/layout.rs` checks it.
 //!
 //! See `DESIGN.md` in the repository for the metric contract.
 //!
@@ -48,6 +55,7 @@
 
 pub mod app;
 pub mod backfill;
+pub mod ca;
 pub mod check;
 pub mod cli;
 pub mod clock;
@@ -60,6 +68,7 @@ pub mod label;
 pub mod logging;
 pub mod optfile;
 pub mod parse;
+pub mod readout;
 pub mod record;
 pub mod source;
 pub mod state;

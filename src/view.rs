@@ -253,14 +253,6 @@ pub fn rank_samples(
     }
 }
 
-/// The capacity a rank's used tokens may be shown as a share of: `capacity` when it is positive
-/// and holds `used`; `None` when `used` exceeds it. A used count above its capacity is a
-/// contradiction (a capacity line of another rank, server or process applied), never a share
-/// over 100 %: callers fall back to SGLang's own token usage.
-pub fn share_capacity(used: Option<f64>, capacity: Option<f64>) -> Option<f64> {
-    capacity.filter(|&c| c > 0.0 && used.is_none_or(|u| u <= c))
-}
-
 /// What a rank without any stats line reads as: under plain TP (no DP rank) only TP0 prints
 /// them, so another TP rank never will; else it has not printed one yet.
 pub fn no_stats_text(dp: Option<u32>, tp: Option<u32>) -> &'static str {
@@ -269,12 +261,6 @@ pub fn no_stats_text(dp: Option<u32>, tp: Option<u32>) -> &'static str {
     } else {
         "no stats line yet"
     }
-}
-
-/// SGLang's token usage (a 0-1 ratio) where it can be a share: `None` above 1 (a contradiction
-/// of the line itself, never shown as a share over 100 %).
-pub fn share_usage(usage: Option<f64>) -> Option<f64> {
-    usage.filter(|&u| u <= 1.0)
 }
 
 /// The KV-cache bytes in use, estimated: each pool's share times that pool's own bytes (see

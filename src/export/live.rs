@@ -2,7 +2,7 @@
 //! from, `/api/v1/status` ([`Status`]; its shape is documented in the README).
 //!
 //! The numbers come from the same families a scrape shows ([`crate::export::metrics::families`]),
-//! picked out as `top` picks them ([`crate::top::model::Model`]), so the page, `top` and
+//! picked out as `top` picks them ([`crate::readout::Model`]), so the page, `top` and
 //! `/metrics` cannot disagree. The chart's history is sampled in the process every
 //! [`SAMPLE_EVERY`] into a bounded ring ([`super::ring`]).
 
@@ -14,11 +14,10 @@ use serde::Serialize;
 
 use super::ring::{KvRing, POINTS};
 use crate::clock::{self, Clock};
+use crate::readout::{percent, Model, Rank, RANK_LABELS};
 use crate::state::ready::Readiness;
 use crate::state::Shared;
 use crate::stop::Stop;
-use crate::top::frame::percent;
-use crate::top::model::{Model, Rank, RANK_LABELS};
 
 /// The page: HTML, CSS and a small script, no external asset; every URL in it is relative, so
 /// it works behind TLS, basic auth and a path prefix.

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use crate::family::{Family, Kind};
 use crate::parse::unread::Looks;
-use crate::state::{SelfMetric, State};
+use crate::state::{SelfFamily, SelfMetric, State};
 use crate::view;
 
 use super::valid;
@@ -39,7 +39,7 @@ pub fn families(state: &State, now: f64) -> Vec<Family> {
 }
 
 /// The name of the family counting [`valid::withheld`].
-const WITHHELD: &str = "sglang_log_exporter_exposition_samples_withheld_total";
+const WITHHELD: &str = SelfFamily::SamplesWithheld.def().0;
 
 /// [`families`] before [`valid::enforce`]: what the state renders, for the tests and the fuzzer
 /// to [`valid::check`].
@@ -125,65 +125,22 @@ fn server_families(state: &State) -> Vec<Family> {
     vec![info, http, up_requests, up_responses]
 }
 
-/// The exporter's own families (`sglang_log_exporter_*`), in exposition order.
-///
-/// Long (~120 lines) because it is a table: one family per counter of the per-source summary,
-/// each with its HELP text, filled in one pass over the sources. Split, the HELP texts and the
-/// order would be spread over several functions for no gain.
+/// The exporter's own families (`sglang_log_exporter_*`), in exposition order; each declared
+/// (name, HELP, type) in [`crate::state::selfmetric`], filled here in one pass over the sources.
 fn self_families(state: &State) -> Vec<Family> {
-    let counter = |name: &str, help: &str| Family::new(name, help, Kind::Counter);
-    let mut lines = counter(
-        "sglang_log_exporter_lines_read_total",
-        "Lines read from each source.",
-    );
-    let mut bytes = counter(
-        "sglang_log_exporter_bytes_read_total",
-        "Bytes read from each source.",
-    );
-    let mut matched = counter(
-        "sglang_log_exporter_lines_matched_total",
-        "Lines that matched a line kind of the pattern file, by source and kind.",
-    );
-    let mut unmatched = counter(
-        "sglang_log_exporter_lines_unmatched_total",
-        "Lines that matched no line kind (other log output), by source.",
-    );
-    let mut oversized = counter(
-        "sglang_log_exporter_lines_oversized_total",
-        "Lines longer than --max-line-bytes, skipped, by source.",
-    );
-    let mut incomplete = counter(
-        "sglang_log_exporter_lines_incomplete_total",
-        "Partial last lines (no newline) dropped at the end of an input or at rotation or truncation, JSON records cut short, and container records whose last piece never came, by source.",
-    );
-    let mut invalid = counter(
-        "sglang_log_exporter_lines_invalid_utf8_total",
-        "Lines that were not valid UTF-8 and were read lossily, by source.",
-    );
-    let mut errors = counter(
-        "sglang_log_exporter_read_errors_total",
-        "Errors opening or reading a source (missing, unreadable, a directory), by source.",
-    );
-    let mut bad = counter(
-        "sglang_log_exporter_field_value_errors_total",
-        "Known fields whose value was not a number, and stats-line pieces that were not key: value, by source.",
-    );
-    let mut control = counter(
-        "sglang_log_exporter_lines_control_codes_total",
-        "Lines that held terminal colour or control codes or carriage-return fragments, removed before parsing, by source.",
-    );
-    let mut json_none = counter(
-        "sglang_log_exporter_json_lines_without_message_total",
-        "JSON object lines with no log message under a known key (a wrapper's own records), skipped, by source.",
-    );
-    let mut nul = counter(
-        "sglang_log_exporter_nul_runs_skipped_total",
-        "Runs of NUL bytes skipped between lines (the hole copytruncate leaves when the writer did not append), by source.",
-    );
-    let mut unread = counter(
-        "sglang_log_exporter_lines_unread_total",
-        "Lines that are recognisably SGLang's stats (kind=stats) or capacity (kind=capacity) lines but that no line kind reads (a renamed field, a changed layout; also counted as unmatched), by source and kind; sglang-log-exporter check lists them.",
-    );
+    let mut lines = SelfFamily::LinesRead.family();
+    let mut bytes = SelfFamily::BytesRead.family();
+    let mut matched = SelfFamily::LinesMatched.family();
+    let mut unmatched = SelfFamily::LinesUnmatched.family();
+    let mut unread = SelfFamily::LinesUnread.family();
+    let mut oversized = SelfFamily::LinesOversized.family();
+    let mut incomplete = SelfFamily::LinesIncomplete.family();
+    let mut invalid = SelfFamily::LinesInvalidUtf8.family();
+    let mut errors = SelfFamily::ReadErrors.family();
+    let mut bad = SelfFamily::FieldValueErrors.family();
+    let mut control = SelfFamily::LinesControlCodes.family();
+    let mut json_none = SelfFamily::JsonLinesWithoutMessage.family();
+    let mut nul = SelfFamily::NulRunsSkipped.family();
     let pat = state.patterns();
     for (name, s) in &state.sources {
         let l = || vec![("source", name.clone())];
@@ -215,49 +172,31 @@ fn self_families(state: &State) -> Vec<Family> {
             );
         }
     }
-    let mut unknown = counter(
-        "sglang_log_exporter_unknown_fields_total",
-        "Fields of known lines whose key the pattern file does not know, by key (bounded; the rest count as other).",
-    );
+    let mut unknown = SelfFamily::UnknownFields.family();
     for (k, n) in &state.unknown_fields {
         unknown.push(vec![("field", k.clone())], *n as f64);
     }
-    let dropped = counter(
-        "sglang_log_exporter_series_dropped_total",
-        "Servers, ranks, sources or HTTP series refused because a cardinality limit was reached.",
-    )
-    .with(vec![], state.dropped_series as f64);
-    let mut by_cap = counter(
-        "sglang_log_exporter_series_dropped_by_cap_total",
-        "What each cardinality limit refused (servers, engines_per_server, ranks_per_server, ranks_total, http_series_per_server, sources); each is warned about once per server.",
-    );
+    let dropped = SelfFamily::SeriesDropped
+        .family()
+        .with(vec![], state.dropped_series as f64);
+    let mut by_cap = SelfFamily::SeriesDroppedByCap.family();
     for (cap, n) in &state.dropped_by_cap {
         by_cap.push(vec![("cap", cap.label().to_string())], *n as f64);
     }
-    let mut shortened = counter(
-        "sglang_log_exporter_label_values_shortened_total",
-        "Label values read from the input (server, engine and node names, model_name, Kubernetes labels, source paths, the state file's) longer than 256 bytes, shown as their first bytes, ~ and a hash of the whole; each distinct value counted once, by label.",
-    );
+    let mut shortened = SelfFamily::LabelValuesShortened.family();
     for (label, n) in crate::label::shortened() {
         shortened.push(vec![("label", label.to_string())], n as f64);
     }
-    let build = Family::new(
-        "sglang_log_exporter_build_info",
-        "Always 1; the labels name the exporter build: its version and git revision.",
-        Kind::Gauge,
-    )
-    .with(
+    let build = SelfFamily::BuildInfo.family().with(
         vec![
             ("revision", env!("SGLANG_LOG_EXPORTER_REVISION").to_string()),
             ("version", env!("CARGO_PKG_VERSION").to_string()),
         ],
         1.0,
     );
-    let withheld = counter(
-        WITHHELD,
-        "Samples left out of an exposition because their series was given twice (which copy is right is not known); each rendering counts its own. Always 0 unless an input shows a fault of the exporter: please report it.",
-    )
-    .with(vec![], valid::withheld() as f64);
+    let withheld = SelfFamily::SamplesWithheld
+        .family()
+        .with(vec![], valid::withheld() as f64);
     let mut out = vec![
         build, withheld, lines, bytes, matched, unmatched, unread, oversized, incomplete, invalid,
         errors, bad, control, json_none, nul, unknown, dropped, by_cap, shortened,

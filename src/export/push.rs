@@ -14,8 +14,8 @@ use std::time::Duration;
 use base64::Engine as _;
 
 use crate::cli::PushArgs;
+use crate::clock::now_unix;
 use crate::export::metrics::TEXT_CONTENT_TYPE;
-use crate::source::now_unix;
 use crate::state::{SelfMetric, Shared};
 use crate::stop::Stop;
 
@@ -57,34 +57,6 @@ impl std::fmt::Debug for PushConfig {
             .field("custom_ca", &self.tls.is_some())
             .finish()
     }
-}
-
-/// TLS client settings that trust the CA certificates of a PEM file (`--push.ca-file`, and
-/// `top --url.ca-file`, named in errors by `option`).
-///
-/// # Errors
-/// A message naming the option and file.
-pub fn client_tls(path: &std::path::Path, option: &str) -> Result<rustls::ClientConfig, String> {
-    use rustls_pki_types::pem::PemObject;
-    let name = format!("{option} {}", path.display());
-    let mut roots = rustls::RootCertStore::empty();
-    let pem = crate::optfile::read(path, crate::optfile::Kind::Pem)
-        .map_err(|e| format!("{name}: {e}"))?;
-    let certs = rustls_pki_types::CertificateDer::pem_slice_iter(&pem);
-    for c in certs {
-        let c = c.map_err(|e| format!("{name}: {e}"))?;
-        roots.add(c).map_err(|e| format!("{name}: {e}"))?;
-    }
-    if roots.is_empty() {
-        return Err(format!("{name}: no certificate"));
-    }
-    Ok(rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| e.to_string())?
-    .with_root_certificates(roots)
-    .with_no_client_auth())
 }
 
 impl PushConfig {
@@ -156,7 +128,7 @@ impl PushConfig {
             timeout: a.timeout.max(Duration::from_millis(100)),
             keep_on_exit: a.keep_on_exit,
             tls: match &a.ca_file {
-                Some(p) => Some(Arc::new(client_tls(p, "--push.ca-file")?)),
+                Some(p) => Some(Arc::new(crate::ca::client_tls(p, "--push.ca-file")?)),
                 None => None,
             },
         }))

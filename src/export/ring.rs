@@ -6,7 +6,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use crate::top::model::{Model, RankId};
+use crate::readout::{Model, RankId};
 
 /// Samples kept per rank.
 pub const POINTS: usize = 180;
@@ -21,7 +21,7 @@ pub struct KvRing {
 }
 
 impl KvRing {
-    /// Records every rank's KV share ([`crate::top::model::Rank::kv_fraction`]) at `now`.
+    /// Records every rank's KV share ([`crate::readout::Rank::kv_fraction`]) at `now`.
     pub fn observe(&mut self, model: &Model, now: f64) {
         let mut live = HashMap::with_capacity(self.series.len());
         for s in &model.servers {
@@ -50,7 +50,7 @@ impl KvRing {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::top::model::{Rank, Server};
+    use crate::readout::{Rank, Server};
 
     fn model(ranks: &[(&str, f64)]) -> Model {
         Model {

@@ -20,7 +20,7 @@
 
 use tokio::signal::unix::{signal, SignalKind};
 
-use super::webconfig::Reloader;
+use super::server::webconfig::Reloader;
 
 /// What a handled signal does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

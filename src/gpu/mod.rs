@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use crate::family::{Family, Kind, Labels};
 use crate::parse::patterns::{Patterns, RankTag};
 use crate::record::Ranks;
-use crate::state::{lock, Shared, State};
+use crate::state::{lock, SelfFamily, Shared, State};
 use crate::view;
 use correlate::{GpuRef, Inputs, Mapping, ServerView};
 use nvml::Reading;
@@ -157,17 +157,9 @@ impl Sampler {
     }
 
     fn families(&self, reading: Option<&Reading>, servers: &[ServerView]) -> Vec<Family> {
-        let mut up = Family::new(
-            "sglang_log_exporter_nvml_up",
-            "1 when the last GPU sample read NVML, 0 when NVML could not be loaded or a system call failed.",
-            Kind::Gauge,
-        );
+        let mut up = SelfFamily::NvmlUp.family();
         up.push(vec![], if reading.is_some() { 1.0 } else { 0.0 });
-        let mut errors = Family::new(
-            "sglang_log_exporter_nvml_errors_total",
-            "Failed NVML calls, by GPU index (empty for loading and system calls) and call.",
-            Kind::Counter,
-        );
+        let mut errors = SelfFamily::NvmlErrors.family();
         for ((gpu, call), n) in &self.errors {
             errors.push(
                 vec![("gpu", gpu.clone()), ("call", call.to_string())],

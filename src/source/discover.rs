@@ -781,7 +781,7 @@ impl Discovery {
 
     fn retire(&mut self, f: Follower, now: Instant) {
         let _ = f.handle.join();
-        let at = crate::source::now_unix();
+        let at = crate::clock::now_unix();
         let server = &f.follow.server;
         let shared = self
             .followers

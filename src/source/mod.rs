@@ -34,7 +34,7 @@ use linebuf::Event;
 /// Counters are handed to the state after this many lines (and at every pause), not per line.
 const FLUSH_EVERY: u64 = 4096;
 
-pub use crate::clock::now_unix;
+use crate::clock::now_unix;
 
 /// How an ingest stamps lines that carry no wrapper time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -411,7 +411,7 @@ fn temp_file(dir: &std::path::Path) -> io::Result<std::fs::File> {
     let name = dir.join(format!(
         ".sglang-log-exporter-{}-{}",
         std::process::id(),
-        super::now_unix().to_bits()
+        crate::clock::now_unix().to_bits()
     ));
     let f = std::fs::OpenOptions::new()
         .read(true)

@@ -52,7 +52,7 @@ impl State {
         // Another host's dump of the same multi-node server (each node's log its own input)
         // joins it, as in one stream.
         let args = rec.server_args.as_deref().map(ServerArgs::bounded);
-        if super::other_node(srv, args.as_ref()) {
+        if super::apply::other_node(srv, args.as_ref()) {
             return key;
         }
         let source = self

@@ -8,59 +8,8 @@
 
 use crate::record::{Ranks, ServerArgs};
 
+pub use super::readings::{ApiReading, ApiStatus, DpLoad, Live, ServerInfo};
 use super::{caps, ServerKey, State};
-
-/// One answer of a server's API, read into metric values (see `source::api::shapes`).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ApiReading {
-    /// The load endpoint that answered: `/v1/loads` or `/get_load`.
-    pub endpoint: &'static str,
-    /// `/server_info`, when it answered (the last answer is kept by the poller).
-    pub info: Option<ServerInfo>,
-    /// One entry per DP rank, in the order the API lists them.
-    pub loads: Vec<DpLoad>,
-}
-
-/// What `/server_info` says of a server: its arguments and sizes.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ServerInfo {
-    /// The arguments, in the words of a `server_args` log line.
-    pub args: ServerArgs,
-    /// `ep_size` (the `EPn` tag's range), when the server has one above 1.
-    pub ep_size: Option<u32>,
-    /// `max_total_num_tokens`: the KV pool's capacity in tokens (scheduler info).
-    pub max_total_num_tokens: Option<f64>,
-}
-
-/// One DP rank's load: values by the pattern file's metric ids (`num_running_reqs`, …).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct DpLoad {
-    /// `dp_rank` as the API numbers it (0 for a server without data parallelism).
-    pub dp_rank: u32,
-    /// (metric id, value); a metric the answer does not give exactly is left out.
-    pub values: Vec<(&'static str, f64)>,
-    /// Values the answer gave out of their range (left out of `values`).
-    pub bad: u32,
-}
-
-/// The state of a server's API probe.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ApiStatus {
-    /// Whether the last request got an answer that could be read.
-    pub up: bool,
-    /// Unix seconds (wall clock) of the last answer read.
-    pub last_success: Option<f64>,
-    /// `ep_size` from `/server_info`, for the rank a DP rank's values go to.
-    ep_size: Option<u32>,
-    /// Whether the server's arguments came from `/server_info` (then a new answer replaces
-    /// them: the server restarted with another layout) rather than a `server_args` line.
-    args_from_api: bool,
-    /// Whether the contradiction with the log was warned about.
-    warned: bool,
-    /// Whether the server-scope capacity came from `/server_info` (then a new answer replaces
-    /// it) rather than the log's capacity line (which it never overwrites).
-    capacity_from_api: bool,
-}
 
 /// How `/server_info` contradicts the log's `server_args`: another model or DP size.
 fn contradiction(log: &ServerArgs, api: &ServerArgs) -> Option<String> {
@@ -81,16 +30,6 @@ fn contradiction(log: &ServerArgs, api: &ServerArgs) -> Option<String> {
         ));
     }
     None
-}
-
-/// A rank's values from the API: by [`crate::parse::patterns::MetricId`], NaN where the API
-/// gives none.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Live {
-    /// The DP rank of the answer they came from.
-    pub dp_rank: u32,
-    /// Values by metric id.
-    pub values: Box<[f64]>,
 }
 
 impl State {
@@ -213,7 +152,7 @@ impl State {
             }
             let new_rank = !srv.ranks.contains_key(&want);
             // The server's own restored rank gives way to one its API feeds.
-            if new_rank && srv.ranks.len() >= max_ranks && super::give_way(srv) {
+            if new_rank && srv.ranks.len() >= max_ranks && super::series::give_way(srv) {
                 self.ranks_total -= 1;
                 gave_way += 1;
             }
@@ -305,7 +244,7 @@ fn feed(
         .ranks
         .entry(want)
         .or_insert_with(|| super::RankState::new(n));
-    super::confirm(&mut srv.restored_ranks, rank);
+    super::series::confirm(&mut srv.restored_ranks, rank);
     let mut live = vec![f64::NAN; n].into_boxed_slice();
     for &(id, v) in values {
         live[id] = v;

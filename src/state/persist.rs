@@ -219,38 +219,16 @@ pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
 /// The state file's text: opened without following a symlink and without blocking (a FIFO),
 /// read only if it is a regular file of at most [`MAX_FILE`] bytes. `None` when there is none.
 fn read_file(path: &Path) -> Result<Option<String>, String> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path);
-    let f = match f {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-            return Err(format!("{}: a symlink, not read", path.display()))
-        }
-        Err(e) => return Err(format!("{}: {e}", path.display())),
+    let rules = crate::optfile::Rules {
+        limit: MAX_FILE,
+        what: "a state file",
+        follow_links: false,
     };
-    let m = f
-        .metadata()
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    if !m.is_file() {
-        return Err(format!("{}: not a regular file, not read", path.display()));
+    match crate::optfile::read_text_as(path, &rules) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("{}: {e}", path.display())),
     }
-    if m.len() > MAX_FILE {
-        return Err(format!(
-            "{}: {} bytes, more than a state file holds ({MAX_FILE}), not read",
-            path.display(),
-            m.len()
-        ));
-    }
-    let mut text = String::new();
-    f.take(MAX_FILE)
-        .read_to_string(&mut text)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(Some(text))
 }
 
 /// What a log line can give one metric, from the pattern file's fields that read it.

@@ -1,7 +1,9 @@
 //! The exporter's own metrics that parts other than the line counters set (journalctl
 //! supervision, push results, source health): one typed list, so a name is written once.
 
-use crate::family::Kind;
+use super::State;
+use crate::family::{Family, Kind};
+use crate::label;
 
 /// A self metric set through [`super::State::add_self`] / [`super::State::set_self`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -216,5 +218,258 @@ impl SelfMetric {
                 "",
             ),
         }
+    }
+}
+
+/// The exporter's own families that are no [`SelfMetric`]: their values come from elsewhere
+/// (the per-source line counters, the caps, the label bounds, the exposition check, the build,
+/// the GPU sampler), each rendered by its reader from [`SelfFamily::family`]. Declared here
+/// beside [`SelfMetric`], so every self metric's name, HELP and type has this one home.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SelfFamily {
+    /// `sglang_log_exporter_lines_read_total`.
+    LinesRead,
+    /// `sglang_log_exporter_bytes_read_total`.
+    BytesRead,
+    /// `sglang_log_exporter_lines_matched_total`.
+    LinesMatched,
+    /// `sglang_log_exporter_lines_unmatched_total`.
+    LinesUnmatched,
+    /// `sglang_log_exporter_lines_unread_total`.
+    LinesUnread,
+    /// `sglang_log_exporter_lines_oversized_total`.
+    LinesOversized,
+    /// `sglang_log_exporter_lines_incomplete_total`.
+    LinesIncomplete,
+    /// `sglang_log_exporter_lines_invalid_utf8_total`.
+    LinesInvalidUtf8,
+    /// `sglang_log_exporter_read_errors_total`.
+    ReadErrors,
+    /// `sglang_log_exporter_field_value_errors_total`.
+    FieldValueErrors,
+    /// `sglang_log_exporter_lines_control_codes_total`.
+    LinesControlCodes,
+    /// `sglang_log_exporter_json_lines_without_message_total`.
+    JsonLinesWithoutMessage,
+    /// `sglang_log_exporter_nul_runs_skipped_total`.
+    NulRunsSkipped,
+    /// `sglang_log_exporter_unknown_fields_total`.
+    UnknownFields,
+    /// `sglang_log_exporter_series_dropped_total`.
+    SeriesDropped,
+    /// `sglang_log_exporter_series_dropped_by_cap_total`.
+    SeriesDroppedByCap,
+    /// `sglang_log_exporter_label_values_shortened_total`.
+    LabelValuesShortened,
+    /// `sglang_log_exporter_build_info`.
+    BuildInfo,
+    /// `sglang_log_exporter_exposition_samples_withheld_total`.
+    SamplesWithheld,
+    /// `sglang_log_exporter_nvml_up`.
+    NvmlUp,
+    /// `sglang_log_exporter_nvml_errors_total`.
+    NvmlErrors,
+}
+
+impl SelfFamily {
+    /// Every one, in the order they are declared.
+    pub const ALL: [SelfFamily; 21] = [
+        SelfFamily::LinesRead,
+        SelfFamily::BytesRead,
+        SelfFamily::LinesMatched,
+        SelfFamily::LinesUnmatched,
+        SelfFamily::LinesUnread,
+        SelfFamily::LinesOversized,
+        SelfFamily::LinesIncomplete,
+        SelfFamily::LinesInvalidUtf8,
+        SelfFamily::ReadErrors,
+        SelfFamily::FieldValueErrors,
+        SelfFamily::LinesControlCodes,
+        SelfFamily::JsonLinesWithoutMessage,
+        SelfFamily::NulRunsSkipped,
+        SelfFamily::UnknownFields,
+        SelfFamily::SeriesDropped,
+        SelfFamily::SeriesDroppedByCap,
+        SelfFamily::LabelValuesShortened,
+        SelfFamily::BuildInfo,
+        SelfFamily::SamplesWithheld,
+        SelfFamily::NvmlUp,
+        SelfFamily::NvmlErrors,
+    ];
+
+    /// Name, HELP and type.
+    pub const fn def(self) -> (&'static str, &'static str, Kind) {
+        use SelfFamily as S;
+        match self {
+            S::LinesRead => (
+                "sglang_log_exporter_lines_read_total",
+                "Lines read from each source.",
+                Kind::Counter,
+            ),
+            S::BytesRead => (
+                "sglang_log_exporter_bytes_read_total",
+                "Bytes read from each source.",
+                Kind::Counter,
+            ),
+            S::LinesMatched => (
+                "sglang_log_exporter_lines_matched_total",
+                "Lines that matched a line kind of the pattern file, by source and kind.",
+                Kind::Counter,
+            ),
+            S::LinesUnmatched => (
+                "sglang_log_exporter_lines_unmatched_total",
+                "Lines that matched no line kind (other log output), by source.",
+                Kind::Counter,
+            ),
+            S::LinesUnread => (
+                "sglang_log_exporter_lines_unread_total",
+                "Lines that are recognisably SGLang's stats (kind=stats) or capacity (kind=capacity) lines but that no line kind reads (a renamed field, a changed layout; also counted as unmatched), by source and kind; sglang-log-exporter check lists them.",
+                Kind::Counter,
+            ),
+            S::LinesOversized => (
+                "sglang_log_exporter_lines_oversized_total",
+                "Lines longer than --max-line-bytes, skipped, by source.",
+                Kind::Counter,
+            ),
+            S::LinesIncomplete => (
+                "sglang_log_exporter_lines_incomplete_total",
+                "Partial last lines (no newline) dropped at the end of an input or at rotation or truncation, JSON records cut short, and container records whose last piece never came, by source.",
+                Kind::Counter,
+            ),
+            S::LinesInvalidUtf8 => (
+                "sglang_log_exporter_lines_invalid_utf8_total",
+                "Lines that were not valid UTF-8 and were read lossily, by source.",
+                Kind::Counter,
+            ),
+            S::ReadErrors => (
+                "sglang_log_exporter_read_errors_total",
+                "Errors opening or reading a source (missing, unreadable, a directory), by source.",
+                Kind::Counter,
+            ),
+            S::FieldValueErrors => (
+                "sglang_log_exporter_field_value_errors_total",
+                "Known fields whose value was not a number, and stats-line pieces that were not key: value, by source.",
+                Kind::Counter,
+            ),
+            S::LinesControlCodes => (
+                "sglang_log_exporter_lines_control_codes_total",
+                "Lines that held terminal colour or control codes or carriage-return fragments, removed before parsing, by source.",
+                Kind::Counter,
+            ),
+            S::JsonLinesWithoutMessage => (
+                "sglang_log_exporter_json_lines_without_message_total",
+                "JSON object lines with no log message under a known key (a wrapper's own records), skipped, by source.",
+                Kind::Counter,
+            ),
+            S::NulRunsSkipped => (
+                "sglang_log_exporter_nul_runs_skipped_total",
+                "Runs of NUL bytes skipped between lines (the hole copytruncate leaves when the writer did not append), by source.",
+                Kind::Counter,
+            ),
+            S::UnknownFields => (
+                "sglang_log_exporter_unknown_fields_total",
+                "Fields of known lines whose key the pattern file does not know, by key (bounded; the rest count as other).",
+                Kind::Counter,
+            ),
+            S::SeriesDropped => (
+                "sglang_log_exporter_series_dropped_total",
+                "Servers, ranks, sources or HTTP series refused because a cardinality limit was reached.",
+                Kind::Counter,
+            ),
+            S::SeriesDroppedByCap => (
+                "sglang_log_exporter_series_dropped_by_cap_total",
+                "What each cardinality limit refused (servers, engines_per_server, ranks_per_server, ranks_total, http_series_per_server, sources); each is warned about once per server.",
+                Kind::Counter,
+            ),
+            S::LabelValuesShortened => (
+                "sglang_log_exporter_label_values_shortened_total",
+                "Label values read from the input (server, engine and node names, model_name, Kubernetes labels, source paths, the state file's) longer than 256 bytes, shown as their first bytes, ~ and a hash of the whole; each distinct value counted once, by label.",
+                Kind::Counter,
+            ),
+            S::BuildInfo => (
+                "sglang_log_exporter_build_info",
+                "Always 1; the labels name the exporter build: its version and git revision.",
+                Kind::Gauge,
+            ),
+            S::SamplesWithheld => (
+                "sglang_log_exporter_exposition_samples_withheld_total",
+                "Samples left out of an exposition because their series was given twice (which copy is right is not known); each rendering counts its own. Always 0 unless an input shows a fault of the exporter: please report it.",
+                Kind::Counter,
+            ),
+            S::NvmlUp => (
+                "sglang_log_exporter_nvml_up",
+                "1 when the last GPU sample read NVML, 0 when NVML could not be loaded or a system call failed.",
+                Kind::Gauge,
+            ),
+            S::NvmlErrors => (
+                "sglang_log_exporter_nvml_errors_total",
+                "Failed NVML calls, by GPU index (empty for loading and system calls) and call.",
+                Kind::Counter,
+            ),
+        }
+    }
+
+    /// An empty family of this declaration.
+    pub fn family(self) -> Family {
+        let (name, help, kind) = self.def();
+        Family::new(name, help, kind)
+    }
+}
+
+impl State {
+    /// Adds `by` to a self-metric counter, labelled `label` (empty for a metric without label;
+    /// bounded in length, [`crate::label`], as every label value the state keeps).
+    pub fn add_self(&mut self, m: SelfMetric, label: &str, by: f64) {
+        self.generation += 1;
+        let label = label::bounded(m.def().3, label);
+        *self
+            .self_metrics
+            .entry((m, label.into_owned()))
+            .or_insert(0.0) += by;
+    }
+
+    /// Sets a self-metric gauge (its label bounded as in [`State::add_self`]).
+    pub fn set_self(&mut self, m: SelfMetric, label: &str, v: f64) {
+        self.generation += 1;
+        let label = label::bounded(m.def().3, label);
+        self.self_metrics.insert((m, label.into_owned()), v);
+    }
+
+    /// Replaces the families of collector `name` (e.g. `gpu`), shown on every scrape until the
+    /// next call. Collectors run on their own timer, never on the scrape path.
+    pub fn set_collected(&mut self, name: &'static str, families: Vec<crate::family::Family>) {
+        self.generation += 1;
+        self.collected.insert(name, families);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One home, one declaration each: no name is declared twice, every one is the exporter's
+    /// (`sglang_log_exporter_*`, or SGLang's own `sglang_up`), and a counter's ends in `_total`.
+    #[test]
+    fn every_self_family_is_declared_once() {
+        let mut names: Vec<(&str, Kind)> = SelfMetric::ALL
+            .iter()
+            .map(|m| (m.def().0, m.def().2))
+            .chain(SelfFamily::ALL.iter().map(|f| (f.def().0, f.def().2)))
+            .collect();
+        assert_eq!(names.len(), 22 + 20);
+        for (n, k) in &names {
+            assert!(
+                n.starts_with("sglang_log_exporter_") || *n == "sglang_up",
+                "{n}"
+            );
+            assert_eq!(*k == Kind::Counter, n.ends_with("_total"), "{n}");
+        }
+        names.sort_by_key(|(n, _)| *n);
+        names.dedup_by_key(|(n, _)| *n);
+        assert_eq!(names.len(), 22 + 20);
+        assert_eq!(
+            SelfFamily::NvmlUp.family().name,
+            "sglang_log_exporter_nvml_up"
+        );
     }
 }

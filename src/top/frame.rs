@@ -166,11 +166,6 @@ pub fn gib(bytes: f64) -> String {
     format!("{:.1}", bytes / (1u64 << 30) as f64)
 }
 
-/// A percentage with one decimal: `45.2%`.
-pub fn percent(fraction: f64) -> String {
-    format!("{:.1}%", fraction * 100.0)
-}
-
 /// An age in seconds, short: `0s`, `45s`, `2m05s`, `1h02m`, `3d04h`.
 pub fn age(secs: f64) -> String {
     let s = secs.max(0.0).floor() as u64;
@@ -229,7 +224,6 @@ mod tests {
         assert_eq!(bar(0.001, 7), "[|    ]");
         assert_eq!(bar(0.0, 4), "[  ]");
         assert_eq!(bar(2.0, 4), "[||]");
-        assert_eq!(percent(0.08), "8.0%");
     }
 
     #[test]

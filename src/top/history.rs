@@ -6,7 +6,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use super::model::{Model, RankId};
+use crate::readout::{Model, RankId};
 
 type Key = (String, String, RankId);
 
@@ -76,7 +76,7 @@ impl History {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::top::model::{Rank, Server};
+    use crate::readout::{Rank, Server};
 
     fn model(total: f64) -> Model {
         Model {

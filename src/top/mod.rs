@@ -9,7 +9,6 @@
 pub mod expo;
 pub mod frame;
 pub mod history;
-pub mod model;
 pub mod scrape;
 pub mod tui;
 pub mod view;
@@ -20,8 +19,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::app::{self, Config};
+use crate::clock::now_unix;
 use crate::family::Family;
-use crate::source::now_unix;
 use crate::state::Shared;
 
 pub use crate::cli::TopArgs;

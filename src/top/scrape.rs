@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 
 use super::expo;
-use super::model::INSTANCE;
-use crate::export::push::{client_tls, decode_pct};
+use crate::ca::client_tls;
+use crate::export::push::decode_pct;
 use crate::family::Family;
+use crate::readout::INSTANCE;
 use crate::stop::Stop;
 
 /// One exporter to scrape.

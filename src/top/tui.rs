@@ -17,9 +17,9 @@ use ratatui::Terminal;
 
 use super::frame::{Frame, Style};
 use super::history::History;
-use super::model::Model;
 use super::view::{self, Opts};
 use super::Source;
+use crate::readout::Model;
 
 /// Set by SIGTERM, SIGINT or SIGHUP.
 static TERMINATED: AtomicBool = AtomicBool::new(false);

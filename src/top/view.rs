@@ -4,10 +4,10 @@
 
 use jiff::tz::TimeZone;
 
-use super::frame::{age, bar, cut, gib, level, num, pad, percent, rpad, Frame, Line, Style};
+use super::frame::{age, bar, cut, gib, level, num, pad, rpad, Frame, Line, Style};
 use super::history::History;
-use super::model::{Gpu, Model, Rank, Server};
 use crate::family::Family;
+use crate::readout::{percent, Gpu, Model, Rank, Server};
 
 /// How the ranks of each server are ordered (`s` cycles).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -22,6 +22,7 @@ mod hostile_json;
 mod inputs;
 mod journald;
 mod journald_export;
+mod layout;
 mod listen;
 mod livepage;
 mod logformat;

@@ -26,7 +26,7 @@ pub mod shapes;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::source::now_unix;
+use crate::clock::now_unix;
 use crate::state::live::{ApiReading, ServerInfo};
 use crate::state::{lock, SelfMetric, Shared};
 use crate::stop::Stop;

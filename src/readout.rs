@@ -1,10 +1,16 @@
-//! The numbers `top` shows, picked out of metric families: servers with their ranks, GPUs, and
-//! sources that are down. Pure: the same families give the same model, wherever they came from
-//! (this process's state or a scraped exporter).
+//! The numbers `top` and the live page show, picked out of metric families: servers with their
+//! ranks, GPUs, and sources that are down. Pure: the same families give the same model, wherever
+//! they came from (this process's state or a scraped exporter). Below both readers (`top`,
+//! [`crate::export::live`]), so neither imports the other.
 
 use std::collections::BTreeMap;
 
 use crate::family::{Family, Labels};
+
+/// A share (0-1) as `top` and the live page write it: a percentage with one decimal, `45.2%`.
+pub fn percent(fraction: f64) -> String {
+    format!("{:.1}%", fraction * 100.0)
+}
 
 /// The rank labels in the order SGLang prints their tags (v0.5.9+), with the tag's prefix.
 pub const RANK_LABELS: [(&str, &str); 6] = [
@@ -455,6 +461,14 @@ fn add_rank(g: &mut Gpu, l: &Labels, servers: &[Server]) {
 mod tests {
     use super::*;
     use crate::family::Kind;
+
+    /// `top`'s KV column and the live page's `kv_percent` write a share alike.
+    #[test]
+    fn a_share_is_written_with_one_decimal() {
+        assert_eq!(percent(0.08), "8.0%");
+        assert_eq!(percent(0.4567), "45.7%");
+        assert_eq!(percent(1.0), "100.0%");
+    }
 
     fn rank_labels(server: &str, dp: &str, tp: &str) -> Labels {
         vec![

@@ -31,7 +31,7 @@ use bytes::Bytes;
 use crate::clock::{self, Clock, Now};
 use crate::state::{lock, Shared, State};
 
-use super::metrics;
+use crate::export::metrics;
 
 /// One encoded exposition and what it is valid for. Its ages are on the monotonic clock: one on
 /// the wall clock held an encoding "fresh" for as long as a step back of the clock (repro 38).
@@ -262,9 +262,9 @@ fn encode(s: &State, now: Now, clock: &Clock, held: &Arc<AtomicUsize>) -> Encode
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::now_unix;
     use crate::parse::patterns::Patterns;
     use crate::parse::Parser;
-    use crate::source::now_unix;
     use crate::state::StateConfig;
 
     #[test]

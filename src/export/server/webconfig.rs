@@ -9,7 +9,6 @@
 //! to the config file.
 
 use std::collections::{BTreeMap, HashSet};
-use std::future::Future;
 use std::hash::BuildHasher;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -20,23 +19,12 @@ use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::Router;
 use base64::Engine as _;
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
 use rustls::server::WebPkiClientVerifier;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use serde::Deserialize;
-use tokio::net::TcpListener;
 
-/// Time a client has to finish the TLS handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Largest request head (a larger one is answered 431) and what a connection's read buffer may
-/// grow to (one read past it at most), so many clients sending big unfinished heads hold little
-/// memory (hyper's default is about 400 KiB a connection); a scraper's head is well under 1 KiB,
-/// a browser's a few KiB.
-const MAX_HEAD_BYTES: usize = 32 * 1024;
 /// Threads checking passwords at once: a flood of wrong ones costs at most these cores, and a
 /// scraper's known password is remembered after its first check ([`AUTH_CACHE`]).
 const BCRYPT_THREADS: usize = 2;
@@ -239,13 +227,7 @@ fn tls_config(
                 &t.client_ca_file,
                 "client_ca_file (needed by client_auth_type)",
             )?;
-            let mut roots = rustls::RootCertStore::empty();
-            for c in CertificateDer::pem_slice_iter(&pem(&ca_file, "client_ca_file")?) {
-                let c = c.map_err(|e| format!("client_ca_file {}: {e}", ca_file.display()))?;
-                roots
-                    .add(c)
-                    .map_err(|e| format!("client_ca_file {}: {e}", ca_file.display()))?;
-            }
+            let roots = crate::ca::roots(&ca_file, "client_ca_file")?;
             let mut vb = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
             if optional {
                 vb = vb.allow_unauthenticated();
@@ -475,7 +457,11 @@ fn parse_basic(v: &str) -> Option<(String, String)> {
     Some((u.to_string(), p.to_string()))
 }
 
-async fn basic_auth(State(r): State<Reloader>, mut req: Request, next: Next) -> Response {
+pub(super) async fn basic_auth(
+    State(r): State<Reloader>,
+    mut req: Request,
+    next: Next,
+) -> Response {
     let cfg = r.current();
     if cfg.users.is_empty() {
         return next.run(req).await;
@@ -484,12 +470,12 @@ async fn basic_auth(State(r): State<Reloader>, mut req: Request, next: Next) -> 
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    if super::http::UNAUTHENTICATED.contains(&req.uri().path()) {
+    if super::routes::UNAUTHENTICATED.contains(&req.uri().path()) {
         // Answered without credentials (for probes), but what it names of the inputs only
         // with them (repro 32).
         let authorised = value.is_some() && r.check(&cfg, value).await;
         if !authorised {
-            req.extensions_mut().insert(super::http::Anonymous);
+            req.extensions_mut().insert(super::routes::Anonymous);
         }
         return next.run(req).await;
     }
@@ -505,156 +491,6 @@ async fn basic_auth(State(r): State<Reloader>, mut req: Request, next: Next) -> 
             "Unauthorized\n",
         )
             .into_response()
-    }
-}
-
-/// Serves `app` on `listener`, with the web configuration when there is one: TLS when configured
-/// (settings taken per connection, so rotated certificates apply to new connections) and basic
-/// auth on every route but the probes ([`super::http::UNAUTHENTICATED`]). Without one, plain
-/// HTTP. Every connection has a deadline for its request head and for each write of its
-/// response, and admission closes an idle or still connection when full (see
-/// [`super::conns`]), so idle, slow or stuck clients cannot pile up.
-/// Stops accepting when `shutdown` completes.
-///
-/// # Errors
-/// An I/O error of the listener.
-pub async fn serve(
-    listeners: Vec<TcpListener>,
-    app: Router,
-    web: Option<Reloader>,
-    max_connections: usize,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    // Credentials are checked before any routing: the inner router (routes, method routing
-    // and its `Allow` headers, the 404) runs only for an authorised request, so every
-    // unauthorised one gets the same 401 whatever its path and method.
-    let app = match &web {
-        Some(w) => Router::new()
-            .fallback_service(app)
-            .layer(axum::middleware::from_fn_with_state(w.clone(), basic_auth)),
-        None => app,
-    };
-    // At most this many connections at once over every listener (see `conns`).
-    let conns = super::conns::Conns::new(max_connections);
-    // Each listener accepts on its own task; one queue of accepted connections, so admission
-    // sees them all.
-    let (tx, mut accepted) = tokio::sync::mpsc::channel(16);
-    let acceptors: Vec<_> = listeners
-        .into_iter()
-        .map(|l| tokio::spawn(accept_loop(l, tx.clone())))
-        .collect();
-    drop(tx);
-    tokio::pin!(shutdown);
-    loop {
-        let (tcp, peer) = tokio::select! {
-            a = accepted.recv() => match a {
-                Some(a) => a,
-                None => return Ok(()),
-            },
-            _ = &mut shutdown => {
-                for a in &acceptors {
-                    a.abort();
-                }
-                return Ok(());
-            }
-        };
-        let tls = web.as_ref().and_then(|w| w.current().tls.clone());
-        let app = app.clone();
-        let conns = conns.clone();
-        tokio::spawn(async move {
-            // Full of connections being served: wait (briefly) for one to become evictable.
-            let Ok(ticket) = conns.admit_waiting().await else {
-                tracing::debug!(%peer, "too many connections (--web.max-connections), all being served; closed the newcomer");
-                return;
-            };
-            // Every byte the connection moves is noted (it is evictable once idle or still),
-            // and a response write that makes no progress ends it (see `conns`).
-            let io = super::conns::ProgressIo::new(tcp, ticket.progress.clone());
-            let service = super::conns::NoteDispatch::new(
-                TowerToHyperService::new(app),
-                ticket.progress.clone(),
-            );
-            let evicted = ticket.evict.clone();
-            tokio::select! {
-                _ = serve_one(io, peer, tls, service) => {}
-                _ = evicted.notified() => {
-                    tracing::debug!(%peer, "closed an idle or still connection, to make room");
-                }
-            }
-            drop(ticket);
-        });
-    }
-}
-
-/// Accepts connections on `listener` into `tx` until the receiver is gone. Out of file
-/// descriptors and the like: wait a little, keep accepting; one warning per episode.
-async fn accept_loop(
-    listener: TcpListener,
-    tx: tokio::sync::mpsc::Sender<(tokio::net::TcpStream, std::net::SocketAddr)>,
-) {
-    let mut warned = false;
-    loop {
-        match listener.accept().await {
-            Ok(a) => {
-                warned = false;
-                if tx.send(a).await.is_err() {
-                    return;
-                }
-            }
-            Err(e) => {
-                if !warned {
-                    tracing::warn!(
-                        "accept failed: {e}; retrying (logged once until an accept succeeds)"
-                    );
-                    warned = true;
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    }
-}
-
-/// Serves one connection: the TLS handshake (bounded), then HTTP/1 with a deadline for each
-/// request head, so a client that never finishes one does not hold the connection forever.
-async fn serve_one<S>(
-    tcp: super::conns::ProgressIo<tokio::net::TcpStream>,
-    peer: std::net::SocketAddr,
-    tls: Option<Arc<rustls::ServerConfig>>,
-    service: S,
-) where
-    S: hyper::service::Service<
-            hyper::Request<hyper::body::Incoming>,
-            Response = axum::response::Response,
-        > + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(TokioTimer::new())
-        .header_read_timeout(HANDSHAKE_TIMEOUT)
-        .max_header_size(MAX_HEAD_BYTES)
-        .max_buf_size(MAX_HEAD_BYTES);
-    let res = match &tls {
-        Some(tls) => {
-            let acceptor = tokio_rustls::TlsAcceptor::from(Arc::clone(tls));
-            match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                Ok(Ok(stream)) => http.serve_connection(TokioIo::new(stream), service).await,
-                Ok(Err(e)) => {
-                    tracing::debug!(%peer, "TLS handshake failed: {e}");
-                    return;
-                }
-                Err(_) => {
-                    tracing::debug!(%peer, "TLS handshake timed out");
-                    return;
-                }
-            }
-        }
-        None => http.serve_connection(TokioIo::new(tcp), service).await,
-    };
-    if let Err(e) = res {
-        tracing::debug!(%peer, "connection ended with an error: {e}");
     }
 }
 

@@ -8,9 +8,9 @@ use axum::routing::get;
 use axum::Router;
 
 use super::cache::Exposition;
-use super::live::{Live, PAGE};
-use super::metrics::TEXT_CONTENT_TYPE;
 use super::worker::Worker;
+use crate::export::live::{Live, PAGE};
+use crate::export::metrics::TEXT_CONTENT_TYPE;
 use std::time::Instant;
 
 /// Paths answered without credentials even when `--web.config.file` sets basic auth, as
@@ -49,7 +49,7 @@ pub fn check_telemetry_path(p: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The routes: `/` (the live page), `/api/v1/status` (its JSON, see [`super::live::Status`]),
+/// The routes: `/` (the live page), `/api/v1/status` (its JSON, see [`crate::export::live::Status`]),
 /// `/-/healthy` (200 while serving), `/-/ready` (200 once every source caught up at start, else
 /// 503 naming those still reading, or only "Not ready." to an [`Anonymous`] request) and `telemetry_path` (the exposition, gzip-compressed when
 /// the scraper accepts it, as Prometheus does; at `/` it replaces the page). `telemetry_path`
