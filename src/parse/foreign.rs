@@ -246,16 +246,6 @@ fn time_openings(p: &str) -> impl Iterator<Item = usize> + '_ {
     })
 }
 
-/// Whether `w` is a source location (`scheduler.py:1234`, `scheduler.py`): which code printed
-/// the line (a prefill and a decode line of one rank differ), not who.
-pub(super) fn source_location(w: &str) -> bool {
-    let file = match w.rsplit_once(':') {
-        Some((f, n)) if !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()) => f,
-        _ => w,
-    };
-    file.len() > 3 && file.ends_with(".py")
-}
-
 /// The characters that end a word of a prefix (and are matched as themselves).
 fn delimiter(c: char) -> bool {
     c.is_whitespace() || matches!(c, '[' | ']' | '|' | '<' | '>')
@@ -326,7 +316,9 @@ pub fn entry(tags: &[(String, RankTag)], before: &str) -> String {
             // A GPU's number after a space is any number, as a number alone is.
             Word::Gpu(None) | Word::Bad => Some(regex::escape(w)),
             // A counter, a thread id, a source location: any word there (each line's own).
-            Word::Skip if bare.bytes().any(|c| c.is_ascii_digit()) || source_location(bare) => {
+            Word::Skip
+                if bare.bytes().any(|c| c.is_ascii_digit()) || words::source_location(bare) =>
+            {
                 Some(format!("[^ \\[\\]]+{tail}"))
             }
             Word::Skip => Some(regex::escape(w)),

@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 
+use super::unread::Unread;
 use aho_corasick::AhoCorasick;
 use regex::Regex;
 use serde::Deserialize;
@@ -293,7 +294,7 @@ pub struct Patterns {
     /// [`super::Prebuilt`]): a parser per followed file must not compile its own regexes.
     pub(super) prebuilt: std::sync::OnceLock<super::Prebuilt>,
     /// The shapes of SGLang's lines no kind read (see [`super::unread`]), built once.
-    pub(super) unread: std::sync::OnceLock<super::unread::Unread>,
+    pub(super) unread: std::sync::OnceLock<Unread>,
 }
 
 mod indexmap_like {
@@ -864,6 +865,72 @@ pub fn valid_metric_name(name: &str) -> bool {
     let mut chars = name.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_' || c == ':')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+}
+
+impl Patterns {
+    /// The shapes of these patterns' lines, for lines no kind read (built on first use, shared
+    /// by every source: nothing per followed file).
+    pub fn unread(&self) -> &Unread {
+        self.unread.get_or_init(|| Patterns::build_unread(self))
+    }
+
+    /// The shapes of `pat`'s kinds (see [`Unread`]).
+    fn build_unread(pat: &Patterns) -> Unread {
+        let stats: Vec<usize> = (0..pat.lines.len())
+            .filter(|&k| {
+                matches!(
+                    pat.lines[k].class,
+                    Class::Prefill | Class::Decode | Class::Retract
+                )
+            })
+            .collect();
+        let mut kvs: Vec<String> = Vec::new();
+        let mut starts: Vec<String> = vec!["] ".into()];
+        for &k in &stats {
+            let l = &pat.lines[k];
+            for kv in &l.kv {
+                if !kvs.contains(kv) {
+                    kvs.push(kv.clone());
+                }
+            }
+            for sep in l.separators.iter().chain(&l.kv) {
+                if !starts.contains(sep) {
+                    starts.push(sep.clone());
+                }
+            }
+        }
+        let mut keys: Vec<&str> = pat.keys().collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let mut stats_keys = Vec::new();
+        for key in &keys {
+            let mut own = None;
+            for &k in &stats {
+                if let Some(FieldTarget::Metric { id, .. }) = pat.field(&pat.lines[k], key) {
+                    let m = &pat.metrics[usize::from(id)];
+                    let moving = m.activity || m.kind == MetricKind::Counter;
+                    own = Some(moving || own == Some(true));
+                }
+            }
+            if let Some(own) = own {
+                stats_keys.push((key.to_string(), own));
+            }
+        }
+        let mut capacity_keys = Vec::new();
+        for l in pat.lines.iter().filter(|l| {
+            l.class == Class::Fact && l.scope == Scope::Server && l.kv.iter().any(|k| k == "=")
+        }) {
+            for key in &keys {
+                if let Some(FieldTarget::Metric { id, .. }) = pat.field(l, key) {
+                    let server = pat.metrics[usize::from(id)].scope == Scope::Server;
+                    if server && !capacity_keys.iter().any(|c| c == key) {
+                        capacity_keys.push(key.to_string());
+                    }
+                }
+            }
+        }
+        Unread::new(stats_keys, kvs, starts, capacity_keys)
+    }
 }
 
 #[cfg(test)]

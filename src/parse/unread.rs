@@ -17,9 +17,6 @@
 //!   `tp_worker.py`: `max_total_num_tokens=N, chunked_prefill_size=N, ...`): [`MIN_FIELDS`] of
 //!   its keys as `key=number`, outside a `ServerArgs` dump.
 
-use super::patterns::{FieldTarget, MetricKind, Patterns, Scope};
-use crate::record::Class;
-
 /// The fewest known fields that make a line one of SGLang's: the retraction line's two
 /// (`#retracted_reqs: N, #new_token_ratio: A -> B`); prefill and decode lines carry four or more.
 pub const MIN_FIELDS: usize = 2;
@@ -72,70 +69,15 @@ pub struct Unread {
     any: Option<aho_corasick::AhoCorasick>,
 }
 
-impl Patterns {
-    /// The shapes of these patterns' lines, for lines no kind read (built on first use, shared
-    /// by every source: nothing per followed file).
-    pub fn unread(&self) -> &Unread {
-        self.unread.get_or_init(|| Unread::of(self))
-    }
-}
-
 impl Unread {
-    /// The shapes of `pat`'s kinds.
-    pub fn of(pat: &Patterns) -> Unread {
-        let stats: Vec<usize> = (0..pat.lines.len())
-            .filter(|&k| {
-                matches!(
-                    pat.lines[k].class,
-                    Class::Prefill | Class::Decode | Class::Retract
-                )
-            })
-            .collect();
-        let mut kvs: Vec<String> = Vec::new();
-        let mut starts: Vec<String> = vec!["] ".into()];
-        for &k in &stats {
-            let l = &pat.lines[k];
-            for kv in &l.kv {
-                if !kvs.contains(kv) {
-                    kvs.push(kv.clone());
-                }
-            }
-            for sep in l.separators.iter().chain(&l.kv) {
-                if !starts.contains(sep) {
-                    starts.push(sep.clone());
-                }
-            }
-        }
-        let mut keys: Vec<&str> = pat.keys().collect();
-        keys.sort_unstable();
-        keys.dedup();
-        let mut stats_keys = Vec::new();
-        for key in &keys {
-            let mut own = None;
-            for &k in &stats {
-                if let Some(FieldTarget::Metric { id, .. }) = pat.field(&pat.lines[k], key) {
-                    let m = &pat.metrics[usize::from(id)];
-                    let moving = m.activity || m.kind == MetricKind::Counter;
-                    own = Some(moving || own == Some(true));
-                }
-            }
-            if let Some(own) = own {
-                stats_keys.push((key.to_string(), own));
-            }
-        }
-        let mut capacity_keys = Vec::new();
-        for l in pat.lines.iter().filter(|l| {
-            l.class == Class::Fact && l.scope == Scope::Server && l.kv.iter().any(|k| k == "=")
-        }) {
-            for key in &keys {
-                if let Some(FieldTarget::Metric { id, .. }) = pat.field(l, key) {
-                    let server = pat.metrics[usize::from(id)].scope == Scope::Server;
-                    if server && !capacity_keys.iter().any(|c| c == key) {
-                        capacity_keys.push(key.to_string());
-                    }
-                }
-            }
-        }
+    /// The shapes' parts, as [`Patterns::unread`](super::patterns::Patterns::unread) gathers them
+    /// from a pattern file's kinds.
+    pub(super) fn new(
+        stats_keys: Vec<(String, bool)>,
+        kvs: Vec<String>,
+        starts: Vec<String>,
+        capacity_keys: Vec<String>,
+    ) -> Unread {
         let words = (stats_keys.iter().map(|(k, _)| k.as_str()))
             .chain(capacity_keys.iter().map(String::as_str))
             .chain(STATS_LABELS);
@@ -274,6 +216,7 @@ pub fn number_like(v: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::parse::patterns::Patterns;
 
     #[test]
     fn only_lines_shaped_like_sglangs_look_like_them() {

@@ -136,10 +136,7 @@ fn numeric(s: &str) -> bool {
 /// it are not part of what it says.
 pub fn classify<'w>(tags: &[(String, RankTag)], w: &'w str) -> Word<'w> {
     let bare = w.trim_matches(|c| matches!(c, '(' | ')' | ',' | ';'));
-    if bare.is_empty()
-        || super::foreign::source_location(bare)
-        || super::stream::names_no_writer(bare)
-    {
+    if bare.is_empty() || source_location(bare) || super::stream::names_no_writer(bare) {
         return Word::Skip;
     }
     if let Some(r) = rank(tags, bare) {
@@ -248,6 +245,16 @@ fn gpu(bare: &str) -> Option<Word<'_>> {
         return Some(Word::Gpu(Some(num)));
     }
     (sep || num.starts_with(char::is_numeric)).then_some(Word::Bad)
+}
+
+/// Whether `w` is a source location (`scheduler.py:1234`, `scheduler.py`): which code printed
+/// the line (a prefill and a decode line of one rank differ), not who.
+pub(super) fn source_location(w: &str) -> bool {
+    let file = match w.rsplit_once(':') {
+        Some((f, n)) if !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()) => f,
+        _ => w,
+    };
+    file.len() > 3 && file.ends_with(".py")
 }
 
 #[cfg(test)]
