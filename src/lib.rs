@@ -51,6 +51,7 @@ pub mod backfill;
 pub mod check;
 pub mod cli;
 pub mod clock;
+pub mod duration;
 pub mod export;
 pub mod family;
 pub mod generate;

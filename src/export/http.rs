@@ -201,10 +201,13 @@ fn wants_gzip(headers: &HeaderMap) -> Option<&'static str> {
     gzip_label(accept)
 }
 
-/// The response for an encoding of `body` (gzip under `label`, else plain text). Either way it
+/// The response for an encoding of `body` (gzip under `label`, else plain text), after the
+/// process families read now ([`super::process`]). Either way it
 /// says it varies with `Accept-Encoding`, so no cache between scraper and exporter hands one
 /// client the other's encoding.
 fn respond(body: bytes::Bytes, label: Option<&'static str>) -> Response {
+    // The process families are read at each scrape, ahead of the cached state's.
+    let body = axum::body::Body::new(super::process::body(body, label.is_some()));
     let vary = (header::VARY, "Accept-Encoding");
     match label {
         Some(label) => (

@@ -231,12 +231,14 @@ fn self_families(state: &State) -> Vec<Family> {
     }
     let build = Family::new(
         "sglang_log_exporter_build_info",
-        "Always 1; the labels name the exporter build: its version and git revision.",
+        "Always 1; the labels name the exporter build: its version, git revision and branch, and the rustc that compiled it (unknown where the build could not tell).",
         Kind::Gauge,
     )
     .with(
         vec![
+            ("branch", env!("SGLANG_LOG_EXPORTER_BRANCH").to_string()),
             ("revision", env!("SGLANG_LOG_EXPORTER_REVISION").to_string()),
+            ("rustc", env!("SGLANG_LOG_EXPORTER_RUSTC").to_string()),
             ("version", env!("CARGO_PKG_VERSION").to_string()),
         ],
         1.0,

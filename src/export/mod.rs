@@ -8,6 +8,7 @@ pub mod live;
 pub mod metrics;
 pub mod notify;
 pub mod openmetrics;
+pub mod process;
 pub mod push;
 pub mod ring;
 pub mod signals;

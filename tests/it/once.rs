@@ -443,12 +443,16 @@ fn whole_exposition_matches_the_golden_file() {
         .output()
         .unwrap();
     assert!(out.status.success());
-    // Commit-independent: the build_info line names the git revision (kept as REVISION in the
-    // golden file) and the crate version.
+    // Commit-independent: the build_info line names the git revision, branch and rustc (kept
+    // as REVISION, BRANCH and RUSTC in the golden file) and the crate version.
     let rev = format!("revision=\"{}\"", env!("SGLANG_LOG_EXPORTER_REVISION"));
+    let branch = format!("branch=\"{}\"", env!("SGLANG_LOG_EXPORTER_BRANCH"));
+    let rustc = format!("rustc=\"{}\"", env!("SGLANG_LOG_EXPORTER_RUSTC"));
     let got = String::from_utf8(out.stdout)
         .unwrap()
-        .replace(&rev, "revision=\"REVISION\"");
+        .replace(&rev, "revision=\"REVISION\"")
+        .replace(&branch, "branch=\"BRANCH\"")
+        .replace(&rustc, "rustc=\"RUSTC\"");
     let golden = crate::common::root().join("tests/golden/single-gpu-2025.prom");
     if std::env::var_os("BLESS").is_some() {
         std::fs::write(&golden, &got).unwrap();
