@@ -92,6 +92,8 @@ pub struct HttpConfig {
     /// Connections served at once: `--web.max-connections`, at most half the open-file limit
     /// (the rest is kept for followed files and journalctl pipes).
     pub max_connections: usize,
+    /// `--web.systemd-socket`: the sockets systemd passes instead of `listen`.
+    pub systemd_socket: bool,
 }
 
 impl HttpConfig {
@@ -117,6 +119,7 @@ impl HttpConfig {
             telemetry_path: a.telemetry_path.clone(),
             web,
             max_connections: a.max_connections,
+            systemd_socket: a.systemd_socket,
         })
     }
 }
@@ -535,7 +538,7 @@ pub fn run_live(cfg: Config) -> Result<(), ConfigError> {
     }
     let exposition = Arc::new(Exposition::new(state.clone()));
     let live = Arc::new(live::Live::new(state.clone(), &cfg.http.telemetry_path));
-    if !cfg.http.listen.is_empty() {
+    if !cfg.http.listen.is_empty() || cfg.http.systemd_socket {
         live::spawn_sampler(live.clone(), stop.clone())
             .map_err(|e| ConfigError(format!("cannot start the page sampler: {e}")))?;
     }
@@ -575,7 +578,11 @@ fn status_text(cfg: &Config) -> String {
         .filter(|i| matches!(i, Input::File { .. }))
         .count();
     let globs = cfg.discover.as_ref().map_or(0, |d| d.globs.len());
-    let listen: Vec<String> = cfg.http.listen.iter().map(|l| l.to_string()).collect();
+    let listen: Vec<String> = if cfg.http.systemd_socket {
+        vec!["the systemd socket".into()]
+    } else {
+        cfg.http.listen.iter().map(|l| l.to_string()).collect()
+    };
     notify::status_text(files, cfg.journal.units.len(), globs, &listen)
 }
 
@@ -595,12 +602,26 @@ fn serve(
     let web = cfg.http.web.clone();
     rt.block_on(async move {
         let shutdown = signals::shutdown(web.clone());
-        if cfg.http.listen.is_empty() {
+        if cfg.http.listen.is_empty() && !cfg.http.systemd_socket {
             shutdown.await;
             return Ok(());
         }
         let mut listeners = Vec::new();
-        for &addr in &cfg.http.listen {
+        if cfg.http.systemd_socket {
+            for l in crate::export::sdsocket::listeners().map_err(ConfigError)? {
+                let l = tokio::net::TcpListener::from_std(l)
+                    .map_err(|e| ConfigError(format!("--web.systemd-socket: {e}")))?;
+                let bound = l.local_addr().map_or("?".into(), |a| a.to_string());
+                tracing::info!(address = %bound, path = %cfg.http.telemetry_path, "serving metrics on the socket systemd passed");
+                listeners.push(l);
+            }
+        }
+        let addresses = if cfg.http.systemd_socket {
+            &[][..]
+        } else {
+            &cfg.http.listen[..]
+        };
+        for &addr in addresses {
             let l = listen::bind(addr)
                 .and_then(tokio::net::TcpListener::from_std)
                 .map_err(|e| ConfigError(format!("cannot listen on {addr}: {e}")))?;

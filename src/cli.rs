@@ -116,6 +116,12 @@ pub struct RunArgs {
     #[arg(long = "web.max-connections", default_value_t = 512)]
     pub max_connections: usize,
 
+    /// Serve on the listening sockets systemd passes (socket activation: a `.socket` unit, see
+    /// systemd/sglang-log-exporter.socket) instead of `--web.listen-address`, which is then
+    /// ignored; start-up fails when none was passed.
+    #[arg(long = "web.systemd-socket")]
+    pub systemd_socket: bool,
+
     /// How lines are read (patterns, times, idle policy, line limit).
     #[command(flatten)]
     pub read: ReadArgs,

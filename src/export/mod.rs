@@ -11,6 +11,7 @@ pub mod openmetrics;
 pub mod process;
 pub mod push;
 pub mod ring;
+pub mod sdsocket;
 pub mod signals;
 pub mod summary;
 pub mod valid;

@@ -66,3 +66,91 @@ fn build_info_names_branch_and_rustc() {
         "{rustc}"
     );
 }
+
+/// Starts the exporter with `fd` as descriptor 3 and `LISTEN_FDS=1`, `LISTEN_PID` its
+/// own pid (a shell sets it to `$$` and execs: the pid stays), as systemd does.
+fn start_activated(fd: std::os::fd::RawFd, args: &[&str]) -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = std::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg("LISTEN_PID=$$ LISTEN_FDS=1 exec \"$0\" \"$@\"")
+        .arg(crate::common::bin())
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    // SAFETY: dup2 is async-signal-safe; the new descriptor 3 is not close-on-exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            // dup2 onto itself keeps close-on-exec: cleared by hand then.
+            let r = if fd == 3 {
+                libc::fcntl(3, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(fd, 3)
+            };
+            if r < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn().unwrap()
+}
+
+/// `--web.systemd-socket` serves on the socket passed as descriptor 3, not on
+/// `--web.listen-address`.
+#[test]
+fn systemd_socket_activation_serves_on_the_passed_socket() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let ignored = crate::common::free_port();
+    let log = sample("pd-decode-session.log");
+    let child = start_activated(
+        std::os::fd::AsRawFd::as_raw_fd(&listener),
+        &[
+            "--web.systemd-socket",
+            "--web.listen-address",
+            &format!("127.0.0.1:{ignored}"),
+            "--gpu.disable",
+            log.to_str().unwrap(),
+        ],
+    );
+    // This test keeps its copy open: the exporter's is what accepts.
+    let e = Exporter::tapped(child, port);
+    let m = e.scrape_until(20, |m| m.contains("sglang:num_running_reqs{"));
+    assert!(m.contains("sglang_log_exporter_build_info{"), "{m}");
+    assert!(std::net::TcpStream::connect(("127.0.0.1", ignored)).is_err());
+}
+
+/// Without a socket passed (`LISTEN_FDS` for another process, or a descriptor that is no
+/// listening TCP socket) it exits with a message saying so, never serving nothing.
+#[test]
+fn systemd_socket_without_one_passed_is_a_clear_error() {
+    let out = std::process::Command::new(crate::common::bin())
+        .args(["--web.systemd-socket", "--gpu.disable", "-"])
+        .env("LISTEN_PID", "1")
+        .env("LISTEN_FDS", "1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("--web.systemd-socket: systemd passed no socket"),
+        "{err}"
+    );
+    // A bound but not listening socket as descriptor 3.
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut child = start_activated(
+        std::os::fd::AsRawFd::as_raw_fd(&udp),
+        &["--web.systemd-socket", "--gpu.disable", "-"],
+    );
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(!status.success());
+    assert!(
+        err.contains("descriptor 3 from systemd is not a listening stream socket"),
+        "{err}"
+    );
+}
