@@ -510,6 +510,7 @@ pub fn write_stdout(bytes: &[u8]) -> Written {
 /// # Errors
 /// A [`ConfigError`] when a thread cannot start or the listen address cannot be bound.
 pub fn run_live(cfg: Config) -> Result<(), ConfigError> {
+    tracing::info!(version = crate::cli::VERSION, inputs = %inputs_text(&cfg), "starting sglang-log-exporter");
     raise_fd_limit();
     warn_task_limit(&cfg);
     let mut cfg = cfg;
@@ -568,6 +569,37 @@ pub fn run_live(cfg: Config) -> Result<(), ConfigError> {
     }
     tracing::info!("shut down");
     served
+}
+
+/// What `cfg` reads, for the start-up line: `file /var/log/a.log, journal unit b.service,
+/// stdin, glob /var/log/pods/*/*/*.log, api http://host:30000` (a URL's password left out).
+pub fn inputs_text(cfg: &Config) -> String {
+    let mut out: Vec<String> = cfg
+        .inputs
+        .iter()
+        .map(|i| match i {
+            Input::File { path, .. } => format!("file {}", crate::source::path_text(path)),
+            Input::Stdin { .. } => "stdin".into(),
+        })
+        .collect();
+    out.extend(
+        cfg.journal
+            .units
+            .iter()
+            .map(|u| format!("journal unit {u}")),
+    );
+    if let Some(d) = &cfg.discover {
+        out.extend(d.globs.iter().map(|g| format!("glob {g}")));
+    }
+    for t in cfg.api.iter().flat_map(|a| &a.targets) {
+        let mut u = t.base.clone();
+        let _ = u.set_password(None);
+        out.push(format!("api {u}"));
+    }
+    if out.is_empty() {
+        return "none".into();
+    }
+    out.join(", ")
 }
 
 /// `STATUS=` for systemd: what `cfg` follows and where it serves.
@@ -653,15 +685,23 @@ pub fn spawn_sources(
     state: &Shared,
     stop: &Arc<Stop>,
 ) -> Result<(), ConfigError> {
-    // Readiness waits for the files, the units and the first scan; stdin may never end.
+    // Readiness waits for the files, the units and the first scan (stdin may never end), and
+    // for the files and units to be readable.
     let readiness = crate::state::lock(state).readiness().clone();
     for input in &cfg.inputs {
         if let Input::File { path, .. } = input {
-            readiness.expect(&crate::source::path_text(path));
+            readiness.require(&crate::source::path_text(path));
         }
     }
     for unit in &cfg.journal.units {
-        readiness.expect(&journald::source_of(unit));
+        readiness.require(&journald::source_of(unit));
+    }
+    if !cfg.journal.units.is_empty() && !crate::source::access::may_read_journal() {
+        // journalctl then shows only this user's own entries and exits 0: nothing fails.
+        tracing::warn!(
+            "{}; until then the --journal-units' entries cannot be read",
+            crate::source::access::JOURNAL_GROUP_HINT
+        );
     }
     if cfg.discover.is_some() {
         readiness.expect(discover::FIRST_SCAN);

@@ -101,18 +101,18 @@ pub fn router(
         .route(
             "/-/ready",
             get(move |req: axum::extract::Request| {
-                let pending = live.readiness().pending();
+                let why = live.readiness().why_not();
                 let anonymous = req.extensions().get::<Anonymous>().is_some();
                 async move {
-                    if pending.is_empty() {
-                        (StatusCode::OK, "Ready.\n".to_string())
-                    } else if anonymous {
-                        (StatusCode::SERVICE_UNAVAILABLE, "Not ready.\n".to_string())
-                    } else {
-                        (
+                    match why {
+                        None => (StatusCode::OK, "Ready.\n".to_string()),
+                        Some(_) if anonymous => {
+                            (StatusCode::SERVICE_UNAVAILABLE, "Not ready.\n".to_string())
+                        }
+                        Some(why) => (
                             StatusCode::SERVICE_UNAVAILABLE,
-                            format!("Not ready: still reading {}.\n", pending.join(", ")),
-                        )
+                            format!("Not ready: {why}.\n"),
+                        ),
                     }
                 }
             }),
