@@ -372,7 +372,7 @@ pub enum JournalError {
     #[error("cannot run {0}: {1}")]
     Spawn(String, std::io::Error),
     /// It exited with a failure.
-    #[error("{0} failed ({1}): {2}")]
+    #[error("{0} failed ({1}): {2}{hint}", hint = crate::source::access::journal_hint(.2).map_or(String::new(), |h| format!(" ({h})")))]
     Failed(String, ExitStatus, String),
     /// The journals hold no entry of the unit (journalctl then exits 1 without a word).
     #[error("the journal has no entries of this unit (is the unit name right? `journalctl -u UNIT` lists them)")]

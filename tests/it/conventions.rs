@@ -154,3 +154,51 @@ fn systemd_socket_without_one_passed_is_a_clear_error() {
         "{err}"
     );
 }
+
+/// The first line logged names the version and every input.
+#[test]
+fn the_start_up_line_names_the_version_and_the_inputs() {
+    use std::os::unix::fs::PermissionsExt;
+    let log = sample("pd-decode-session.log");
+    // A journalctl refused the journal, as one run by a user outside systemd-journal is.
+    let dir = tempfile::tempdir().unwrap();
+    let jctl = dir.path().join("journalctl");
+    std::fs::write(
+        &jctl,
+        "#!/bin/sh\necho 'No journal files were opened due to insufficient permissions.' >&2\nexit 1\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&jctl, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut e = Exporter::start(&[
+        "--gpu.disable",
+        "--journal-unit",
+        "sglang-decode.service",
+        "--journalctl",
+        jctl.to_str().unwrap(),
+        log.to_str().unwrap(),
+    ]);
+    // A journalctl that fails: not ready, saying why and which group reads (issue 38.5, 38.7).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut ready = e.get("/-/ready");
+    while !ready.2.contains("cannot read journald:") && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        ready = e.get("/-/ready");
+    }
+    assert_eq!(ready.0, 503);
+    let jctl = jctl.display();
+    assert!(
+        ready.2.contains(&format!("cannot read journald:sglang-decode.service ({jctl} failed (exit status: 1): No journal files were opened due to insufficient permissions. (the exporter's user may not read the system journal: add it to group systemd-journal")),
+        "{}",
+        ready.2
+    );
+    let _ = e.child.kill();
+    let _ = e.child.wait();
+    let all = e.stderr_to_end();
+    let first = all.lines().next().unwrap();
+    let want = format!(
+        "INFO starting sglang-log-exporter version=\"{}\" inputs=file {}, journal unit sglang-decode.service",
+        sglang_log_exporter::cli::VERSION,
+        log.display()
+    );
+    assert!(first.ends_with(&want), "{first}\n{want}");
+}

@@ -766,3 +766,18 @@ fn top_ends_when_its_terminal_hangs_up() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Issue 38.5: an NVML that does not load is said in `top`, with why, not a table left out.
+#[test]
+fn top_says_why_gpu_memory_is_unavailable() {
+    let log = crate::common::sample("pd-decode-session.log");
+    let frame = snapshot(&[
+        "--width",
+        "200",
+        "--gpu.nvml-library",
+        "/nonexistent/libnvidia-ml.so.1",
+        log.to_str().unwrap(),
+    ]);
+    let want = "! GPU memory unavailable: NVML init failed: a libloading error occurred: /nonexistent/libnvidia-ml.so.1: cannot open shared object file: No such file or directory";
+    assert!(frame.lines().any(|l| l.trim_end() == want), "{frame}");
+}
