@@ -372,7 +372,7 @@ fn unreadable_input_api_down_and_no_nvml_are_banners_and_not_ready() {
     );
     assert!(
         dom.contains(&format!(
-            r#"<div class="banner unreadable">Cannot read <b>{path}</b>: {why} (not ready until it can be read).</div>"#
+            r#"<div class="banner unreadable">Cannot read <b><bdi>{path}</bdi></b>: <bdi>{why}</bdi> (not ready until it can be read).</div>"#
         )),
         "{dom}"
     );
@@ -385,7 +385,7 @@ fn unreadable_input_api_down_and_no_nvml_are_banners_and_not_ready() {
     let lib = nolib.display();
     assert!(
         dom.contains(&format!(
-            r#"<div class="banner info gpu-unavailable">GPU memory unavailable: NVML init failed: a libloading error occurred: {lib}: cannot open shared object file: No such file or directory (see the exporter's log for the fixes, or pass --gpu.disable on a host without NVIDIA GPUs).</div>"#
+            r#"<div class="banner info gpu-unavailable">GPU memory unavailable: <bdi>NVML init failed: a libloading error occurred: {lib}: cannot open shared object file: No such file or directory</bdi> (see the exporter's log for the fixes, or pass --gpu.disable on a host without NVIDIA GPUs).</div>"#
         )),
         "{dom}"
     );
