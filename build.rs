@@ -4,11 +4,18 @@
 //! environment variable of the same name when it is set (a build without `.git`, e.g. a
 //! container build given `--build-arg REVISION=…`), else `git rev-parse --short=12 HEAD`, else
 //! `unknown`. It appears in `--version` and in `sglang_log_exporter_build_info{revision}`.
+//!
+//! `SGLANG_LOG_EXPORTER_BRANCH` is the branch built, likewise (env, else `git rev-parse
+//! --abbrev-ref HEAD` unless detached, else `unknown`), and `SGLANG_LOG_EXPORTER_RUSTC` the
+//! compiler's version (`rustc -V`'s second word, `1.86.0`; else `unknown`): the `branch` and
+//! `rustc` labels of `sglang_log_exporter_build_info`, as Go exporters' `goversion`.
 
 use std::path::Path;
 use std::process::Command;
 
 const VAR: &str = "SGLANG_LOG_EXPORTER_REVISION";
+const BRANCH: &str = "SGLANG_LOG_EXPORTER_BRANCH";
+const RUSTC: &str = "SGLANG_LOG_EXPORTER_RUSTC";
 
 fn git(args: &[&str]) -> Option<String> {
     let out = Command::new("git")
@@ -45,4 +52,22 @@ fn main() {
         }
     };
     println!("cargo:rustc-env={VAR}={revision}");
+    println!("cargo:rerun-if-env-changed={BRANCH}");
+    let branch = std::env::var(BRANCH)
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .or_else(|| git(&["rev-parse", "--abbrev-ref", "HEAD"]).filter(|b| b != "HEAD"))
+        .unwrap_or_else(|| "unknown".to_string());
+    println!("cargo:rustc-env={BRANCH}={branch}");
+    // Cargo names the compiler it builds with in $RUSTC.
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_string());
+    let version = Command::new(rustc)
+        .arg("-V")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|v| v.split_whitespace().nth(1).map(str::to_string))
+        .unwrap_or_else(|| "unknown".to_string());
+    println!("cargo:rustc-env={RUSTC}={version}");
 }

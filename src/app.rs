@@ -94,6 +94,8 @@ pub struct HttpConfig {
     /// Connections served at once: `--web.max-connections`, at most half the open-file limit
     /// (the rest is kept for followed files and journalctl pipes).
     pub max_connections: usize,
+    /// `--web.systemd-socket`: the sockets systemd passes instead of `listen`.
+    pub systemd_socket: bool,
 }
 
 impl HttpConfig {
@@ -119,6 +121,7 @@ impl HttpConfig {
             telemetry_path: a.telemetry_path.clone(),
             web,
             max_connections: a.max_connections,
+            systemd_socket: a.systemd_socket,
         })
     }
 }
@@ -509,6 +512,7 @@ pub fn write_stdout(bytes: &[u8]) -> Written {
 /// # Errors
 /// A [`ConfigError`] when a thread cannot start or the listen address cannot be bound.
 pub fn run_live(cfg: Config) -> Result<(), ConfigError> {
+    tracing::info!(version = crate::cli::VERSION, inputs = %inputs_text(&cfg), "starting sglang-log-exporter");
     raise_fd_limit();
     warn_task_limit(&cfg);
     let mut cfg = cfg;
@@ -537,7 +541,7 @@ pub fn run_live(cfg: Config) -> Result<(), ConfigError> {
     }
     let exposition = Arc::new(Exposition::new(state.clone()));
     let live = Arc::new(live::Live::new(state.clone(), &cfg.http.telemetry_path));
-    if !cfg.http.listen.is_empty() {
+    if !cfg.http.listen.is_empty() || cfg.http.systemd_socket {
         live::spawn_sampler(live.clone(), stop.clone())
             .map_err(|e| ConfigError(format!("cannot start the page sampler: {e}")))?;
     }
@@ -569,6 +573,37 @@ pub fn run_live(cfg: Config) -> Result<(), ConfigError> {
     served
 }
 
+/// What `cfg` reads, for the start-up line: `file /var/log/a.log, journal unit b.service,
+/// stdin, glob /var/log/pods/*/*/*.log, api http://host:30000` (a URL's password left out).
+pub fn inputs_text(cfg: &Config) -> String {
+    let mut out: Vec<String> = cfg
+        .inputs
+        .iter()
+        .map(|i| match i {
+            Input::File { path, .. } => format!("file {}", crate::source::path_text(path)),
+            Input::Stdin { .. } => "stdin".into(),
+        })
+        .collect();
+    out.extend(
+        cfg.journal
+            .units
+            .iter()
+            .map(|u| format!("journal unit {u}")),
+    );
+    if let Some(d) = &cfg.discover {
+        out.extend(d.globs.iter().map(|g| format!("glob {g}")));
+    }
+    for t in cfg.api.iter().flat_map(|a| &a.targets) {
+        let mut u = t.base.clone();
+        let _ = u.set_password(None);
+        out.push(format!("api {u}"));
+    }
+    if out.is_empty() {
+        return "none".into();
+    }
+    out.join(", ")
+}
+
 /// `STATUS=` for systemd: what `cfg` follows and where it serves.
 fn status_text(cfg: &Config) -> String {
     let files = cfg
@@ -577,7 +612,11 @@ fn status_text(cfg: &Config) -> String {
         .filter(|i| matches!(i, Input::File { .. }))
         .count();
     let globs = cfg.discover.as_ref().map_or(0, |d| d.globs.len());
-    let listen: Vec<String> = cfg.http.listen.iter().map(|l| l.to_string()).collect();
+    let listen: Vec<String> = if cfg.http.systemd_socket {
+        vec!["the systemd socket".into()]
+    } else {
+        cfg.http.listen.iter().map(|l| l.to_string()).collect()
+    };
     notify::status_text(files, cfg.journal.units.len(), globs, &listen)
 }
 
@@ -597,12 +636,26 @@ fn serve(
     let web = cfg.http.web.clone();
     rt.block_on(async move {
         let shutdown = signals::shutdown(web.clone());
-        if cfg.http.listen.is_empty() {
+        if cfg.http.listen.is_empty() && !cfg.http.systemd_socket {
             shutdown.await;
             return Ok(());
         }
         let mut listeners = Vec::new();
-        for &addr in &cfg.http.listen {
+        if cfg.http.systemd_socket {
+            for l in crate::export::sdsocket::listeners().map_err(ConfigError)? {
+                let l = tokio::net::TcpListener::from_std(l)
+                    .map_err(|e| ConfigError(format!("--web.systemd-socket: {e}")))?;
+                let bound = l.local_addr().map_or("?".into(), |a| a.to_string());
+                tracing::info!(address = %bound, path = %cfg.http.telemetry_path, "serving metrics on the socket systemd passed");
+                listeners.push(l);
+            }
+        }
+        let addresses = if cfg.http.systemd_socket {
+            &[][..]
+        } else {
+            &cfg.http.listen[..]
+        };
+        for &addr in addresses {
             let l = listen::bind(addr)
                 .and_then(tokio::net::TcpListener::from_std)
                 .map_err(|e| ConfigError(format!("cannot listen on {addr}: {e}")))?;
@@ -634,15 +687,23 @@ pub fn spawn_sources(
     state: &Shared,
     stop: &Arc<Stop>,
 ) -> Result<(), ConfigError> {
-    // Readiness waits for the files, the units and the first scan; stdin may never end.
+    // Readiness waits for the files, the units and the first scan (stdin may never end), and
+    // for the files and units to be readable.
     let readiness = crate::state::lock(state).readiness().clone();
     for input in &cfg.inputs {
         if let Input::File { path, .. } = input {
-            readiness.expect(&crate::source::path_text(path));
+            readiness.require(&crate::source::path_text(path));
         }
     }
     for unit in &cfg.journal.units {
-        readiness.expect(&journald::source_of(unit));
+        readiness.require(&journald::source_of(unit));
+    }
+    if !cfg.journal.units.is_empty() && !crate::source::access::may_read_journal() {
+        // journalctl then shows only this user's own entries and exits 0: nothing fails.
+        tracing::warn!(
+            "{}; until then the --journal-units' entries cannot be read",
+            crate::source::access::JOURNAL_GROUP_HINT
+        );
     }
     if cfg.discover.is_some() {
         readiness.expect(discover::FIRST_SCAN);

@@ -116,6 +116,12 @@ pub struct RunArgs {
     #[arg(long = "web.max-connections", default_value_t = 512)]
     pub max_connections: usize,
 
+    /// Serve on the listening sockets systemd passes (socket activation: a `.socket` unit, see
+    /// systemd/sglang-log-exporter.socket) instead of `--web.listen-address`, which is then
+    /// ignored; start-up fails when none was passed.
+    #[arg(long = "web.systemd-socket")]
+    pub systemd_socket: bool,
+
     /// How lines are read (patterns, times, idle policy, line limit).
     #[command(flatten)]
     pub read: ReadArgs,
@@ -408,7 +414,8 @@ pub struct ReadArgs {
     pub threads: usize,
 }
 
-/// Parses `30s`, `1m30s`, `500ms`, `2h` or a plain number of seconds.
+/// Parses `30s`, `1m30s`, `500ms`, `2h`, `1d`, `2w` (as Prometheus: [`crate::duration`]) or a
+/// plain number of seconds.
 ///
 /// # Errors
 /// A message naming the bad duration.
@@ -419,9 +426,12 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
             return Ok(std::time::Duration::from_secs_f64(secs));
         }
     }
+    if let Some(d) = crate::duration::prometheus(s) {
+        return Ok(d);
+    }
     let d: jiff::SignedDuration = s
         .parse()
-        .map_err(|_| format!("{s:?} is not a duration (e.g. 30s, 2m, 500ms)"))?;
+        .map_err(|_| format!("{s:?} is not a duration (e.g. 30s, 2m, 500ms, 1d, 2w)"))?;
     std::time::Duration::try_from(d).map_err(|_| format!("{s:?} must not be negative"))
 }
 
@@ -537,6 +547,15 @@ mod tests {
         );
         assert_eq!(parse_duration("0"), Ok(std::time::Duration::ZERO));
         assert_eq!(parse_duration("0s"), Ok(std::time::Duration::ZERO));
+        // Prometheus's day and week (issue 38.7), so a flag reads as the rule beside it.
+        assert_eq!(
+            parse_duration("1d"),
+            Ok(std::time::Duration::from_secs(86_400))
+        );
+        assert_eq!(
+            parse_duration("2w"),
+            Ok(std::time::Duration::from_secs(1_209_600))
+        );
         assert!(parse_duration("soon").is_err());
         assert!(parse_duration("-5s").is_err());
         assert!(parse_duration("-1").is_err());

@@ -59,6 +59,7 @@ pub mod ca;
 pub mod check;
 pub mod cli;
 pub mod clock;
+pub mod duration;
 pub mod export;
 pub mod family;
 pub mod generate;

@@ -289,6 +289,11 @@ pub struct Model {
     /// Sources (`source` label, with the instance in `--url` mode) whose
     /// `sglang_log_exporter_source_up` reads 0.
     pub down_sources: Vec<String>,
+    /// Servers (with the instance in `--url` mode) whose `sglang_up` reads 0: the HTTP API of
+    /// `--sglang.url` does not answer.
+    pub api_down: Vec<String>,
+    /// Whether `sglang_log_exporter_nvml_up` reads 0 (GPU memory is not read).
+    pub nvml_down: bool,
 }
 
 /// A label's value, empty when absent.
@@ -306,11 +311,18 @@ impl Model {
     pub fn from_families(families: &[Family]) -> Model {
         let mut servers: BTreeMap<ServerKey, (Server, BTreeMap<RankId, Rank>)> = BTreeMap::new();
         let mut down = Vec::new();
+        let (mut api_down, mut nvml_down) = (Vec::new(), false);
         for fam in families {
             for (labels, v) in &fam.samples {
                 let server = label(labels, "server");
                 if fam.name == "sglang_log_exporter_source_up" && *v == 0.0 {
                     down.push(with_instance(labels, label(labels, "source")));
+                }
+                if fam.name == "sglang_up" && *v == 0.0 {
+                    api_down.push(with_instance(labels, server));
+                }
+                if fam.name == "sglang_log_exporter_nvml_up" && *v == 0.0 {
+                    nvml_down = true;
                 }
                 if server.is_empty() || !(fam.name == "sglang_server_info" || is_rank(&fam.name)) {
                     continue;
@@ -364,10 +376,14 @@ impl Model {
         let gpus = gpus(families, &servers);
         down.sort();
         down.dedup();
+        api_down.sort();
+        api_down.dedup();
         Model {
             servers,
             gpus,
             down_sources: down,
+            api_down,
+            nvml_down,
         }
     }
 

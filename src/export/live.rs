@@ -66,6 +66,24 @@ pub struct Status {
     pub gpus: Vec<GpuStatus>,
     /// Sources whose `sglang_log_exporter_source_up` reads 0.
     pub down_sources: Vec<String>,
+    /// Inputs named on the command line that cannot be read now, and why (the page's red
+    /// banner; `/-/ready` is not ready meanwhile).
+    pub unreadable: Vec<Unreadable>,
+    /// Servers whose HTTP API (`--sglang.url`) does not answer (`sglang_up` 0): their
+    /// activity is withdrawn (the page's banner).
+    pub api_down: Vec<String>,
+    /// Why GPU memory is unavailable (NVML could not be loaded or read), `null` when it is
+    /// read or not asked for (`--gpu.disable`).
+    pub gpu_unavailable: Option<String>,
+}
+
+/// One input that cannot be read.
+#[derive(Debug, Serialize)]
+pub struct Unreadable {
+    /// Its `source` (the path, `journald:UNIT`).
+    pub source: String,
+    /// The error, in words (with what to do about a permission error).
+    pub why: String,
 }
 
 /// One server.
@@ -261,6 +279,19 @@ impl Live {
                 })
                 .collect(),
             down_sources: m.down_sources,
+            unreadable: self
+                .readiness
+                .unreadable_now()
+                .into_iter()
+                .map(|(source, why)| Unreadable { source, why })
+                .collect(),
+            api_down: m.api_down,
+            gpu_unavailable: m.nvml_down.then(|| {
+                crate::state::lock(&self.state)
+                    .gpu_unavailable
+                    .clone()
+                    .unwrap_or_else(|| "NVML is not read".into())
+            }),
         }
     }
 }

@@ -189,7 +189,9 @@ fn self_families(state: &State) -> Vec<Family> {
     }
     let build = SelfFamily::BuildInfo.family().with(
         vec![
+            ("branch", env!("SGLANG_LOG_EXPORTER_BRANCH").to_string()),
             ("revision", env!("SGLANG_LOG_EXPORTER_REVISION").to_string()),
+            ("rustc", env!("SGLANG_LOG_EXPORTER_RUSTC").to_string()),
             ("version", env!("CARGO_PKG_VERSION").to_string()),
         ],
         1.0,

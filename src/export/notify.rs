@@ -67,11 +67,21 @@ pub fn spawn(state: Shared, status: String, stop: Arc<Stop>) -> std::io::Result<
             let readiness = crate::state::lock(&state).readiness().clone();
             let catching = format!("catching up: {status}");
             send(&[NotifyState::Status(&catching)]);
-            // Waits in steps, so the watchdog is fed while catching up too.
+            // Waits in steps, so the watchdog is fed while catching up too; `systemctl status`
+            // says why it is not ready when an input cannot be read.
             let step = watchdog.map_or(Duration::from_millis(500), |w| w / 2);
+            let mut said = catching;
             while !readiness.wait(step) {
                 if stop.is_set() {
                     return;
+                }
+                let now = match readiness.unreadable_now().is_empty() {
+                    true => format!("catching up: {status}"),
+                    false => format!("not ready: {}", readiness.why_not().unwrap_or_default()),
+                };
+                if now != said {
+                    send(&[NotifyState::Status(&now)]);
+                    said = now;
                 }
                 if watchdog.is_some() {
                     drop(crate::state::lock(&state));

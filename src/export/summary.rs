@@ -178,7 +178,10 @@ fn rank_line(
             let at = Time::new(last, tz);
             let at = at.relative_to(end);
             if rank.is_idle(now, idle_after) {
-                format!("idle since {at}, last busy:")
+                // What a scrape, the page and `top` show of an idle rank (its activity reads
+                // 0, issue 38.6), then the last busy state this summary is for.
+                let cap = capacity.map_or(String::new(), |c| format!(" (0/{c:.0} tokens)"));
+                format!("idle since {at}: KV cache 0.0%{cap}, 0 running, 0 queued; last busy:")
             } else {
                 format!("busy at {at}:")
             }
@@ -266,7 +269,7 @@ mod tests {
             "\
 KV cache at the end of the input (2026-06-03 10:00:40):
   decode (decode, m/x)
-    TP0  idle since 10:00:00, last busy: KV cache 45.7% (45678/100000 tokens), 12 running, 3 queued
+    TP0  idle since 10:00:00: KV cache 0.0% (0/100000 tokens), 0 running, 0 queued; last busy: KV cache 45.7% (45678/100000 tokens), 12 running, 3 queued
     TP1  busy at 10:00:31: KV cache 1.2% (1234/100000 tokens), 2 running, 0 queued
     TP2  no stats lines (only TP0 prints under plain TP); KV pool 100000 tokens
 "

@@ -60,6 +60,10 @@ impl Default for GpuConfig {
     }
 }
 
+/// What to try when NVML does not load, most likely first; `--gpu.disable` last, for a host
+/// without NVIDIA GPUs.
+pub const FIXES: &str = "To fix: point --gpu.nvml-library at the driver's libnvidia-ml.so.1 (find it with `ldconfig -p | grep libnvidia-ml`, e.g. /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1) or add its directory to LD_LIBRARY_PATH; in a container, run it with the NVIDIA runtime (docker --gpus all / --runtime nvidia, the NVIDIA Container Toolkit) or, on Kubernetes, the NVIDIA device plugin, which mount the driver's library; on a host without NVIDIA GPUs, pass --gpu.disable";
+
 /// Samples NVML and publishes the `gpu` families. Holds the NVML handle between samples.
 pub struct Sampler {
     cfg: GpuConfig,
@@ -67,6 +71,8 @@ pub struct Sampler {
     retry_at: Option<Instant>,
     backoff: Duration,
     warned: bool,
+    /// The last load or read failure, in words (`GPU memory unavailable: …` on the page).
+    why_down: Option<String>,
     /// Failed calls by (GPU index or empty for system calls, call name).
     errors: BTreeMap<(String, &'static str), u64>,
 }
@@ -81,6 +87,7 @@ impl Sampler {
             retry_at: None,
             backoff,
             warned: false,
+            why_down: None,
             errors: BTreeMap::new(),
         }
     }
@@ -94,7 +101,12 @@ impl Sampler {
             views(&s)
         };
         let fams = self.families(reading.as_ref(), &servers);
-        lock(state).set_collected("gpu", fams);
+        let mut s = lock(state);
+        s.gpu_unavailable = match reading {
+            Some(_) => None,
+            None => self.why_down.clone(),
+        };
+        s.set_collected("gpu", fams);
     }
 
     fn read(&mut self) -> Option<Reading> {
@@ -142,12 +154,14 @@ impl Sampler {
             || "libnvidia-ml.so.1".to_string(),
             |p| p.display().to_string(),
         );
+        self.why_down = Some(format!("NVML {call} failed: {err}"));
         if self.warned {
             tracing::debug!(library = %lib, "NVML still unavailable: {err}");
         } else {
             tracing::warn!(
                 library = %lib,
-                "NVML unavailable ({call}): {err}; GPU metrics are off, everything else is served (on a host without NVIDIA GPUs, pass --gpu.disable)"
+                "NVML unavailable ({call}): {err}; GPU metrics are off, everything else is served. {}",
+                FIXES
             );
             tracing::debug!(retry_in = ?self.backoff, "NVML will be loaded again later");
             self.warned = true;

@@ -31,6 +31,10 @@ pub trait Sink {
     fn error(&mut self);
     /// Whether the source is open and being read.
     fn up(&mut self, up: bool);
+    /// The file cannot be opened, for `why` (the source is down: [`crate::state::ready`]).
+    fn unreadable(&mut self, _why: &str) {
+        self.up(false);
+    }
     /// A moment to hand batched counters on (after each burst of reading).
     fn flush(&mut self);
     /// The history is read (the file's content when it was first opened): from now on lines
@@ -518,14 +522,17 @@ impl Tailer {
                 true
             }
             Err(e) => {
-                let msg = e.to_string();
+                let msg = match crate::source::access::file_hint(e.kind(), &self.path) {
+                    Some(hint) => format!("{e} ({hint})"),
+                    None => e.to_string(),
+                };
                 if self.last_error.as_deref() != Some(msg.as_str()) {
                     sink.error();
                     tracing::warn!(path = %self.path.display(), "cannot read the file: {msg}; will retry");
-                    self.last_error = Some(msg);
+                    self.last_error = Some(msg.clone());
                 }
                 // After the count, so a scrape that sees the source down sees why.
-                sink.up(false);
+                sink.unreadable(&msg);
                 sink.flush();
                 false
             }

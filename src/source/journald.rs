@@ -372,7 +372,7 @@ pub enum JournalError {
     #[error("cannot run {0}: {1}")]
     Spawn(String, std::io::Error),
     /// It exited with a failure.
-    #[error("{0} failed ({1}): {2}")]
+    #[error("{0} failed ({1}): {2}{hint}", hint = crate::source::access::journal_hint(.2).map_or(String::new(), |h| format!(" ({h})")))]
     Failed(String, ExitStatus, String),
     /// The journals hold no entry of the unit (journalctl then exits 1 without a word).
     #[error("the journal has no entries of this unit (is the unit name right? `journalctl -u UNIT` lists them)")]
@@ -811,7 +811,11 @@ pub fn follow_unit(
         if stop.is_set() {
             return;
         }
-        ingest.set_up(false);
+        if failed {
+            ingest.cannot_read(&outcome);
+        } else {
+            ingest.set_up(false);
+        }
         ingest.flush();
         if began.elapsed() >= HEALTHY_RUN {
             warned = false;
@@ -844,10 +848,13 @@ fn describe(end: &RunEnd, bin: &Path) -> String {
     match end {
         RunEnd::Exited { status, stderr } => {
             let how = status.map_or("ended".to_string(), |s| s.to_string());
-            if stderr.is_empty() {
-                format!("journalctl exited ({how})")
-            } else {
-                format!("journalctl exited ({how}): {stderr}")
+            match (
+                stderr.is_empty(),
+                crate::source::access::journal_hint(stderr),
+            ) {
+                (true, _) => format!("journalctl exited ({how})"),
+                (false, None) => format!("journalctl exited ({how}): {stderr}"),
+                (false, Some(hint)) => format!("journalctl exited ({how}): {stderr} ({hint})"),
             }
         }
         RunEnd::Stalled => "journalctl was stopped (SIGSTOP?) and read nothing; killed it".into(),

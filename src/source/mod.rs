@@ -4,6 +4,7 @@
 //! A source yields whole lines (never a partial one) to an [`Ingest`]; the ingest unwraps
 //! wrappers, parses, stamps the line with a time and applies it to the shared state.
 
+pub mod access;
 pub mod api;
 pub mod discover;
 pub mod export;
@@ -785,13 +786,28 @@ impl Ingest {
     }
 
     /// Sets `sglang_log_exporter_source_up` for this source.
+    /// Up, it is readable again for readiness; down alone (closed after a rotation, a
+    /// restart after a clean exit) is no fault of reading: [`Ingest::cannot_read`] is.
     pub fn set_up(&mut self, up: bool) {
         self.drain();
-        lock(&self.ap.state).set_self(
+        let mut s = lock(&self.ap.state);
+        s.set_self(
             SelfMetric::SourceUp,
             &self.ap.source,
             f64::from(u8::from(up)),
         );
+        if up {
+            s.readiness().readable(&self.ap.source);
+        }
+    }
+
+    /// The source is down because it cannot be read, for `why`: readiness waits while an input
+    /// named on the command line is ([`crate::state::ready`]).
+    pub fn cannot_read(&mut self, why: &str) {
+        self.set_up(false);
+        lock(&self.ap.state)
+            .readiness()
+            .unreadable(&self.ap.source, why);
     }
 }
 
@@ -941,6 +957,10 @@ impl file::Sink for Ingest {
 
     fn up(&mut self, up: bool) {
         self.set_up(up);
+    }
+
+    fn unreadable(&mut self, why: &str) {
+        self.cannot_read(why);
     }
 
     fn flush(&mut self) {

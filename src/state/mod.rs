@@ -126,6 +126,8 @@ pub struct State {
     /// Families produced by collectors that run on their own timer (the GPU sampler), by
     /// collector name; rendered after the state's own.
     pub(crate) collected: BTreeMap<&'static str, Vec<crate::family::Family>>,
+    /// Why GPU memory is unavailable (NVML not loaded or not read), for the page and `top`.
+    pub gpu_unavailable: Option<String>,
     /// Bumped by every change, so an encoded exposition can be reused until the next one.
     generation: u64,
     /// By [`MetricId`]: set by a startup line (kept in the state file, see [`persist`]).
@@ -175,6 +177,7 @@ impl State {
             warned_gave_way: false,
             self_metrics: BTreeMap::new(),
             collected: BTreeMap::new(),
+            gpu_unavailable: None,
             generation: 0,
             fact_metrics: vec![false; n],
             journal_cursors: BTreeMap::new(),

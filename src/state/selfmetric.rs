@@ -388,7 +388,7 @@ impl SelfFamily {
             ),
             S::BuildInfo => (
                 "sglang_log_exporter_build_info",
-                "Always 1; the labels name the exporter build: its version and git revision.",
+                "Always 1; the labels name the exporter build: its version, git revision and branch, and the rustc that compiled it (unknown where the build could not tell).",
                 Kind::Gauge,
             ),
             S::SamplesWithheld => (

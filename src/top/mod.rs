@@ -66,6 +66,7 @@ impl Source {
                     false => now_unix(),
                 });
                 let mut families = crate::export::metrics::families(&s, now);
+                let gpu = s.gpu_unavailable.clone();
                 drop(s);
                 if *input_clock {
                     // Inputs read to their end: a source that ended (stdin, journalctl) is
@@ -75,7 +76,12 @@ impl Source {
                 Refresh {
                     families,
                     now,
-                    problems: Vec::new(),
+                    // Why, where this process read NVML itself (`--url` shows only that it
+                    // is not read: `nvml_up` 0).
+                    problems: gpu
+                        .map(|why| format!("GPU memory unavailable: {why}"))
+                        .into_iter()
+                        .collect(),
                 }
             }
             Source::Urls(bg) => {

@@ -198,8 +198,20 @@ fn header(m: &Model, now: f64, opts: &Opts, retr: &Retr) -> Vec<Line> {
         .down_sources
         .iter()
         .map(|s| format!("source down: {s}"))
+        .chain(m.api_down.iter().map(|s| format!("SGLang API down: {s}")))
         .chain(opts.problems.iter().cloned())
         .collect();
+    // A local NVML failure says why (in `opts.problems`); an exporter's says it is not read.
+    let gpu_said = problems
+        .iter()
+        .any(|p| p.starts_with("GPU memory unavailable"));
+    let problems: Vec<String> = match m.nvml_down && !gpu_said {
+        true => problems
+            .into_iter()
+            .chain(["GPU memory unavailable: NVML is not read (see the exporter's log)".into()])
+            .collect(),
+        false => problems,
+    };
     for p in problems.iter().take(3) {
         lines.push(Line::new().with(format!("! {p}"), Style::Bad));
     }

@@ -304,3 +304,94 @@ fn live_page_in_headless_chromium() {
     let png = std::fs::read(&shot).expect("the screenshot");
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
 }
+
+/// Polls the status JSON until `pred` holds; that status.
+fn status_until(e: &Exporter, pred: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let v: serde_json::Value = serde_json::from_str(&e.get("/api/v1/status").2).unwrap();
+        if pred(&v) {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "not within 30 s: {v:#}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Issue 38.5: an input that cannot be read, an SGLang API that does not answer and an NVML
+/// that does not load are banners and a red badge, never a green "ready"; `/-/ready` stays 503
+/// (saying which input and why) until the file can be read, then answers 200.
+#[test]
+fn unreadable_input_api_down_and_no_nvml_are_banners_and_not_ready() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("decode.log");
+    let closed = crate::common::free_port();
+    let api = format!("http://127.0.0.1:{closed}");
+    let nolib = dir.path().join("no-libnvidia-ml.so.1");
+    let e = Exporter::start(&[
+        "--gpu.nvml-library",
+        nolib.to_str().unwrap(),
+        "--sglang.url",
+        &api,
+        "--sglang.interval",
+        "200ms",
+        missing.to_str().unwrap(),
+    ]);
+    let v = status_until(&e, |v| {
+        !v["unreadable"].as_array().unwrap().is_empty()
+            && !v["api_down"].as_array().unwrap().is_empty()
+            && !v["gpu_unavailable"].is_null()
+            && v["pending"].as_array().unwrap().is_empty()
+    });
+    let path = missing.display().to_string();
+    let why = "No such file or directory (os error 2)";
+    assert_eq!(v["ready"], false);
+    assert_eq!(
+        v["unreadable"],
+        serde_json::json!([{"source": path, "why": why}])
+    );
+    assert_eq!(
+        v["api_down"],
+        serde_json::json!([format!("127.0.0.1:{closed}")])
+    );
+    let gpu = v["gpu_unavailable"].as_str().unwrap();
+    assert!(gpu.starts_with("NVML init failed: "), "{gpu}");
+    let (code, _, body) = e.get("/-/ready");
+    assert_eq!(
+        (code, body.as_str()),
+        (
+            503,
+            format!("Not ready: cannot read {path} ({why}).\n").as_str()
+        )
+    );
+    let url = format!("http://127.0.0.1:{}/", e.port);
+    let dom = browse(&dir.path().join("profile"), &url, &["--dump-dom"]);
+    assert!(
+        dom.contains(r#"<span id="ready" class="badge bad">cannot read input</span>"#),
+        "{dom}"
+    );
+    assert!(
+        dom.contains(&format!(
+            r#"<div class="banner unreadable">Cannot read <b><bdi>{path}</bdi></b>: <bdi>{why}</bdi> (not ready until it can be read).</div>"#
+        )),
+        "{dom}"
+    );
+    assert!(
+        dom.contains(&format!(
+            r#"<div class="banner api-down">SGLang API down: <span><bdi>127.0.0.1:{closed}</bdi></span> (--sglang.url does not answer; activity withdrawn).</div>"#
+        )),
+        "{dom}"
+    );
+    let lib = nolib.display();
+    assert!(
+        dom.contains(&format!(
+            r#"<div class="banner info gpu-unavailable">GPU memory unavailable: <bdi>NVML init failed: a libloading error occurred: {lib}: cannot open shared object file: No such file or directory</bdi> (see the exporter's log for the fixes, or pass --gpu.disable on a host without NVIDIA GPUs).</div>"#
+        )),
+        "{dom}"
+    );
+    // The file appears: readable, so ready (the API is no input it must read).
+    std::fs::write(&missing, "").unwrap();
+    status_until(&e, |v| v["unreadable"].as_array().unwrap().is_empty());
+    let (code, _, body) = e.get("/-/ready");
+    assert_eq!((code, body.as_str()), (200, "Ready.\n"));
+}

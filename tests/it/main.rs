@@ -7,6 +7,7 @@ mod cases;
 mod census;
 mod common;
 mod contract;
+mod conventions;
 mod discover;
 mod exposition;
 mod follow;

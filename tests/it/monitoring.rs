@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 use std::process::Command;
 
-use crate::common::{root, sample, Exporter};
+use crate::common::{parse_exposition, root, sample, Exporter};
 use crate::promtools::{poll, prometheus, query};
 
 #[test]
@@ -199,6 +199,37 @@ fn every_dashboard_query_answers_per_host_from_two_exporters() {
     for (_, v) in pool {
         assert!((v - 4.0 * 55265491681.28).abs() < 1.0, "{v}");
     }
+    // Issue 38.6: the KV-usage panel is each rank's used / capacity tokens, exact, as the page
+    // and `top` show it (SGLang's 2-decimal token usage reads 0 below 0.5 %).
+    let (_, kv) = queries
+        .iter()
+        .find(|(p, _)| p == "KV cache usage per rank")
+        .unwrap();
+    let m = parse_exposition(&a.scrape());
+    let of = |name: &str, tp: &str| {
+        m.iter()
+            .find(|x| {
+                x.name == name
+                    && x.label("server") == Some("decode")
+                    && x.label("tp_rank") == Some(tp)
+            })
+            .map(|x| x.value)
+    };
+    let got = query(&prom, kv, None);
+    let mut checked = 0;
+    for (l, v) in &got {
+        if l.get("instance") != Some(&hosts[0])
+            || l.get("server").map(String::as_str) != Some("decode")
+        {
+            continue;
+        }
+        let tp = l["tp_rank"].as_str();
+        let want = of("sglang:num_used_tokens", tp).unwrap()
+            / of("sglang:max_total_num_tokens", tp).unwrap();
+        assert_eq!(*v, want, "tp_rank {tp}");
+        checked += 1;
+    }
+    assert_eq!(checked, 4, "{got:?}");
 }
 
 /// Every PromQL target of SGLang's own dashboard, from `tests/data/upstream-dashboard-queries.tsv`

@@ -443,12 +443,16 @@ fn whole_exposition_matches_the_golden_file() {
         .output()
         .unwrap();
     assert!(out.status.success());
-    // Commit-independent: the build_info line names the git revision (kept as REVISION in the
-    // golden file) and the crate version.
+    // Commit-independent: the build_info line names the git revision, branch and rustc (kept
+    // as REVISION, BRANCH and RUSTC in the golden file) and the crate version.
     let rev = format!("revision=\"{}\"", env!("SGLANG_LOG_EXPORTER_REVISION"));
+    let branch = format!("branch=\"{}\"", env!("SGLANG_LOG_EXPORTER_BRANCH"));
+    let rustc = format!("rustc=\"{}\"", env!("SGLANG_LOG_EXPORTER_RUSTC"));
     let got = String::from_utf8(out.stdout)
         .unwrap()
-        .replace(&rev, "revision=\"REVISION\"");
+        .replace(&rev, "revision=\"REVISION\"")
+        .replace(&branch, "branch=\"BRANCH\"")
+        .replace(&rustc, "rustc=\"RUSTC\"");
     let golden = crate::common::root().join("tests/golden/single-gpu-2025.prom");
     if std::env::var_os("BLESS").is_some() {
         std::fs::write(&golden, &got).unwrap();
@@ -706,7 +710,7 @@ fn once_ends_with_a_kv_summary_on_stderr_that_log_level_warn_silences() {
     assert!(out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("KV cache at the end of the input (2026-06-03 10:18:46):\n  pd-decode-session (decode, deepseek-ai/DeepSeek-V3)\n    DP0 TP0  idle since 10:17:36, last busy: KV cache 0.3% (2290/786432 tokens), 1 running, 0 queued\n    DP1 TP1  idle since 10:17:35, last busy: KV cache 0.3% (2707/786432 tokens), 1 running, 0 queued\n    DP2 TP2  idle since 10:17:34, last busy: KV cache 0.6% (5035/786432 tokens), 1 running, 0 queued\n    DP3 TP3  idle since 10:17:31, last busy: KV cache 0.7% (5226/786432 tokens), 1 running, 0 queued\n"),
+        err.contains("KV cache at the end of the input (2026-06-03 10:18:46):\n  pd-decode-session (decode, deepseek-ai/DeepSeek-V3)\n    DP0 TP0  idle since 10:17:36: KV cache 0.0% (0/786432 tokens), 0 running, 0 queued; last busy: KV cache 0.3% (2290/786432 tokens), 1 running, 0 queued\n    DP1 TP1  idle since 10:17:35: KV cache 0.0% (0/786432 tokens), 0 running, 0 queued; last busy: KV cache 0.3% (2707/786432 tokens), 1 running, 0 queued\n    DP2 TP2  idle since 10:17:34: KV cache 0.0% (0/786432 tokens), 0 running, 0 queued; last busy: KV cache 0.6% (5035/786432 tokens), 1 running, 0 queued\n    DP3 TP3  idle since 10:17:31: KV cache 0.0% (0/786432 tokens), 0 running, 0 queued; last busy: KV cache 0.7% (5226/786432 tokens), 1 running, 0 queued\n"),
         "{err}"
     );
     // Scripts read stdout: the exposition alone.
@@ -786,7 +790,7 @@ fn lines_no_kind_reads_move_the_clock_to_the_inputs_last_timed_line() {
         1780480810.0
     );
     assert!(
-        err.contains("KV cache at the end of the input (2026-06-03 10:02:20):\n  quiet-other-lines (unified)\n    TP0  idle since 10:00:10, last busy: KV cache 10.0%, 3 running, 0 queued\n"),
+        err.contains("KV cache at the end of the input (2026-06-03 10:02:20):\n  quiet-other-lines (unified)\n    TP0  idle since 10:00:10: KV cache 0.0%, 0 running, 0 queued; last busy: KV cache 10.0%, 3 running, 0 queued\n"),
         "{err}"
     );
     // Untimed traceback lines after the last timed one, and a day-ahead `Killed` line among

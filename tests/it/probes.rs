@@ -71,9 +71,23 @@ fn healthy_at_once_ready_after_the_inputs_are_read() {
         "{m}"
     );
     w.join().unwrap();
-    // A missing file has nothing to catch up with: ready at once.
+    // A missing file has nothing to catch up with, but no input is read: not ready, saying
+    // which and why (issue 38.5), until it appears.
     let missing = dir.path().join("missing.log");
     let e2 = Exporter::start(&["--gpu.disable", missing.to_str().unwrap()]);
+    let why = format!(
+        "Not ready: cannot read {} (No such file or directory (os error 2)).\n",
+        missing.display()
+    );
+    // Said once the follower has tried it (before, it is still to be read).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut got = e2.get("/-/ready");
+    while got.2 != why && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        got = e2.get("/-/ready");
+    }
+    assert_eq!((got.0, got.2), (503, why));
+    std::fs::write(&missing, LINE).unwrap();
     assert_eq!(get_until(&e2, "/-/ready", 200).2, "Ready.\n");
 }
 

@@ -734,12 +734,12 @@ fn repro_21_gzip_as_asked_and_the_response_says_it_varies() {
         .read_to_end(&mut text)
         .unwrap();
     // The file was read to its end and nothing changes: one exposition, two encodings, except
-    // the exporter's own scrape counters.
+    // the exporter's own scrape counters and process figures (CPU time, memory: read anew).
     let strip = |b: &[u8]| {
         String::from_utf8(b.to_vec())
             .unwrap()
             .lines()
-            .filter(|l| !l.starts_with("sglang_log_exporter_"))
+            .filter(|l| !l.starts_with("sglang_log_exporter_") && !l.starts_with("process_"))
             .collect::<Vec<_>>()
             .join("\n")
     };

@@ -766,3 +766,65 @@ fn top_ends_when_its_terminal_hangs_up() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Issue 38.5: an NVML that does not load is said in `top`, with why, not a table left out.
+#[test]
+fn top_says_why_gpu_memory_is_unavailable() {
+    let log = crate::common::sample("pd-decode-session.log");
+    let frame = snapshot(&[
+        "--width",
+        "200",
+        "--gpu.nvml-library",
+        "/nonexistent/libnvidia-ml.so.1",
+        log.to_str().unwrap(),
+    ]);
+    let want = "! GPU memory unavailable: NVML init failed: a libloading error occurred: /nonexistent/libnvidia-ml.so.1: cannot open shared object file: No such file or directory";
+    assert!(frame.lines().any(|l| l.trim_end() == want), "{frame}");
+}
+
+/// Issue 38.6: for a rank that reads idle, `--once`'s summary, `top` and the page's JSON give
+/// one answer to "how full is it now": the same share and running count.
+#[test]
+fn once_top_and_the_page_agree_for_an_idle_rank() {
+    let log = crate::common::sample("pd-decode-session.log");
+    let once = std::process::Command::new(crate::common::bin())
+        .args([
+            "--once",
+            "--gpu.disable",
+            "--timezone",
+            "UTC",
+            log.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let summary = String::from_utf8(once.stderr).unwrap();
+    assert!(
+        summary.contains("DP0 TP0  idle since 10:17:36: KV cache 0.0% (0/786432 tokens), 0 running, 0 queued; last busy:"),
+        "{summary}"
+    );
+    let frame = snapshot(&["--gpu.disable", log.to_str().unwrap()]);
+    let row = frame
+        .lines()
+        .find(|l| l.trim_start().starts_with("DP0 TP0"))
+        .unwrap();
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    // RANK(2) bar(2) KV USED/CAP RUN QUEUE
+    assert_eq!(cols[4..8], ["0.0%", "0/786.4k", "0", "0"], "{row}");
+    let status: serde_json::Value = {
+        let e = crate::common::Exporter::start(&["--gpu.disable", log.to_str().unwrap()]);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let v: serde_json::Value = serde_json::from_str(&e.get("/api/v1/status").2).unwrap();
+            if v["ready"] == true && !v["servers"].as_array().unwrap().is_empty() {
+                break v;
+            }
+            assert!(std::time::Instant::now() < deadline, "{v}");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    };
+    let r = &status["servers"][0]["ranks"][0];
+    assert_eq!(r["rank"], "DP0 TP0");
+    assert_eq!(r["state"], "idle");
+    assert_eq!(r["kv_percent"], "0.0%");
+    assert_eq!(r["running"], 0.0);
+}

@@ -101,18 +101,18 @@ pub fn router(
         .route(
             "/-/ready",
             get(move |req: axum::extract::Request| {
-                let pending = live.readiness().pending();
+                let why = live.readiness().why_not();
                 let anonymous = req.extensions().get::<Anonymous>().is_some();
                 async move {
-                    if pending.is_empty() {
-                        (StatusCode::OK, "Ready.\n".to_string())
-                    } else if anonymous {
-                        (StatusCode::SERVICE_UNAVAILABLE, "Not ready.\n".to_string())
-                    } else {
-                        (
+                    match why {
+                        None => (StatusCode::OK, "Ready.\n".to_string()),
+                        Some(_) if anonymous => {
+                            (StatusCode::SERVICE_UNAVAILABLE, "Not ready.\n".to_string())
+                        }
+                        Some(why) => (
                             StatusCode::SERVICE_UNAVAILABLE,
-                            format!("Not ready: still reading {}.\n", pending.join(", ")),
-                        )
+                            format!("Not ready: {why}.\n"),
+                        ),
                     }
                 }
             }),
@@ -201,10 +201,13 @@ fn wants_gzip(headers: &HeaderMap) -> Option<&'static str> {
     gzip_label(accept)
 }
 
-/// The response for an encoding of `body` (gzip under `label`, else plain text). Either way it
+/// The response for an encoding of `body` (gzip under `label`, else plain text), after the
+/// process families read now ([`super::process`]). Either way it
 /// says it varies with `Accept-Encoding`, so no cache between scraper and exporter hands one
 /// client the other's encoding.
 fn respond(body: bytes::Bytes, label: Option<&'static str>) -> Response {
+    // The process families are read at each scrape, ahead of the cached state's.
+    let body = axum::body::Body::new(crate::export::process::body(body, label.is_some()));
     let vary = (header::VARY, "Accept-Encoding");
     match label {
         Some(label) => (
