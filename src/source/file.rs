@@ -16,6 +16,7 @@ use std::io::{self, Read};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::linebuf::{Event, LineBuf};
@@ -146,14 +147,40 @@ const MAX_RETIRED: usize = 8;
 /// How many bytes before the offset identify the content we already read.
 const TAIL_CHECK: u64 = 64;
 
+/// Most bytes one look reads from the followed file before it lets the other files of the
+/// pool have their turn ([`Step::More`]): a file written without end, or a long history, does
+/// not keep a thread of the pool ([`crate::source::pool`]) from the others.
+pub const TURN_BYTES: u64 = 4 << 20;
+
+/// A stream opened not to block (a FIFO, a terminal): "nothing to read now" is read as
+/// nothing, like the end of a file, so a thread of the pool never waits in `read`.
+struct Ready<'a>(&'a mut File);
+
+impl Read for Ready<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self.0.read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
+            r => r,
+        }
+    }
+}
+
 impl Open {
-    fn new(path: &Path, max_line: usize, char_devices: bool) -> io::Result<Open> {
+    /// Opens `path`; a stream (FIFO, character device) without blocking when `follow` (for
+    /// `once` it is read to its end, waiting for its writer).
+    fn new(path: &Path, max_line: usize, char_devices: bool, follow: bool) -> io::Result<Open> {
+        use std::os::unix::fs::OpenOptionsExt;
         let not_log = |kind: &str| io::Error::other(format!("it is {kind}, not a log file"));
         // Looked at before opening: opening a device can have effects of its own.
         if let Some(kind) = unreadable_kind(&std::fs::metadata(path)?, char_devices) {
             return Err(not_log(kind));
         }
-        let file = File::open(path)?;
+        // Opening a FIFO waits for a writer, unless non-blocking (no effect on a regular file).
+        let flags = if follow { libc::O_NONBLOCK } else { 0 };
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(flags)
+            .open(path)?;
         let m = file.metadata()?;
         if m.is_dir() {
             return Err(io::Error::other("it is a directory, not a file"));
@@ -220,23 +247,31 @@ impl Open {
         Ok(())
     }
 
-    /// Reads to the end of the file, then remembers the bytes before the new offset. At a line
-    /// boundary, a hole ahead (the writer of a truncated file went on at its old offset) is
-    /// skipped first rather than read.
-    fn drain(&mut self, sink: &mut dyn Sink) -> io::Result<()> {
+    /// Reads to the end of the file, or [`TURN_BYTES`] of it; whether it got to the end. Then
+    /// remembers the bytes before the new offset. At a line boundary, a hole ahead (the writer
+    /// of a truncated file went on at its old offset) is skipped first rather than read.
+    fn drain(&mut self, sink: &mut dyn Sink) -> io::Result<bool> {
         if self.regular && self.lb.pending() == 0 && self.spilled.is_none() {
             self.skip_hole()?;
         }
         let start = self.offset;
+        let (mut ended, mut read) = (true, 0u64);
         if self.scan_spilled(sink)? {
             loop {
                 let n = self
                     .lb
-                    .fill(&mut self.file as &mut dyn Read, |e| sink.event(e))?;
+                    .fill(&mut Ready(&mut self.file) as &mut dyn Read, |e| {
+                        sink.event(e)
+                    })?;
                 if n == 0 {
                     break;
                 }
                 self.advance(n, sink);
+                read += n as u64;
+                if read >= TURN_BYTES {
+                    ended = false;
+                    break;
+                }
             }
             // At rest: a long partial line of a regular file is let go (read again when it
             // ends), so what a followed file holds stays an idle buffer.
@@ -253,6 +288,12 @@ impl Open {
         if self.regular && self.offset != start {
             self.tail = self.read_tail()?;
         }
+        Ok(ended)
+    }
+
+    /// Reads to the end of the file, however much that is.
+    fn drain_all(&mut self, sink: &mut dyn Sink) -> io::Result<()> {
+        while !self.drain(sink)? {}
         Ok(())
     }
 
@@ -349,7 +390,14 @@ pub struct Tailer {
     in_history: bool,
     /// [`Sink::caught_up`] was said.
     said_caught_up: bool,
+    /// The path was a symbolic link when last opened: its file's events come to the target's
+    /// directory, which is not watched.
+    via_link: bool,
 }
+
+/// A followed file whose events come (its directory is watched) is also looked at, in case one
+/// was missed, every this many poll intervals (5 s at the default 250 ms).
+pub const SLOW_POLL: u32 = 20;
 
 /// Says [`Sink::caught_up`] unless `said`.
 fn caught_up_once(said: &mut bool, sink: &mut dyn Sink) {
@@ -367,6 +415,19 @@ pub enum Step {
     Again,
     /// `once`: the file is read to its end (or cannot be read).
     Done,
+    /// [`TURN_BYTES`] were read and there is more: look again (after other files had a turn).
+    More,
+}
+
+/// What a turn ([`Tailer::turn`]) leaves to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Turn {
+    /// Caught up: look again when woken (a file event), or after this long (the backstop).
+    Wait(Duration),
+    /// There is more to read: look again soon.
+    More,
+    /// Stopped (or, `once`, read to the end).
+    Done,
 }
 
 impl Tailer {
@@ -381,7 +442,13 @@ impl Tailer {
             last_error: None,
             in_history: true,
             said_caught_up: false,
+            via_link: false,
         }
+    }
+
+    /// Whether the followed file is open (and read).
+    pub fn is_open(&self) -> bool {
+        self.open.is_some()
     }
 
     /// After a failure in the middle of reading: goes back to just after the last line handed
@@ -404,7 +471,9 @@ impl Tailer {
         }
     }
 
-    /// Follows the file until `stop` is set (returns at the end with `once`).
+    /// Follows the file until `stop` is set (returns at the end with `once`), on this thread:
+    /// what `--once` does (the followers of the service are jobs of
+    /// [`crate::source::follow`], which take [`Tailer::turn`]s on a pool's threads).
     ///
     /// Errors never end the tailer: a missing file is waited for, an unreadable one or a
     /// directory is warned about once and retried, every error counted.
@@ -414,24 +483,61 @@ impl Tailer {
             sink.up(true);
         }
         let (tx, rx) = channel::<()>();
-        // The subscription holds the sender for as long as the loop runs, so the channel
-        // never disconnects: without a watch the poll interval alone paces the loop.
-        let watch = (!self.cfg.once).then(|| super::watch::subscribe(&self.path, tx.clone()));
+        let wake: super::watch::Wake = Arc::new(move || {
+            let _ = tx.send(());
+        });
+        let watch = (!self.cfg.once).then(|| super::watch::subscribe(&self.path, wake));
         loop {
-            match self.step(sink) {
-                Step::Done => return,
-                Step::Again => continue,
-                Step::Wait => {}
-            }
-            self.read_retired(sink);
-            sink.flush();
-            if stop.is_set() {
-                return;
-            }
             if let Some(w) = &watch {
                 w.retry();
             }
-            wait(&rx, self.cfg.poll);
+            let watching = watch.as_ref().is_some_and(|w| w.is_watching());
+            match self.turn(sink, stop, watching) {
+                Turn::Done => return,
+                Turn::More => {}
+                Turn::Wait(d) => wait(&rx, d),
+            }
+        }
+    }
+
+    /// One turn of following: reads what is new (up to [`TURN_BYTES`] of the followed file;
+    /// rotations and truncations are dealt with as they are found), then the rotated-away
+    /// files, and hands the counters on. `watching`: the file's directory is watched, so its
+    /// events wake the caller (see [`Tailer::backstop`]).
+    pub fn turn(&mut self, sink: &mut dyn Sink, stop: &Stop, watching: bool) -> Turn {
+        let more = loop {
+            match self.step(sink) {
+                Step::Done => return Turn::Done,
+                Step::Again => {}
+                Step::More => break true,
+                Step::Wait => break false,
+            }
+        };
+        self.read_retired(sink);
+        sink.flush();
+        if stop.is_set() {
+            Turn::Done
+        } else if more {
+            Turn::More
+        } else {
+            Turn::Wait(self.backstop(watching))
+        }
+    }
+
+    /// How long to wait for a wake-up before looking anyway: the poll interval where events may
+    /// not come (the directory is not watched, the path is a symbolic link, the file is a
+    /// stream, a deleted or rotated-away file is still read: their events are not all this
+    /// path's), else [`SLOW_POLL`] poll intervals, in case an event was missed.
+    pub fn backstop(&self, watching: bool) -> Duration {
+        let evented = watching
+            && !self.via_link
+            && self.retired.is_empty()
+            && self.gone_since.is_none()
+            && self.open.as_ref().is_none_or(|o| o.regular);
+        if evented {
+            self.cfg.poll.saturating_mul(SLOW_POLL)
+        } else {
+            self.cfg.poll
         }
     }
 
@@ -452,11 +558,18 @@ impl Tailer {
             tracing::info!(path = %self.path.display(), "the file was truncated and rewritten; reading it from the start");
             return self.rewind(sink);
         }
-        if let Err(e) = o.drain(sink) {
-            sink.error();
-            tracing::warn!(path = %self.path.display(), "reading failed: {e}; reopening");
-            self.open = None;
-            return Step::Again;
+        match o.drain(sink) {
+            Err(e) => {
+                sink.error();
+                tracing::warn!(path = %self.path.display(), "reading failed: {e}; reopening");
+                self.open = None;
+                return Step::Again;
+            }
+            Ok(false) => {
+                sink.flush();
+                return Step::More;
+            }
+            Ok(true) => {}
         }
         sink.flush();
         if self.cfg.once {
@@ -492,7 +605,9 @@ impl Tailer {
 
     /// Opens the file at the path; `false` when it cannot be (counted and warned once).
     fn reopen(&mut self, sink: &mut dyn Sink) -> bool {
-        match Open::new(&self.path, self.cfg.max_line, self.cfg.char_devices) {
+        self.via_link = std::fs::symlink_metadata(&self.path).is_ok_and(|m| m.is_symlink());
+        let follow = !self.cfg.once;
+        match Open::new(&self.path, self.cfg.max_line, self.cfg.char_devices, follow) {
             // A rotated-away file renamed back: go on where we were in it, not from its
             // start (and never read it twice).
             Ok(o) if self.retired.iter().any(|(r, _)| r.id == o.id) => {
@@ -571,7 +686,7 @@ impl Tailer {
     /// grace period, and read the new one from its start.
     fn rotated(&mut self, sink: &mut dyn Sink) -> Step {
         if let Some(mut old) = self.open.take() {
-            let _ = old.drain(sink);
+            let _ = old.drain_all(sink);
             sink.flush();
             tracing::info!(path = %self.path.display(), "the file was rotated; following the new one");
             self.retired.push((old, Instant::now()));
@@ -588,7 +703,8 @@ impl Tailer {
         let grace = self.cfg.deleted_grace;
         let before = self.retired.len();
         self.retired.retain_mut(|(o, since)| {
-            let keep = o.drain(sink).is_ok() && since.elapsed() < grace;
+            // Read to its end, also the last time (closed after).
+            let keep = o.drain_all(sink).is_ok() && since.elapsed() < grace;
             if !keep {
                 o.flush_partial(sink);
             }
