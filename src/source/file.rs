@@ -120,6 +120,12 @@ struct Open {
     /// A regular file. A FIFO, a character device or a process substitution (`<(cmd)`) is read
     /// as a stream: no positioned reads, no truncation or rotation checks.
     regular: bool,
+    /// A stream: the last read found nothing there for now (its writer is still there).
+    blocked: bool,
+    /// A stream: a writer was there (something read, or a read found nothing for now). Its
+    /// history ends at its first end (its writers gone), not at a pause in their writing nor
+    /// before the first writer came, as when a FIFO's open waited for a writer.
+    had_writer: bool,
     lb: LineBuf,
     /// A partial last line not held in memory (see [`Spill`]).
     spilled: Option<Spill>,
@@ -153,13 +159,17 @@ const TAIL_CHECK: u64 = 64;
 pub const TURN_BYTES: u64 = 4 << 20;
 
 /// A stream opened not to block (a FIFO, a terminal): "nothing to read now" is read as
-/// nothing, like the end of a file, so a thread of the pool never waits in `read`.
-struct Ready<'a>(&'a mut File);
+/// nothing, like the end of a file, so a thread of the pool never waits in `read`; it is
+/// noted (`.1`).
+struct Ready<'a>(&'a mut File, &'a mut bool);
 
 impl Read for Ready<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self.0.read(buf) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                *self.1 = true;
+                Ok(0)
+            }
             r => r,
         }
     }
@@ -195,6 +205,8 @@ impl Open {
             offset: 0,
             tail: Vec::new(),
             regular: m.file_type().is_file(),
+            blocked: false,
+            had_writer: false,
             lb: LineBuf::new(max_line),
             spilled: None,
             counted_to: 0,
@@ -256,17 +268,18 @@ impl Open {
         }
         let start = self.offset;
         let (mut ended, mut read) = (true, 0u64);
+        self.blocked = false;
         if self.scan_spilled(sink)? {
             loop {
-                let n = self
-                    .lb
-                    .fill(&mut Ready(&mut self.file) as &mut dyn Read, |e| {
-                        sink.event(e)
-                    })?;
+                let n = self.lb.fill(
+                    &mut Ready(&mut self.file, &mut self.blocked) as &mut dyn Read,
+                    |e| sink.event(e),
+                )?;
                 if n == 0 {
                     break;
                 }
                 self.advance(n, sink);
+                self.had_writer = true;
                 read += n as u64;
                 if read >= TURN_BYTES {
                     ended = false;
@@ -288,6 +301,7 @@ impl Open {
         if self.regular && self.offset != start {
             self.tail = self.read_tail()?;
         }
+        self.had_writer |= self.blocked;
         Ok(ended)
     }
 
@@ -577,6 +591,10 @@ impl Tailer {
             sink.flush();
             return Step::Done;
         }
+        if self.in_history && !o.regular && (o.blocked || !o.had_writer) {
+            // A stream whose writer has not come yet, or is still writing: not its end.
+            return Step::Wait;
+        }
         if self.in_history {
             // Caught up with history: from now on a line's time is when it arrives.
             self.in_history = false;
@@ -759,6 +777,9 @@ mod tests {
         incomplete: usize,
         bytes: usize,
         errors: usize,
+        /// The `done` of each [`Sink::history`].
+        history: Vec<bool>,
+        caught_up: usize,
     }
 
     impl Sink for Rec {
@@ -778,7 +799,12 @@ mod tests {
         }
         fn up(&mut self, _: bool) {}
         fn flush(&mut self) {}
-        fn history(&mut self, _: bool, _: Option<f64>) {}
+        fn history(&mut self, done: bool, _: Option<f64>) {
+            self.history.push(done);
+        }
+        fn caught_up(&mut self) {
+            self.caught_up += 1;
+        }
     }
 
     fn cfg() -> TailConfig {
@@ -821,6 +847,88 @@ mod tests {
         let mut rec = Rec::default();
         assert_eq!(t.step(&mut rec), Step::Done);
         assert_eq!(rec.errors, 0);
+    }
+
+    /// A FIFO followed on the pool's threads is opened and read without blocking: no writer
+    /// yet, or a writer that is still writing, is no end of its history (it was when the open
+    /// and the reads waited); its first end (the writer gone) is. Then a new writer's lines
+    /// are live.
+    #[test]
+    fn a_fifo_is_read_without_blocking_and_its_history_ends_with_its_writer() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("pipe.log");
+        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let mut t = Tailer::new(&p, cfg());
+        let mut rec = Rec::default();
+        let stop = Stop::new();
+        // No writer: the look returns at once, caught up with nothing.
+        assert_eq!(t.turn(&mut rec, &stop, true), Turn::Wait(cfg().poll));
+        assert_eq!((rec.history.as_slice(), rec.caught_up), (&[false][..], 0));
+        let mut w = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+        w.write_all(b"a\nb").unwrap();
+        assert_eq!(t.turn(&mut rec, &stop, true), Turn::Wait(cfg().poll));
+        assert_eq!(rec.lines, ["a"]);
+        assert_eq!((rec.history.as_slice(), rec.caught_up), (&[false][..], 0));
+        w.write_all(b"\n").unwrap();
+        drop(w);
+        assert_eq!(t.turn(&mut rec, &stop, true), Turn::Wait(cfg().poll));
+        assert_eq!(rec.lines, ["a", "b"]);
+        assert_eq!(
+            (rec.history.as_slice(), rec.caught_up),
+            (&[false, true][..], 1)
+        );
+        let mut w = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+        w.write_all(b"c\n").unwrap();
+        t.turn(&mut rec, &stop, true);
+        assert_eq!(rec.lines, ["a", "b", "c"]);
+        assert_eq!((rec.history.len(), rec.caught_up, rec.errors), (2, 1, 0));
+        assert_eq!(rec.bytes, 6);
+    }
+
+    /// A look reads at most [`TURN_BYTES`] of the file, then lets the others have a turn; the
+    /// history ends only when the file is read to its end.
+    #[test]
+    fn a_turn_reads_a_bounded_part_of_a_long_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.log");
+        let line = format!("{STATS}\n");
+        let n = (TURN_BYTES as usize * 5 / 2) / line.len() + 1;
+        std::fs::write(&p, line.repeat(n)).unwrap();
+        let mut t = Tailer::new(&p, cfg());
+        let mut rec = Rec::default();
+        let stop = Stop::new();
+        assert_eq!(t.turn(&mut rec, &stop, true), Turn::More);
+        // The lines of the bytes read, those of the last read's partial line aside.
+        let read = rec.bytes as u64;
+        assert!(
+            (TURN_BYTES..TURN_BYTES + (1 << 20)).contains(&read),
+            "{read}"
+        );
+        assert_eq!(rec.lines.len() as u64, read / line.len() as u64);
+        assert_eq!((rec.history.as_slice(), rec.caught_up), (&[false][..], 0));
+        assert_eq!(t.turn(&mut rec, &stop, true), Turn::More);
+        // Watched: the backstop is the slow poll.
+        assert_eq!(
+            t.turn(&mut rec, &stop, true),
+            Turn::Wait(cfg().poll * SLOW_POLL)
+        );
+        assert_eq!(rec.lines.len(), n);
+        assert_eq!(rec.bytes, n * line.len());
+        assert_eq!(
+            (rec.history.as_slice(), rec.caught_up),
+            (&[false, true][..], 1)
+        );
+        // Not watched (or a symbolic link at the path): the poll interval.
+        assert_eq!(t.turn(&mut rec, &stop, false), Turn::Wait(cfg().poll));
+        let link = dir.path().join("link.log");
+        std::os::unix::fs::symlink(&p, &link).unwrap();
+        let mut t = Tailer::new(&link, cfg());
+        assert_eq!(t.turn(&mut Rec::default(), &stop, true), Turn::More);
+        while t.turn(&mut Rec::default(), &stop, true) == Turn::More {}
+        assert_eq!(t.backstop(true), cfg().poll);
     }
 
     #[test]

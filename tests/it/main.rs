@@ -10,6 +10,7 @@ mod contract;
 mod discover;
 mod exposition;
 mod follow;
+mod follow_many;
 mod formats;
 pub mod gpu;
 mod hostile;
