@@ -903,11 +903,11 @@ fn raise_fd_limit() {
     }
 }
 
-/// Threads (and `journalctl` children) the inputs of `cfg` may need at most: one per input
-/// file and discovered file, two per journal unit (its reader and its child), one per
-/// `--sglang.url`, and a few of the exporter's own.
+/// Threads (and `journalctl` children) the inputs of `cfg` may need at most: the pool that
+/// follows every file ([`crate::source::pool::THREADS`]), two per journal unit (its reader and
+/// its child), one per `--sglang.url`, and a few of the exporter's own.
 fn tasks_needed(cfg: &Config) -> u64 {
-    let files = cfg.inputs.len() + cfg.discover.as_ref().map_or(0, |d| d.max_files);
+    let files = crate::source::pool::THREADS;
     let units = cfg.journal.units.len();
     let apis = cfg.api.as_ref().map_or(0, |a| a.targets.len());
     (files + 2 * units + apis + 16) as u64
@@ -931,8 +931,8 @@ fn warn_task_limit(cfg: &Config) {
             limit,
             needed,
             "the cgroup allows fewer tasks (pids.max, a unit's TasksMax=) than the inputs may need \
-             (a thread per followed file and --sglang.url, two per journal unit): raise TasksMax \
-             or lower --input.max-files"
+             (a thread per --sglang.url, two per journal unit, four following the files): raise \
+             TasksMax"
         );
     }
 }
