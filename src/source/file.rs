@@ -287,8 +287,9 @@ impl Open {
                 }
             }
             // At rest: a long partial line of a regular file is let go (read again when it
-            // ends), so what a followed file holds stays an idle buffer.
-            if self.regular && self.lb.pending() > 0 && !self.lb.rest() {
+            // ends), so what a followed file holds stays an idle buffer. Not at a pause after
+            // `TURN_BYTES`: a line longer than that would be let go and read again for ever.
+            if ended && self.regular && self.lb.pending() > 0 && !self.lb.rest() {
                 // What is held may be the rest of a line over the limit, reported already:
                 // it stays skipped.
                 self.spilled = Some(Spill {
@@ -933,6 +934,35 @@ mod tests {
         assert_eq!(t.turn(&mut Rec::default(), &stop, true), Turn::More);
         while t.turn(&mut Rec::default(), &stop, true) == Turn::More {}
         assert_eq!(t.backstop(true), cfg().poll);
+    }
+
+    /// A line longer than [`TURN_BYTES`] is read across turns, held, not let go at each pause
+    /// (then it would be read again from its start for ever): handed out whole, once.
+    #[test]
+    fn a_line_longer_than_a_turn_is_read_whole_across_turns() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.log");
+        let long = "y".repeat(TURN_BYTES as usize * 3 / 2);
+        std::fs::write(&p, format!("{long}\nnext\n")).unwrap();
+        let mut t = Tailer::new(
+            &p,
+            TailConfig {
+                max_line: 16 << 20,
+                ..cfg()
+            },
+        );
+        let mut rec = Rec::default();
+        let stop = Stop::new();
+        let mut turns = 1;
+        while t.turn(&mut rec, &stop, true) == Turn::More {
+            turns += 1;
+            assert!(turns < 10, "{turns} turns");
+        }
+        assert_eq!(turns, 2);
+        assert_eq!(rec.lines.len(), 2);
+        assert!(rec.lines[0] == long);
+        assert_eq!(rec.lines[1], "next");
+        assert_eq!(rec.bytes, long.len() + 6);
     }
 
     #[test]
