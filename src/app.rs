@@ -713,10 +713,9 @@ pub fn spawn_sources(
         match input {
             Input::File { server, path } => {
                 let source = crate::source::path_text(&path);
-                spawn_source(format!("follow {source}"), move || {
-                    let tail = cfg.tail.clone();
-                    tail_file(&cfg, tail, (&state, &stop), (&source, &server), &path);
-                })?;
+                let tail = cfg.tail.clone();
+                tail_file(&cfg, tail, &state, stop, (&source, &server), &path)
+                    .map_err(|e| ConfigError(format!("cannot follow {source}: {e}")))?;
             }
             Input::Stdin { server } => spawn_source("stdin".into(), move || {
                 let mut ing = cfg.ingest(&state, "-", &server);
@@ -753,47 +752,37 @@ pub fn spawn_sources(
     Ok(())
 }
 
-/// Starts the follower of a discovered file: a tailer supervised like a file input's, until
-/// `stop` (its own: set when the file is gone, or when the exporter stops).
+/// Starts the follower of a discovered file, as a file input's, until `stop` (its own: set
+/// when the file is gone, or when the exporter stops).
 fn spawn_follower(
-    cfg: &Arc<Config>,
+    cfg: &Config,
     state: &Shared,
     f: &Follow,
     stop: Arc<Stop>,
-) -> std::io::Result<std::thread::JoinHandle<()>> {
-    let (cfg, state, f) = (cfg.clone(), state.clone(), f.clone());
-    std::thread::Builder::new()
-        .name(format!("follow {}", f.source))
-        .spawn(move || {
-            // A discovered path is read only while it is a log file: should a device take its
-            // place (a symlink replaced), it is not read.
-            let tail = TailConfig {
-                char_devices: false,
-                ..cfg.tail.clone()
-            };
-            tail_file(&cfg, tail, (&state, &stop), (&f.source, &f.server), &f.path);
-        })
+) -> std::io::Result<crate::source::pool::Handle> {
+    // A discovered path is read only while it is a log file: should a device take its place
+    // (a symlink replaced), it is not read.
+    let tail = TailConfig {
+        char_devices: false,
+        ..cfg.tail.clone()
+    };
+    tail_file(cfg, tail, state, stop, (&f.source, &f.server), &f.path)
 }
 
-/// Follows the file at `path` as `source` of `server` until `stop` with `tail`'s settings: a
-/// tailer supervised so a panic restarts it from where it was (see `supervise`).
+/// Follows the file at `path` as `source` of `server` until `stop` with `tail`'s settings, on
+/// the threads of the file-following pool ([`crate::source::follow`]: a panic restarts the
+/// tailer from where it was, as `supervise` does).
 fn tail_file(
     cfg: &Config,
     tail: TailConfig,
-    (state, stop): (&Shared, &Stop),
+    state: &Shared,
+    stop: Arc<Stop>,
     (source, server): (&str, &str),
     path: &std::path::Path,
-) {
-    let mut ing = cfg.ingest(state, source, server);
-    let mut tailer = Tailer::new(path, tail);
-    supervise(
-        &mut ing,
-        stop,
-        &mut tailer,
-        |t, ing| t.run(ing, stop),
-        Tailer::recover,
-    );
-    ing.flush();
+) -> std::io::Result<crate::source::pool::Handle> {
+    let ing = cfg.ingest(state, source, server);
+    let tailer = Tailer::new(path, tail);
+    crate::source::follow::start(crate::source::pool::global(), path, tailer, ing, stop)
 }
 
 /// The API pollers from `--sglang.*`; `None` without `--sglang.url`.
@@ -977,11 +966,11 @@ fn raise_fd_limit() {
     }
 }
 
-/// Threads (and `journalctl` children) the inputs of `cfg` may need at most: one per input
-/// file and discovered file, two per journal unit (its reader and its child), one per
-/// `--sglang.url`, and a few of the exporter's own.
+/// Threads (and `journalctl` children) the inputs of `cfg` may need at most: the pool that
+/// follows every file ([`crate::source::pool::THREADS`]), two per journal unit (its reader and
+/// its child), one per `--sglang.url`, and a few of the exporter's own.
 fn tasks_needed(cfg: &Config) -> u64 {
-    let files = cfg.inputs.len() + cfg.discover.as_ref().map_or(0, |d| d.max_files);
+    let files = crate::source::pool::THREADS;
     let units = cfg.journal.units.len();
     let apis = cfg.api.as_ref().map_or(0, |a| a.targets.len());
     (files + 2 * units + apis + 16) as u64
@@ -1005,8 +994,8 @@ fn warn_task_limit(cfg: &Config) {
             limit,
             needed,
             "the cgroup allows fewer tasks (pids.max, a unit's TasksMax=) than the inputs may need \
-             (a thread per followed file and --sglang.url, two per journal unit): raise TasksMax \
-             or lower --input.max-files"
+             (a thread per --sglang.url, two per journal unit, four following the files): raise \
+             TasksMax"
         );
     }
 }

@@ -141,7 +141,8 @@ pub struct RunArgs {
     #[arg(long = "state.dir", value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
 
-    /// Backstop poll interval for followed files (file events wake the follower sooner).
+    /// Backstop poll interval for followed files whose events may not come (file events wake
+    /// the follower sooner); 20 times this for a file whose directory is watched.
     #[arg(long = "poll-interval", default_value = "250ms", value_parser = parse_duration)]
     pub poll_interval: std::time::Duration,
 

@@ -20,11 +20,11 @@
 //! Both give every series of the server `namespace`, `pod` and `container` labels; the `server`
 //! label is the pod name ([`Naming`]).
 
+use crate::source::pool::Handle;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use crate::state::{lock, SelfMetric, Shared};
@@ -534,18 +534,18 @@ pub struct Follow {
     pub server: String,
 }
 
-/// Starts a follower thread for a file; it must return once its stop is set. The app's
-/// follower tails the file into the state, supervised like every file input.
-pub type Spawn =
-    Box<dyn FnMut(&Follow, Arc<Stop>) -> std::io::Result<JoinHandle<()>> + Send + 'static>;
+/// Starts a follower for a file (a job of the file-following pool,
+/// [`crate::source::pool`]); it must end once its stop is set. The app's follower tails the
+/// file into the state, as every file input.
+pub type Spawn = Box<dyn FnMut(&Follow, Arc<Stop>) -> std::io::Result<Handle> + Send + 'static>;
 
 struct Follower {
     follow: Follow,
     stop: Arc<Stop>,
-    handle: JoinHandle<()>,
+    handle: Handle,
     /// Since when a scan has not found the file.
     missing_since: Option<Instant>,
-    /// Its stop is set; waiting for its thread to end.
+    /// Its stop is set; waiting for it to end.
     closing: bool,
 }
 
@@ -780,7 +780,7 @@ impl Discovery {
     }
 
     fn retire(&mut self, f: Follower, now: Instant) {
-        let _ = f.handle.join();
+        f.handle.join();
         let at = crate::clock::now_unix();
         let server = &f.follow.server;
         let shared = self
@@ -1202,11 +1202,26 @@ mod cap_tests {
             Arc::new(Patterns::embedded().unwrap()),
             StateConfig::default(),
         );
-        let spawn: Spawn = Box::new(|_f: &Follow, stop: Arc<Stop>| {
-            std::thread::Builder::new().spawn(move || {
-                while !stop.is_set() {
-                    std::thread::sleep(Duration::from_millis(5));
+        // A follower that waits for its stop.
+        struct Idle(Arc<Stop>);
+        impl crate::source::pool::Job for Idle {
+            fn turn(&mut self) -> crate::source::pool::Next {
+                use crate::source::pool::Next;
+                if self.0.is_set() {
+                    Next::Done
+                } else {
+                    Next::Wait(Duration::from_secs(3600))
                 }
+            }
+            fn panicked(&mut self) -> crate::source::pool::Next {
+                crate::source::pool::Next::Done
+            }
+        }
+        let pool = crate::source::pool::Pool::default();
+        let spawn: Spawn = Box::new(move |_f: &Follow, stop: Arc<Stop>| {
+            pool.add(|w| {
+                stop.on_set(move || w.wake());
+                Box::new(Idle(stop))
             })
         });
         let mut d = Discovery::new(cfg, state, spawn, &[]);

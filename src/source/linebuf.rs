@@ -238,6 +238,17 @@ impl LineBuf {
         self.idle = true;
     }
 
+    /// At rest with nothing held: lets the buffer go, so a followed file at rest holds no
+    /// read buffer (256 of them: 1 MiB); the next read takes one of [`IDLE_SIZE`] again.
+    pub fn shed(&mut self) {
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+            self.buf = Vec::new();
+            self.idle = true;
+        }
+    }
+
     /// After [`LineBuf::release`]: reads once into the buffer and keeps nothing. Returns the
     /// bytes read (0 at end of input) and the index of the first `\n` among them.
     ///
@@ -245,6 +256,10 @@ impl LineBuf {
     /// The read error (`Interrupted` is retried).
     pub fn scan<R: Read + ?Sized>(&mut self, r: &mut R) -> io::Result<(usize, Option<usize>)> {
         debug_assert_eq!(self.start, self.end, "scan holds nothing");
+        if self.buf.is_empty() {
+            // Let go at rest ([`LineBuf::shed`]): an empty buffer would read as the end.
+            self.buf = vec![0; IDLE_SIZE];
+        }
         let n = read_retrying(r, &mut self.buf)?;
         Ok((n, memchr::memchr(b'\n', &self.buf[..n])))
     }

@@ -1,23 +1,23 @@
 //! One file watcher (one inotify instance) for every followed file of the process.
 //!
-//! A tailer subscribes to its file's directory and is woken (a `()` on its channel) by the
-//! events that name its file or the directory itself; an event naming a file no one follows (a
+//! A follower subscribes to its file's directory and is woken (its [`Wake`] is called) by the
+//! events that name its file or the directory itself (an overflow of the event queue wakes
+//! every follower); an event naming a file no one follows (a
 //! rotated-away file a tailer still reads in its grace period, a new file) wakes every
 //! subscriber of the directory, at most every [`ALL_EVERY`]; the stat poll stays the backstop.
 //! So 256 followed files in one directory cost a wake-up per write to each, not 256. One instance serves every directory, so
 //! following more files than `fs.inotify.max_user_instances` (128 by default, shared with every
 //! process of the user) costs watches, not instances, and no watcher thread per file.
 //!
-//! The registry keeps each subscriber's sender, so a tailer's channel never disconnects: one
-//! whose directory cannot be watched (missing at start, no inotify) sleeps its poll interval
-//! between looks instead of spinning, and [`Watch::retry`] adds the watch once the directory
-//! exists.
+//! A follower whose directory cannot be watched (missing at start, no inotify) looks at its
+//! poll interval instead ([`Watch::is_watching`]), and [`Watch::retry`] adds the watch once
+//! the directory exists. Opening a file or the directory (a scan, our own reads) is no event
+//! worth a look: it changes nothing.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -27,11 +27,15 @@ use notify::{RecursiveMode, Watcher};
 /// watcher itself is called (its backend answers `watch` from the thread that runs callbacks).
 type Subscribers = Arc<Mutex<HashMap<PathBuf, Dir>>>;
 
+/// What wakes a follower: called from the watcher's thread, so it must be quick (a flag set,
+/// a message sent).
+pub type Wake = Arc<dyn Fn() + Send + Sync>;
+
 /// The subscribers of one directory.
 #[derive(Default)]
 struct Dir {
-    /// Id, the name of the file followed, and the tailer's wake-up.
-    subs: Vec<(u64, Option<OsString>, Sender<()>)>,
+    /// Id, the name of the file followed, and the follower's wake-up.
+    subs: Vec<(u64, Option<OsString>, Wake)>,
     /// When an event of a file no one follows last woke them all.
     all_woken: Option<Instant>,
 }
@@ -44,16 +48,16 @@ impl Dir {
     /// directory itself, every one).
     fn wake(&mut self, name: Option<&std::ffi::OsStr>) {
         let mut hit = false;
-        for (_, n, tx) in &self.subs {
+        for (_, n, wake) in &self.subs {
             if name.is_none() || n.as_deref() == name {
-                let _ = tx.send(());
+                wake();
                 hit = true;
             }
         }
         if !hit && self.all_woken.is_none_or(|t| t.elapsed() >= ALL_EVERY) {
             self.all_woken = Some(Instant::now());
-            for (_, _, tx) in &self.subs {
-                let _ = tx.send(());
+            for (_, _, wake) in &self.subs {
+                wake();
             }
         }
     }
@@ -78,7 +82,17 @@ fn registry() -> &'static Registry {
         let wake = subs.clone();
         let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
             let Ok(ev) = res else { return };
+            use notify::event::{AccessKind, EventKind};
+            if matches!(ev.kind, EventKind::Access(AccessKind::Open(_))) {
+                return;
+            }
             let mut subs = locked(&wake);
+            if ev.paths.is_empty() {
+                // The queue overflowed (events were lost): everyone looks.
+                for d in subs.values_mut() {
+                    d.wake(None);
+                }
+            }
             for p in &ev.paths {
                 // An event names the watched directory itself, or a file in it.
                 if let Some(d) = subs.get_mut(p.as_path()) {
@@ -116,15 +130,15 @@ pub fn dir_of(path: &Path) -> PathBuf {
     }
 }
 
-/// Subscribes `tx` to events in the directory of `path`.
-pub fn subscribe(path: &Path, tx: Sender<()>) -> Watch {
+/// Subscribes `wake` to events in the directory of `path`.
+pub fn subscribe(path: &Path, wake: Wake) -> Watch {
     let r = registry();
     let dir = dir_of(path);
     let id = r.next.fetch_add(1, Ordering::Relaxed);
     locked(&r.subs).entry(dir.clone()).or_default().subs.push((
         id,
         path.file_name().map(OsString::from),
-        tx,
+        wake,
     ));
     let w = Watch {
         dir,
@@ -186,8 +200,20 @@ impl Drop for Watch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::mpsc::channel;
+    use std::sync::mpsc::{channel, Receiver};
     use std::time::Duration;
+
+    fn woken(path: &Path) -> (Watch, Receiver<()>) {
+        let (tx, rx) = channel();
+        let tx = Mutex::new(tx);
+        let w = subscribe(
+            path,
+            Arc::new(move || {
+                let _ = locked(&tx).send(());
+            }),
+        );
+        (w, rx)
+    }
 
     /// A directory made after the subscription is watched from the next retry on; the channel
     /// of a subscriber without a watch waits instead of disconnecting.
@@ -195,8 +221,7 @@ mod tests {
     fn a_missing_directory_is_watched_once_it_exists() {
         let root = tempfile::tempdir().unwrap();
         let dir = root.path().join("later");
-        let (tx, rx) = channel();
-        let w = subscribe(&dir.join("x.log"), tx);
+        let (w, rx) = woken(&dir.join("x.log"));
         assert!(!w.is_watching());
         assert_eq!(
             rx.recv_timeout(Duration::from_millis(50)),
@@ -209,8 +234,7 @@ mod tests {
         assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(()));
         // Two subscribers of one directory share its watch; a write to one's file wakes that
         // one only (hostile pass: 256 files in one directory woke all 256 per write).
-        let (tx2, rx2) = channel();
-        let w2 = subscribe(&dir.join("y.log"), tx2);
+        let (w2, rx2) = woken(&dir.join("y.log"));
         assert!(w2.is_watching());
         std::thread::sleep(ALL_EVERY);
         while rx.try_recv().is_ok() {}

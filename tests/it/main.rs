@@ -11,6 +11,7 @@ mod conventions;
 mod discover;
 mod exposition;
 mod follow;
+mod follow_many;
 mod foreign;
 mod formats;
 pub mod gpu;
