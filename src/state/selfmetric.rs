@@ -456,7 +456,7 @@ mod tests {
             .map(|m| (m.def().0, m.def().2))
             .chain(SelfFamily::ALL.iter().map(|f| (f.def().0, f.def().2)))
             .collect();
-        assert_eq!(names.len(), 22 + 20);
+        assert_eq!(names.len(), 22 + 21);
         for (n, k) in &names {
             assert!(
                 n.starts_with("sglang_log_exporter_") || *n == "sglang_up",
@@ -466,7 +466,7 @@ mod tests {
         }
         names.sort_by_key(|(n, _)| *n);
         names.dedup_by_key(|(n, _)| *n);
-        assert_eq!(names.len(), 22 + 20);
+        assert_eq!(names.len(), 22 + 21);
         assert_eq!(
             SelfFamily::NvmlUp.family().name,
             "sglang_log_exporter_nvml_up"
