@@ -326,6 +326,7 @@ fn top_and_the_summary_ignore_request_metrics() {
         run(&[
             "top",
             "--snapshot",
+            "--gpu.disable",
             "--timezone",
             "UTC",
             "--width",
