@@ -21,7 +21,8 @@
 //!   encoders (`metrics`, `openmetrics`, `valid`), the Pushgateway, the live page, `--once`'s
 //!   summary, and `export::server` (listen addresses, admission, TLS and basic auth, routes).
 //! * Commands beside the main job: [`backfill`], [`check`], [`top`], [`generate`].
-//! * [`clock`] (the wall clock for timestamps, the monotonic one for ages), [`cli`] (the
+//! * [`clock`] (the wall clock for timestamps, the monotonic one for ages), [`duration`]
+//!   (durations in Prometheus's units, `d` and `w` included), [`cli`] (the
 //!   command line, clap only), [`app`] (turns it into each part's configuration and runs the
 //!   mode), [`stop`] (one stop signal for every thread), [`optfile`] (the one bounded reader of
 //!   the files options name: keys, passwords, patterns, configs, PEM, the state file), [`ca`]
