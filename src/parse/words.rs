@@ -113,6 +113,41 @@ fn ipv4(s: &str) -> bool {
     }) && n == 4
 }
 
+/// Whether `k` is a key of an identifier other than a writer's (`x_request_id`, `session-id`,
+/// `traceId`, `requestID`): such ids are minted per request or per line, so their values
+/// would make each line an engine of its own. A writer's id (`worker_id`) is a
+/// [`writer_key`], checked first.
+fn id_key(k: &str) -> bool {
+    let n = k.len();
+    n > 2
+        && k.is_char_boundary(n - 2)
+        && (matches!(&k[n - 2..], "Id" | "ID")
+            || (k[n - 2..].eq_ignore_ascii_case("id") && k[..n - 2].ends_with(['_', '-', '.'])))
+}
+
+/// Whether `s` is an opaque identifier minted per request or per line: a UUID
+/// (`3fa85f64-5717-4562-b3fc-2c963f66afa6`), or a run of 16 hex digits or more with a digit
+/// in it (a trace or span id), maybe after a word and `-` or `_` (`req-<uuid>`). A shorter
+/// hex run (a container's 12) may name a writer, and is left to be one.
+fn opaque_id(s: &str) -> bool {
+    fn hex_run(s: &str) -> bool {
+        s.len() >= 16
+            && s.bytes().all(|c| c.is_ascii_hexdigit())
+            && s.bytes().any(|c| c.is_ascii_digit())
+    }
+    fn uuid(s: &str) -> bool {
+        let mut lens = [8usize, 4, 4, 4, 12].into_iter();
+        s.split('-')
+            .all(|p| lens.next() == Some(p.len()) && p.bytes().all(|c| c.is_ascii_hexdigit()))
+            && lens.next().is_none()
+    }
+    let id = |s: &str| uuid(s) || hex_run(s);
+    id(s)
+        || s.split_once(['-', '_']).is_some_and(|(word, rest)| {
+            !word.is_empty() && word.bytes().all(|c| c.is_ascii_alphabetic()) && id(rest)
+        })
+}
+
 /// Whether `s` is a number, a time or a date of another shape than the time regex reads
 /// (`12.345`, `+0.5`, `3/10`, `2025/12/10`, `00:12`, `12.5ms`, `1,234`): ASCII digits and
 /// `. : / , _ + -` only, maybe a unit of time after; an IPv4 address is a host, not this.
@@ -169,6 +204,10 @@ pub fn classify<'w>(tags: &[(String, RankTag)], w: &'w str) -> Word<'w> {
             // A per-line key, or a key whose value was the time (`ts=` before it).
             return Word::Skip;
         }
+        if !writer_key(k) && (id_key(k) || opaque_id(v)) {
+            // A request's, a trace's or a session's id: new at every request.
+            return Word::Skip;
+        }
         if digits(v) || numeric(v) {
             return match writer_key(k) {
                 true => Word::Name { numbered: false },
@@ -179,7 +218,7 @@ pub fn classify<'w>(tags: &[(String, RankTag)], w: &'w str) -> Word<'w> {
     }
     // A per-line key alone (`pid 4242`) or with its number attached (`seq5`, `tid12`).
     let stem = bare.trim_end_matches(|c: char| c.is_ascii_digit());
-    if listed(PER_LINE, stem) {
+    if listed(PER_LINE, stem) || opaque_id(bare) {
         return Word::Skip;
     }
     Word::Name {
@@ -319,6 +358,21 @@ mod tests {
             ("port", Word::Name { numbered: true }),
             ("INFO", Word::Skip),
             ("scheduler.py:10", Word::Skip),
+            ("3fa85f64-5717-4562-b3fc-2c963f66afa6", Word::Skip),
+            ("req-3fa85f64-5717-4562-b3fc-2c963f66afa6", Word::Skip),
+            ("4bf92f3577b34da6a3ce929d0e0e4736", Word::Skip),
+            ("x_request_id=5f3a1c2e", Word::Skip),
+            ("session-id=abc", Word::Skip),
+            ("traceId=ab12", Word::Skip),
+            ("requestID=ab12", Word::Skip),
+            ("correlation_id=abc1x", Word::Skip),
+            ("span=4bf92f3577b34da6", Word::Skip),
+            ("session=4bf92f3577b34da6", Word::Skip),
+            ("3f4e1a2b9c8d", name),
+            ("deadbeefdeadbeef", name),
+            ("sglang-7d9f8b6c5f-x2x4z", name),
+            ("node_id=7", name),
+            ("valid", name),
         ] {
             assert_eq!(c(w), want, "{w}");
         }

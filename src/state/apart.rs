@@ -7,7 +7,9 @@
 //! the first one's ranks and facts silently; merged, two `TP0`s would be one series. So that
 //! source is kept apart from then on: its lines go to an engine of the server named after the
 //! source (`engine="b.log"`'s path), as a stream's other writer is, warned about once and
-//! counted in `sglang_log_exporter_server_name_collisions_total`. Another host's dump of a
+//! counted in `sglang_log_exporter_server_name_collisions_total`. Rotated pieces named newest
+//! first look the same at the older piece's dump (its run's end is not known yet): the warning
+//! names both causes, and keeping it apart leaves the newer piece's state as the server's. Another host's dump of a
 //! multi-node server (same model and node count, a node not seen yet) is no second server:
 //! the hosts' logs join as one server's.
 
@@ -69,9 +71,11 @@ impl State {
             server = %key.server,
             source = %source,
             other = %other,
-            "two inputs of one server name overlap in time ({source} starts a run while \
-             {other} still runs): two servers under one name, not a restart; {source} is kept \
-             apart as engine {source:?} (name the inputs apart with NAME=PATH)"
+            "{source} starts a run before the last line read of {other}, an input of the same \
+             server name: either the two overlap in time (two servers under one name) or they \
+             are rotated pieces named newest first (name them oldest first); not read as a \
+             restart, so the newer data stays: {source} is kept apart as engine {source:?} \
+             (name the inputs apart with NAME=PATH)"
         );
         self.add_self(SelfMetric::ServerNameCollisions, "", 1.0);
         self.apart

@@ -734,7 +734,10 @@ fn two_inputs_of_one_name_that_overlap_are_two_servers() {
     let args = ["--timezone", "UTC", "--idle-after", "1h", "-o", "-", &a, &b];
     let (code, om, err) = backfill(&args, "");
     assert_eq!(code, Some(0), "{err}");
-    assert!(err.contains("overlap in time"), "{err}");
+    assert!(
+        err.contains("overlap in time (two servers under one name)"),
+        "{err}"
+    );
     let all = series(&om);
     assert_eq!(all[&a_series], [(T0 + 10.0, 3.0), (T0 + 300.0, 5.0)]);
     assert_eq!(all[&b_series], [(T0 + 310.0, 7.0)]);
@@ -758,6 +761,38 @@ fn two_inputs_of_one_name_that_overlap_are_two_servers() {
         "{m}"
     );
     assert!(!m.contains("engine=\""), "{m}");
+
+    // Rotated pieces named newest first (found by the trial T): the older piece's dump comes
+    // before the newer's last line. The warning said they "overlap in time" while `a.log`
+    // (10:00-10:05) ended before `later.log` (10:09) began; it names both causes, and the
+    // newer piece's state stays the server's.
+    let out = crate::common::run(&[
+        "--once",
+        "--timezone",
+        "UTC",
+        "--gpu.disable",
+        "--idle-after",
+        "1h",
+        &input("later.log"),
+        &a,
+    ]);
+    let (m, err) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("or they are rotated pieces named newest first (name them oldest first)"),
+        "{err}"
+    );
+    assert_eq!(
+        crate::common::value(
+            &m,
+            &format!("sglang:num_running_reqs{{server=\"s\",{later}}}")
+        ),
+        Some(7.0),
+        "{m}"
+    );
 
     // The hosts of one multi-node server, each its own input under one name, overlap by
     // nature: one server with both hosts' ranks, nothing kept apart.

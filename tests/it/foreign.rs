@@ -73,6 +73,66 @@ fn per_line_tokens_make_no_engines() {
     assert_eq!(unmatched(&m), 0.0, "{m}");
 }
 
+/// Request, trace and session ids in a prefix (a bare UUID, `req-<uuid>`, a 32-digit trace
+/// id, `x_request_id=…`, `correlation_id=…`, `session=<hex>`) are new at every line and made
+/// an engine of each line (four lines of two ranks were four series): two ranks are two
+/// series, each its last line's values; a worker's name beside them stays the engine.
+#[test]
+fn request_and_trace_ids_make_no_engines() {
+    let lines = [
+        format!(
+            "[2026-06-03 10:00:00 3fa85f64-5717-4562-b3fc-2c963f66afa6 TP0] {}",
+            decode(1, 0)
+        ),
+        format!(
+            "[2026-06-03 10:00:01 req-0b9e7a8c-1d2e-4f30-8a41-52c6d7e8f901 TP1] {}",
+            decode(2, 0)
+        ),
+        format!(
+            "[2026-06-03 10:00:02 4bf92f3577b34da6a3ce929d0e0e4736 TP0] {}",
+            decode(3, 1)
+        ),
+        format!(
+            "[2026-06-03 10:00:03 x_request_id=5f3a1c2e TP1] {}",
+            decode(4, 2)
+        ),
+        format!(
+            "[2026-06-03 10:00:04 correlation_id=abc7x TP0] {}",
+            decode(5, 3)
+        ),
+        format!(
+            "[2026-06-03 10:00:05 session=00f067aa0ba902b7 TP1] {}",
+            decode(6, 4)
+        ),
+    ];
+    let m = read("ids.log", &(lines.join("\n") + "\n"));
+    assert_eq!(series(&m, "sglang:num_running_reqs").len(), 2, "{m}");
+    assert!(!m.contains("engine="), "{m}");
+    let tp1 = r#"pp_rank="0",tp_rank="1",moe_ep_rank="0""#;
+    assert_eq!(of(&m, "sglang:num_running_reqs", "ids", "", TP0), Some(5.0));
+    assert_eq!(of(&m, "sglang:num_queue_reqs", "ids", "", TP0), Some(3.0));
+    assert_eq!(of(&m, "sglang:num_running_reqs", "ids", "", tp1), Some(6.0));
+    assert_eq!(of(&m, "sglang:num_queue_reqs", "ids", "", tp1), Some(4.0));
+    assert_eq!(unmatched(&m), 0.0, "{m}");
+
+    let lines = [
+        format!(
+            "[2026-06-03 10:00:00 Worker 1 trace_id=4bf92f3577b34da6 TP0] {}",
+            decode(1, 0)
+        ),
+        format!(
+            "[2026-06-03 10:00:01 Worker 1 traceId=a3ce929d0e0e4736 TP0] {}",
+            decode(2, 0)
+        ),
+    ];
+    let m = read("ids.log", &(lines.join("\n") + "\n"));
+    assert_eq!(series(&m, "sglang:num_running_reqs").len(), 1, "{m}");
+    assert_eq!(
+        of(&m, "sglang:num_running_reqs", "ids", "Worker 1", TP0),
+        Some(2.0)
+    );
+}
+
 /// Two schedulers of TP0 on GPUs 0 and 4 (two servers on one host) were merged into one rank:
 /// they are two series, each with its own values; one server's ranks on their GPUs stay one.
 #[test]
