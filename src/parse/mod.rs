@@ -494,6 +494,25 @@ impl Parser {
                 }
                 foreign::Read::Nothing => {}
             }
+        } else if time.is_some()
+            && ranks == Ranks::default()
+            && !one_bracket
+            && foreign::reads(class)
+        {
+            // SGLang's own time, then a launcher's brackets before the body
+            // (`[TIME] [worker-3] [TP1] Decode batch`): their rank tags and writer are the
+            // line's, or two ranks would be read as one; the time stays SGLang's. A refused or
+            // empty reading leaves the line as SGLang's prefix alone reads it.
+            let before = actor_rest(&line[..label_start(line, m_start)]);
+            let read = foreign::read(&pat.rank_tags, before, &mut self.scratch.foreign);
+            if let foreign::Read::Prefix {
+                ranks: r, gpu: g, ..
+            } = read
+            {
+                if r != Ranks::default() || !self.scratch.foreign.is_empty() {
+                    (ranks, foreign, gpu) = (r, true, g);
+                }
+            }
         }
         if time.is_none() && ranks == Ranks::default() && !foreign {
             if prefix::broken_timestamp(&line[..m_start]) {

@@ -133,6 +133,50 @@ fn request_and_trace_ids_make_no_engines() {
     );
 }
 
+/// A launcher's brackets after SGLang's own time (`[TIME] [worker-3] [TP1] Decode batch`): the
+/// own prefix gave the time and no rank, and the rank tags after it were not read, so TP0 and
+/// TP1 were one series taking turns with each other's values (found by this stop's trial).
+#[test]
+fn rank_tags_in_a_bracket_after_sglangs_own_time_are_ranks() {
+    let lines = [
+        format!("[2026-06-03 10:00:01] [worker-3] [TP0] {}", decode(1, 0)),
+        format!("[2026-06-03 10:00:02] [worker-3] [TP1] {}", decode(2, 0)),
+        format!("[2026-06-03 10:00:03] [worker-3] [TP0] {}", decode(3, 1)),
+        format!("[2026-06-03 10:00:04] [worker-3] [TP1] {}", decode(4, 2)),
+    ];
+    let m = read("after.log", &(lines.join("\n") + "\n"));
+    assert_eq!(series(&m, "sglang:num_running_reqs").len(), 2, "{m}");
+    let tp1 = r#"pp_rank="0",tp_rank="1",moe_ep_rank="0""#;
+    assert_eq!(
+        of(&m, "sglang:num_running_reqs", "after", "worker-3", TP0),
+        Some(3.0)
+    );
+    assert_eq!(
+        of(&m, "sglang:num_queue_reqs", "after", "worker-3", TP0),
+        Some(1.0)
+    );
+    assert_eq!(
+        of(&m, "sglang:num_running_reqs", "after", "worker-3", tp1),
+        Some(4.0)
+    );
+    assert_eq!(
+        of(&m, "sglang:num_queue_reqs", "after", "worker-3", tp1),
+        Some(2.0)
+    );
+    // The time is SGLang's own (10:00:03 and 10:00:04 UTC on 2026-06-03).
+    assert_eq!(
+        of(
+            &m,
+            "sglang_last_stats_timestamp_seconds",
+            "after",
+            "worker-3",
+            tp1
+        ),
+        Some(1_780_480_804.0)
+    );
+    assert_eq!(unmatched(&m), 0.0, "{m}");
+}
+
 /// Two schedulers of TP0 on GPUs 0 and 4 (two servers on one host) were merged into one rank:
 /// they are two series, each with its own values; one server's ranks on their GPUs stay one.
 #[test]
