@@ -253,7 +253,9 @@ pub struct DiscoverArgs {
     pub containers: Vec<String>,
 
     /// Most files followed at once through --input.glob; more are skipped, counted in
-    /// sglang_log_exporter_discovery_files_skipped_total and warned about once.
+    /// sglang_log_exporter_discovery_files_skipped_total and warned about once. Above 256 the
+    /// state's own caps still hold (256 sources, 256 servers): the files past them are read, but
+    /// their series are refused and counted in sglang_log_exporter_series_dropped_by_cap_total.
     #[arg(long = "input.max-files", default_value_t = 256)]
     pub max_files: usize,
 
