@@ -128,16 +128,36 @@ fn time_part(tags: &[(String, RankTag)], p: &str) -> TimePart {
 
 /// `before` trimmed, when it may be a foreign prefix: not empty, quoting nothing, and ending
 /// like a prefix. (One longer than [`MAX_PREFIX`] is not read: see [`read`].)
-fn prefix_like(before: &str) -> Option<&str> {
+/// A prefix may also end in rank tags after its closer (`…scheduler.py:1234] TP1 `: glog's
+/// prefix, then the rank SGLang's logger adds), or those ranks would be lost and the ranks read
+/// as one.
+fn prefix_like<'b>(tags: &[(String, RankTag)], before: &'b str) -> Option<&'b str> {
+    const CLOSERS: [char; 4] = [']', ')', '|', '>'];
     let p = before.trim();
-    let like = !p.is_empty() && !p.contains(['"', '\'']) && p.ends_with([']', ')', '|', '>']);
-    like.then_some(p)
+    if p.is_empty() || p.contains(['"', '\'']) {
+        return None;
+    }
+    if p.ends_with(CLOSERS) {
+        return Some(p);
+    }
+    let tail = &p[p.rfind(CLOSERS)? + 1..];
+    let mut it = tail.split_whitespace().peekable();
+    let mut ranks = false;
+    while let Some(w) = it.next() {
+        match words::classify(tags, w) {
+            Word::Rank(_, Some(_)) => {}
+            Word::Rank(_, None) if it.next_if(|n| words::digits(n)).is_some() => {}
+            _ => return None,
+        }
+        ranks = true;
+    }
+    ranks.then_some(p)
 }
 
 /// The local time of the foreign prefix `before` (whatever its ranks), for a line no kind
 /// reads that may still be the input's last timed line (`Parser::prefix_time`).
 pub fn time(tags: &[(String, RankTag)], before: &str) -> Option<LogTime> {
-    let p = prefix_like(before).filter(|p| p.len() <= MAX_PREFIX)?;
+    let p = prefix_like(tags, before).filter(|p| p.len() <= MAX_PREFIX)?;
     time_part(tags, p).ok()?.0
 }
 
@@ -146,7 +166,7 @@ pub fn time(tags: &[(String, RankTag)], before: &str) -> Option<LogTime> {
 /// word says is [`words::classify`]'s: only words that name a writer make the identity.
 pub fn read(tags: &[(String, RankTag)], before: &str, identity: &mut String) -> Read {
     identity.clear();
-    let Some(p) = prefix_like(before) else {
+    let Some(p) = prefix_like(tags, before) else {
         return Read::Nothing;
     };
     // Too long to be any launcher's prefix (a garbled or hostile one): not read, and not

@@ -177,6 +177,61 @@ fn rank_tags_in_a_bracket_after_sglangs_own_time_are_ranks() {
     assert_eq!(unmatched(&m), 0.0, "{m}");
 }
 
+/// glog's prefix, then SGLang's rank tag before the body (`…scheduler.py:1234] TP1 Decode
+/// batch`): the tag after the prefix's `]` was not read, so two ranks were one untagged rank
+/// (found by this stop's trial). The thread id (12345, 12346) names no writer.
+#[test]
+fn a_rank_tag_after_a_glog_prefix_is_the_rank() {
+    let lines = [
+        format!(
+            "I0603 10:00:01.123456 12345 scheduler.py:1234] TP0 {}",
+            decode(1, 0)
+        ),
+        format!(
+            "I0603 10:00:02.123456 12346 scheduler.py:1234] TP1 {}",
+            decode(2, 0)
+        ),
+        format!(
+            "I0603 10:00:03.123456 12345 scheduler.py:1234] TP0 {}",
+            decode(3, 1)
+        ),
+        format!(
+            "I0603 10:00:04.123456 12346 scheduler.py:1234] TP 1 {}",
+            decode(4, 2)
+        ),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("glog.log");
+    std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+    let m = crate::common::once(&[
+        "--gpu.disable",
+        "--idle-after",
+        "1000000h",
+        "--log.level",
+        "error",
+        "--date",
+        "2026-06-03",
+        p.to_str().unwrap(),
+    ]);
+    assert_eq!(series(&m, "sglang:num_running_reqs").len(), 2, "{m}");
+    let tp1 = r#"pp_rank="0",tp_rank="1",moe_ep_rank="0""#;
+    assert_eq!(
+        of(&m, "sglang:num_running_reqs", "glog", "", TP0),
+        Some(3.0)
+    );
+    assert_eq!(of(&m, "sglang:num_queue_reqs", "glog", "", TP0), Some(1.0));
+    assert_eq!(
+        of(&m, "sglang:num_running_reqs", "glog", "", tp1),
+        Some(4.0)
+    );
+    assert_eq!(of(&m, "sglang:num_queue_reqs", "glog", "", tp1), Some(2.0));
+    assert_eq!(
+        of(&m, "sglang_last_stats_timestamp_seconds", "glog", "", tp1),
+        Some(1_780_480_804.123456)
+    );
+    assert_eq!(unmatched(&m), 0.0, "{m}");
+}
+
 /// Two schedulers of TP0 on GPUs 0 and 4 (two servers on one host) were merged into one rank:
 /// they are two series, each with its own values; one server's ranks on their GPUs stay one.
 #[test]
