@@ -185,7 +185,9 @@ pub fn backfill(a: &BackfillArgs) -> Result<Summary, BackfillError> {
         let source = path
             .as_ref()
             .map_or("-".to_string(), |p| p.display().to_string());
+        let clock = state.clock_id(&source);
         let mut ctx = Ctx {
+            clock,
             state: &mut state,
             times: &mut times,
             out: Out {
@@ -455,6 +457,9 @@ struct Ctx<'a> {
     sum: &'a mut Summary,
     server: &'a str,
     source: &'a str,
+    /// The state's clock id of `source` (it only names the source: see
+    /// [`State::apply_placed`]).
+    clock: usize,
     date_given: bool,
     /// `--idle-after` in seconds.
     idle_after: f64,
@@ -743,10 +748,11 @@ impl Ctx<'_> {
     fn apply_at(&mut self, key: &ServerKey, rec: &Record<'_>, ts: Option<f64>) {
         // An input kept apart from a server of its name (two inputs that overlap in time):
         // its samples go under the key the state keeps its lines under.
-        let routed = self.state.route_placed(self.source, key, rec, ts);
+        let routed = self.state.route_placed(self.clock, key, rec, ts);
         let key = routed.as_ref().unwrap_or(key);
         let Some(ts) = ts else {
-            self.state.apply_placed(self.source, key, rec, None);
+            self.state
+                .apply_placed(self.source, self.clock, key, rec, None);
             write_dropped(
                 self.state,
                 &mut self.out,
@@ -774,7 +780,8 @@ impl Ctx<'_> {
         let class = rec.class;
         let engine_before = self.engine_type(key);
         let existed = (self.state.servers().get(key)).is_some_and(|s| s.ranks.contains_key(&ranks));
-        self.state.apply_placed(self.source, key, rec, Some(ts));
+        self.state
+            .apply_placed(self.source, self.clock, key, rec, Some(ts));
         write_dropped(
             self.state,
             &mut self.out,

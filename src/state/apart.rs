@@ -83,17 +83,18 @@ impl State {
         Cow::Owned(ServerKey::new(&key.server, &source))
     }
 
-    /// The key [`State::apply_placed`] will keep a line of `source` under when it is not `key`
-    /// (the source is kept apart from a server of its name: the module).
+    /// The key a line of `key` from the source of clock `clock` ([`State::clock_id`]) goes
+    /// under when it is not `key` itself (bounded, or the source kept apart from a server of
+    /// its name: the module), for callers of [`State::apply_placed`], which applies the line
+    /// under the key given.
     pub fn route_placed(
         &mut self,
-        source: &str,
+        clock: usize,
         key: &ServerKey,
         rec: &Record<'_>,
         ts: Option<f64>,
     ) -> Option<ServerKey> {
-        let clock = self.clock_id(source);
-        match self.route(Cow::Borrowed(key), rec, ts, clock) {
+        match self.route(key.bounded(), rec, ts, clock) {
             Cow::Owned(k) => Some(k),
             Cow::Borrowed(_) => None,
         }

@@ -165,19 +165,19 @@ impl State {
 
     /// [`State::apply`] for a line whose time the caller placed with its own clock (`backfill`,
     /// which looks a line ahead, see [`clock::Lookahead`]): `ts` is used as it is and the
-    /// state's clocks are left alone (the source's clock id only names the source, for
-    /// [`super::apart`]).
+    /// state's clocks are left alone. `key` is where the line goes: the caller routed it with
+    /// [`State::route_placed`] on the source's clock `clock` ([`State::clock_id`], which only
+    /// names the source here, for [`super::apart`]).
     pub fn apply_placed(
         &mut self,
         source: &str,
+        clock: usize,
         key: &ServerKey,
         rec: &Record<'_>,
         ts: Option<f64>,
     ) {
         self.count_record(source, rec);
         let key = self.begin_line(key, rec);
-        let clock = self.clock_id(source);
-        let key = self.route(key, rec, ts, clock);
         self.apply_at(&key, rec, ts, clock);
     }
 

@@ -658,7 +658,9 @@ fn removed_ranks_are_kept_with_their_time_when_asked() {
         engine: "e1".into(),
     };
     let rec = f.parser.parse(stats).unwrap();
-    f.state.apply_placed("src", &key, &rec, Some(T + 600.0));
+    let clock = f.state.clock_id("src");
+    f.state
+        .apply_placed("src", clock, &key, &rec, Some(T + 600.0));
     f.state.expire(T + 600.0 + 5000.0);
     let d = f.state.take_dropped();
     assert_eq!(d.len(), 1);

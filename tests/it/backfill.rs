@@ -813,3 +813,47 @@ fn two_inputs_of_one_name_that_overlap_are_two_servers() {
         "{m}"
     );
 }
+
+/// Two overlapping inputs under a server name past the label bound (256 bytes, so the state
+/// keeps it shortened): backfill keeps the second apart as `--once` does, each sample under
+/// the series its line was routed to (backfill routes a line once, on the bounded key, and
+/// applies it under that key).
+#[test]
+fn a_long_server_name_is_kept_apart_by_backfill_as_by_once() {
+    let dir = crate::common::root().join("tests/data/apart");
+    let name = "s".repeat(300);
+    let input = |n: &str| format!("{name}={}", dir.join(n).display());
+    let (a, b) = (input("a.log"), input("b.log"));
+    let b_engine = format!("engine=\"{}\"", dir.join("b.log").display());
+    let running = |text: &str, apart: bool| -> Vec<String> {
+        let mut v: Vec<String> = text
+            .lines()
+            .filter(|l| l.starts_with("sglang:num_running_reqs{"))
+            .filter(|l| l.contains(&b_engine) == apart)
+            .map(|l| l.split_whitespace().last().unwrap().to_string())
+            .collect();
+        v.sort();
+        v
+    };
+    let m = crate::common::once(&["--gpu.disable", "--idle-after", "1h", &a, &b]);
+    assert_eq!(running(&m, false), ["5"], "{m}");
+    assert_eq!(running(&m, true), ["7"], "{m}");
+    let (code, om, err) = backfill(
+        &["--timezone", "UTC", "--idle-after", "1h", "-o", "-", &a, &b],
+        "",
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let all = series(&om);
+    let pick = |apart: bool| -> Vec<(f64, f64)> {
+        let mut v: Vec<(f64, f64)> = all
+            .iter()
+            .filter(|(k, _)| k.starts_with("sglang:num_running_reqs{"))
+            .filter(|(k, _)| k.contains(&b_engine) == apart)
+            .flat_map(|(_, s)| s.iter().copied())
+            .collect();
+        v.sort_by(|x, y| x.0.total_cmp(&y.0));
+        v
+    };
+    assert_eq!(pick(false), [(T0 + 10.0, 3.0), (T0 + 300.0, 5.0)], "{om}");
+    assert_eq!(pick(true), [(T0 + 310.0, 7.0)], "{om}");
+}
