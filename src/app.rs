@@ -96,6 +96,10 @@ pub struct HttpConfig {
     pub max_connections: usize,
     /// `--web.systemd-socket`: the sockets systemd passes instead of `listen`.
     pub systemd_socket: bool,
+    /// `--web.names`.
+    pub names: crate::export::format::Names,
+    /// `--web.old-names`.
+    pub old_names: bool,
 }
 
 impl HttpConfig {
@@ -121,6 +125,12 @@ impl HttpConfig {
             telemetry_path: a.telemetry_path.clone(),
             web,
             max_connections: a.max_connections,
+            names: match a.names {
+                crate::cli::WebNames::Upstream => crate::export::format::Names::Upstream,
+                crate::cli::WebNames::Colons => crate::export::format::Names::Colons,
+                crate::cli::WebNames::Underscores => crate::export::format::Names::Underscores,
+            },
+            old_names: a.old_names,
             systemd_socket: a.systemd_socket,
         })
     }
@@ -539,7 +549,11 @@ pub fn run_live(cfg: Config) -> Result<(), ConfigError> {
         crate::gpu::spawn(g.clone(), state.clone(), stop.clone())
             .map_err(|e| ConfigError(format!("cannot start the GPU sampler: {e}")))?;
     }
-    let exposition = Arc::new(Exposition::new(state.clone()));
+    let exposition = Arc::new(
+        Exposition::new(state.clone())
+            .with_names(cfg.http.names)
+            .with_old_names(cfg.http.old_names),
+    );
     let live = Arc::new(live::Live::new(state.clone(), &cfg.http.telemetry_path));
     if !cfg.http.listen.is_empty() || cfg.http.systemd_socket {
         live::spawn_sampler(live.clone(), stop.clone())

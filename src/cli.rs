@@ -116,6 +116,22 @@ pub struct RunArgs {
     #[arg(long = "web.max-connections", default_value_t = 512)]
     pub max_connections: usize,
 
+    /// How `/metrics` writes metric names. `colons` (the default; what the shipped dashboard
+    /// and alerts query) or `underscores`: that style for every scraper, in the text format
+    /// 0.0.4. `upstream`: as SGLang's own `/metrics` answers the scraper's `Accept` header, so
+    /// a Prometheus scraping both stores one name: a Prometheus 2 asks for OpenMetrics and then
+    /// stores `sglang_token_usage`, a Prometheus 3 stores `sglang:token_usage`.
+    #[arg(long = "web.names", value_enum, default_value_t = WebNames::Colons)]
+    pub names: WebNames,
+
+    /// Also serve the three families renamed in this release under their old names, until
+    /// the next release: `sglang_swa_used_tokens` (now `sglang_swa_pool_used_tokens`),
+    /// `sglang_http_requests_total` (now `sglang_access_log_requests_total`) and
+    /// `sglang_max_running_requests` (now `sglang_running_requests_limit`). Their old names met
+    /// SGLang's own once colons become underscores.
+    #[arg(long = "web.old-names")]
+    pub old_names: bool,
+
     /// Serve on the listening sockets systemd passes (socket activation: a `.socket` unit, see
     /// systemd/sglang-log-exporter.socket) instead of `--web.listen-address`, which is then
     /// ignored; start-up fails when none was passed.
@@ -574,4 +590,15 @@ mod tests {
         assert_eq!(split_input("/x/y.log"), (None, "/x/y.log".into()));
         assert_eq!(split_input("-"), (None, "-".into()));
     }
+}
+
+/// `--web.names` (the exporter's `export::format::Names`, which `app` maps it to).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WebNames {
+    /// As SGLang's own `/metrics` answers the scraper's `Accept` header.
+    Upstream,
+    /// Always colons, text format 0.0.4.
+    Colons,
+    /// Always underscores, text format 0.0.4.
+    Underscores,
 }

@@ -118,7 +118,7 @@ pub struct KvValues {
     pub full_used: Option<f64>,
     /// `sglang:full_token_usage`.
     pub full_usage: Option<f64>,
-    /// `sglang_swa_used_tokens` (`#swa token`).
+    /// `sglang_swa_pool_used_tokens` (`#swa token`).
     pub swa_used: Option<f64>,
     /// `sglang:swa_token_usage` (0 on a model without a sliding-window pool, as upstream).
     pub swa_usage: Option<f64>,

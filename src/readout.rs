@@ -131,7 +131,7 @@ pub struct Rank {
     pub full_token_usage: Option<f64>,
     /// `sglang_swa_pool_capacity_tokens`.
     pub swa_capacity_tokens: Option<f64>,
-    /// `sglang_swa_used_tokens`.
+    /// `sglang_swa_pool_used_tokens`.
     pub swa_used_tokens: Option<f64>,
     /// `sglang:swa_token_usage` (0-1).
     pub swa_token_usage: Option<f64>,
@@ -233,7 +233,7 @@ impl Rank {
             "sglang_full_used_tokens" => &mut self.full_used_tokens,
             "sglang:full_token_usage" => &mut self.full_token_usage,
             "sglang_swa_pool_capacity_tokens" => &mut self.swa_capacity_tokens,
-            "sglang_swa_used_tokens" => &mut self.swa_used_tokens,
+            "sglang_swa_pool_used_tokens" => &mut self.swa_used_tokens,
             "sglang:swa_token_usage" => &mut self.swa_token_usage,
             "sglang_swa_pool_size_bytes" => &mut self.swa_pool_bytes,
             "sglang_swa_kv_pool_size_bytes" => &mut self.hybrid_pool_bytes,
@@ -546,7 +546,7 @@ mod tests {
             g("sglang_kv_pool_capacity_tokens", 500000.0),
             g("sglang_full_used_tokens", 50000.0),
             g("sglang:full_token_usage", 0.1),
-            g("sglang_swa_used_tokens", 95000.0),
+            g("sglang_swa_pool_used_tokens", 95000.0),
             g("sglang:swa_token_usage", 0.95),
             g("sglang_swa_pool_capacity_tokens", 100000.0),
             g("sglang_kv_pool_size_bytes", 6e9),

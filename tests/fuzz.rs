@@ -1836,6 +1836,32 @@ fn fuzz_state_stays_finite_and_counters_never_decrease() {
             let text = metrics::encode_text(&fams);
             let checked = valid::check_text(&text);
             prop_assert!(checked.is_ok(), "invalid text: {:?}", checked);
+            // Every other body `/metrics` may answer with (`--web.names`, negotiated): each
+            // series once also where colons become underscores (no family of ours meets
+            // another), and a body with consistent names valid whole.
+            use sglang_log_exporter::export::format::{Escaping, Variant};
+            for (openmetrics, escaping, underscored) in [
+                (false, Escaping::AllowUtf8, true),
+                (true, Escaping::AllowUtf8, false),
+                (true, Escaping::Underscores, false),
+                (true, Escaping::Values, false),
+            ] {
+                let v = Variant {
+                    openmetrics,
+                    escaping,
+                    underscored,
+                };
+                let body = metrics::encode(&fams, v);
+                let mut seen = std::collections::HashSet::new();
+                for l in body.lines().filter(|l| !l.starts_with('#')) {
+                    let series = l.rsplit_once(' ').map_or(l, |(s, _)| s);
+                    prop_assert!(seen.insert(series), "{:?}: {} twice", v, series);
+                }
+                if escaping == Escaping::AllowUtf8 {
+                    let checked = valid::check_text(&body);
+                    prop_assert!(checked.is_ok(), "{:?}: invalid: {:?}", v, checked);
+                }
+            }
         }
         Ok(())
     });

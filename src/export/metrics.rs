@@ -13,6 +13,7 @@ use crate::parse::unread::Looks;
 use crate::state::{SelfFamily, SelfMetric, State};
 use crate::view;
 
+use super::format::Variant;
 use super::valid;
 
 /// `Content-Type` of the text exposition (Prometheus 3 refuses a scrape without one).
@@ -38,6 +39,40 @@ pub fn families(state: &State, now: f64) -> Vec<Family> {
     out
 }
 
+/// Families of ours renamed because their names met upstream's once colons become underscores
+/// (under `--web.names underscores`, `upstream` for a Prometheus 2, or a relabel rule): new
+/// name, old name. `sglang_swa_used_tokens` met `sglang:swa_used_tokens` (which we also serve,
+/// with the same value and labels: one series twice), `sglang_http_requests_total{method,path,
+/// status}` met `sglang:http_requests_total{endpoint,method}`, and `sglang_max_running_requests`
+/// is a name SGLang's `/v1/loads?format=prometheus` serves. `--web.old-names` serves the old
+/// names beside the new ones until the next release.
+pub const RENAMED: &[(&str, &str)] = &[
+    ("sglang_swa_pool_used_tokens", "sglang_swa_used_tokens"),
+    (
+        "sglang_access_log_requests_total",
+        "sglang_http_requests_total",
+    ),
+    (
+        "sglang_running_requests_limit",
+        "sglang_max_running_requests",
+    ),
+];
+
+/// Appends a copy of each [`RENAMED`] family under its old name (`--web.old-names`).
+pub fn add_old_names(families: &mut Vec<Family>) {
+    let old: Vec<Family> = families
+        .iter()
+        .filter_map(|f| {
+            let (new, old) = RENAMED.iter().find(|(new, _)| *new == f.name)?;
+            let mut f = f.clone();
+            f.name = old.to_string();
+            f.help = format!("{} (the old name of {new}, until the next release)", f.help);
+            Some(f)
+        })
+        .collect();
+    families.extend(old);
+}
+
 /// The name of the family counting [`valid::withheld`].
 const WITHHELD: &str = SelfFamily::SamplesWithheld.def().0;
 
@@ -60,7 +95,7 @@ fn server_families(state: &State) -> Vec<Family> {
         Kind::Gauge,
     );
     let mut http = Family::new(
-        "sglang_http_requests_total",
+        "sglang_access_log_requests_total",
         "HTTP requests from the server's uvicorn access lines, by method, normalised path and status.",
         Kind::Counter,
     );
@@ -219,6 +254,16 @@ fn self_families(state: &State) -> Vec<Family> {
         out.push(f);
     }
     out
+}
+
+/// `families` in the body `v` (see [`super::format`]): [`Variant::TEXT`] by the text encoder
+/// below, every other variant by [`super::format::encode`], ended by `# EOF` in OpenMetrics.
+pub fn encode(families: &[Family], v: Variant) -> String {
+    if v.body() == Variant::TEXT {
+        encode_text(families)
+    } else {
+        super::format::encode(families, v, true)
+    }
 }
 
 /// Encodes families in the Prometheus text format (version 0.0.4), through the `prometheus`

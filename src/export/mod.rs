@@ -1,5 +1,6 @@
 //! Exporters: they read the state and publish it.
 
+pub mod format;
 pub mod live;
 pub mod metrics;
 pub mod notify;

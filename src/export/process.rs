@@ -144,8 +144,12 @@ pub fn families() -> Vec<Family> {
 /// member's deflate blocks (which refer to nothing before them), and a trailer whose CRC-32 and
 /// length cover both (RFC 1952 §2.3). Where `cached` is not the plain member the cache writes,
 /// the process families are left out rather than risk a body no one can read.
-pub fn body(cached: Bytes, gzip: bool) -> Parts {
-    let text = super::metrics::encode_text(&families());
+pub fn body(cached: Bytes, gzip: bool, v: super::format::Variant) -> Parts {
+    // Before the cached body, which ends OpenMetrics' `# EOF` once.
+    let text = match v.body() {
+        super::format::Variant::TEXT => super::metrics::encode_text(&families()),
+        v => super::format::encode(&families(), v, false),
+    };
     if !gzip {
         return Parts(vec![Bytes::from(text), cached]);
     }
@@ -267,7 +271,12 @@ mod tests {
     fn a_scrape_is_the_process_families_then_the_cached_exposition() {
         use std::io::{Read as _, Write as _};
         let cached = "# TYPE sglang_idle gauge\nsglang_idle{server=\"a\"} 1\n".repeat(300);
-        let plain = String::from_utf8(collect(body(Bytes::from(cached.clone()), false))).unwrap();
+        let plain = String::from_utf8(collect(body(
+            Bytes::from(cached.clone()),
+            false,
+            crate::export::format::Variant::TEXT,
+        )))
+        .unwrap();
         let (process, rest) = plain.split_at(plain.find("# TYPE sglang_idle").unwrap());
         assert_eq!(rest, cached);
         assert!(process.contains("\nprocess_max_fds "), "{process}");
@@ -275,7 +284,11 @@ mod tests {
         // and length checked.
         let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
         z.write_all(cached.as_bytes()).unwrap();
-        let gz = collect(body(Bytes::from(z.finish().unwrap()), true));
+        let gz = collect(body(
+            Bytes::from(z.finish().unwrap()),
+            true,
+            crate::export::format::Variant::TEXT,
+        ));
         let mut text = String::new();
         flate2::read::GzDecoder::new(&gz[..])
             .read_to_string(&mut text)
@@ -292,6 +305,13 @@ mod tests {
     #[test]
     fn a_gzip_body_of_another_shape_is_served_as_it_is() {
         let odd = Bytes::from_static(b"not gzip at all, twenty bytes+");
-        assert_eq!(collect(body(odd.clone(), true)), odd.to_vec());
+        assert_eq!(
+            collect(body(
+                odd.clone(),
+                true,
+                crate::export::format::Variant::TEXT
+            )),
+            odd.to_vec()
+        );
     }
 }

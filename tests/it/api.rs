@@ -156,7 +156,7 @@ fn v1_loads_alone_serves_each_dp_rank_with_the_servers_model_and_mode() {
         ("sglang:num_decode_prealloc_queue_reqs", 4.0, 1.0),
         ("sglang:num_decode_transfer_queue_reqs", 2.0, 0.0),
         ("sglang_decode_retracted_queue_requests", 0.0, 0.0),
-        ("sglang_max_running_requests", 256.0, 256.0),
+        ("sglang_running_requests_limit", 256.0, 256.0),
         ("sglang_api_live", 1.0, 1.0),
     ] {
         assert_eq!(value(&s, &at(name, DP0)), Some(dp0), "{name} DP0\n{s}");

@@ -261,7 +261,7 @@ fn missing_input_is_a_clear_error() {
 const LIVE_ONLY: [&str; 4] = [
     "sglang:http_requests_total",
     "sglang:http_responses_total",
-    "sglang_http_requests_total",
+    "sglang_access_log_requests_total",
     "sglang_server_info",
 ];
 

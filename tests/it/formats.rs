@@ -34,7 +34,7 @@ fn kubernetes_cri_file_with_a_partial_record() {
         get(&expo, &format!("sglang_last_stats_timestamp_seconds{l}")),
         1780480800.000000001
     );
-    assert_eq!(samples(&expo, "sglang_http_requests_total").len(), 1);
+    assert_eq!(samples(&expo, "sglang_access_log_requests_total").len(), 1);
 }
 
 #[test]
@@ -126,7 +126,10 @@ fn hybrid_models_derive_used_tokens_and_usage_from_the_largest_pool() {
     let l0 = labels("hybrid", "0");
     assert_eq!(get(&expo, &format!("sglang:num_used_tokens{l0}")), 20480.0);
     assert_eq!(get(&expo, &format!("sglang:token_usage{l0}")), 0.25);
-    assert_eq!(get(&expo, &format!("sglang_swa_used_tokens{l0}")), 8192.0);
+    assert_eq!(
+        get(&expo, &format!("sglang_swa_pool_used_tokens{l0}")),
+        8192.0
+    );
     assert_eq!(get(&expo, &format!("sglang:swa_token_usage{l0}")), 0.25);
     let l1 = labels("hybrid", "1");
     assert_eq!(get(&expo, &format!("sglang:num_used_tokens{l1}")), 42000.0);
@@ -174,7 +177,7 @@ fn a_flood_of_ranks_is_bounded_and_counted() {
     let expo = once(&[p.to_str().unwrap()]);
     assert_eq!(samples(&expo, "sglang:num_running_reqs").len(), 1024);
     // Unknown paths all read `other`; statuses 200-499 are 300 distinct series, of which 256 fit.
-    let http = samples(&expo, "sglang_http_requests_total");
+    let http = samples(&expo, "sglang_access_log_requests_total");
     assert_eq!(http.len(), 256);
     assert!(http.iter().all(|l| l.contains("path=\"other\"")));
     // Dropped: 476 ranks, and the 44 lines whose status was the 257th-300th distinct one (the

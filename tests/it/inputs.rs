@@ -38,7 +38,7 @@ fn coloured_uvicorn_access_lines_and_tqdm_fragments_are_read() {
  10%|#         | 1/10\r\x1b[2K 50%|#####     | 5/10\r[2026-06-03 10:00:03 TP0] Decode batch, #running-req: 7, #token: 700, token usage: 0.07, #queue-req: 2\x1b[0m
 ";
     let s = once_text("coloured.log", text, &[]);
-    let http: Vec<(String, String, f64)> = series(&s, "sglang_http_requests_total")
+    let http: Vec<(String, String, f64)> = series(&s, "sglang_access_log_requests_total")
         .iter()
         .map(|x| {
             (
@@ -106,7 +106,7 @@ fn json_envelopes_of_runners_cloud_exports_and_shippers() {
     let s = once_text("runner.log", &runner, &[]);
     assert_eq!(only(&s, "sglang:num_running_reqs"), 3.0);
     assert_eq!(only(&s, "sglang:token_usage"), 0.3);
-    assert_eq!(only(&s, "sglang_http_requests_total"), 1.0);
+    assert_eq!(only(&s, "sglang_access_log_requests_total"), 1.0);
     assert_eq!(
         only(&s, "sglang_log_exporter_json_lines_without_message_total"),
         1.0

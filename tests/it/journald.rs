@@ -15,7 +15,7 @@ pub const INVOCATION: &str = "0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f";
 /// An earlier invocation of the same unit, which start-up must skip.
 const OLD_INVOCATION: &str = "00000000000000000000000000000bad";
 /// The decode unit's requests answered 200 (15 in the sample's current invocation).
-pub const REQUESTS: &str = r#"sglang_http_requests_total{server="sglang-decode",model_name="deepseek-ai/DeepSeek-V3",engine_type="decode",method="POST",path="/v1/chat/completions",status="200"}"#;
+pub const REQUESTS: &str = r#"sglang_access_log_requests_total{server="sglang-decode",model_name="deepseek-ai/DeepSeek-V3",engine_type="decode",method="POST",path="/v1/chat/completions",status="200"}"#;
 pub const SOURCE: &str = r#"{source="journald:sglang-decode.service"}"#;
 
 /// One entry in journal export format. A `MESSAGE` that is not printable UTF-8 is written in

@@ -30,6 +30,7 @@ mod livepage;
 mod logformat;
 mod monitoring;
 mod multinode;
+mod names;
 mod once;
 mod packaging;
 mod parallel;

@@ -116,19 +116,23 @@ fn pd_decode_session_end_state_is_the_last_stats_line_by_log_clock() {
     assert_eq!(
         get(
             &expo,
-            "sglang_http_requests_total",
+            "sglang_access_log_requests_total",
             &http("POST", "/v1/chat/completions")
         ),
         476.0
     );
     assert_eq!(
-        get(&expo, "sglang_http_requests_total", &http("GET", "/health")),
+        get(
+            &expo,
+            "sglang_access_log_requests_total",
+            &http("GET", "/health")
+        ),
         37.0
     );
     assert_eq!(
         get(
             &expo,
-            "sglang_http_requests_total",
+            "sglang_access_log_requests_total",
             &http("POST", "/generate")
         ),
         1.0
@@ -136,7 +140,7 @@ fn pd_decode_session_end_state_is_the_last_stats_line_by_log_clock() {
     assert_eq!(
         get(
             &expo,
-            "sglang_http_requests_total",
+            "sglang_access_log_requests_total",
             &http("GET", "/get_model_info")
         ),
         1.0

@@ -364,7 +364,7 @@ fn a_hybrid_ranks_share_is_each_pool_against_its_own_capacity() {
     assert_eq!(one(&expo, "sglang:num_used_tokens"), Some(95000.0));
     assert_eq!(one(&expo, "sglang:token_usage"), Some(0.95));
     assert_eq!(one(&expo, "sglang_full_used_tokens"), Some(50000.0));
-    assert_eq!(one(&expo, "sglang_swa_used_tokens"), Some(95000.0));
+    assert_eq!(one(&expo, "sglang_swa_pool_used_tokens"), Some(95000.0));
     assert_eq!(one(&expo, "sglang_kv_pool_size_bytes"), Some(6.0 * GIB));
     assert_eq!(one(&expo, "sglang_swa_pool_size_bytes"), Some(4.0 * GIB));
     // 10 % of 6 GiB plus 95 % of 4 GiB.

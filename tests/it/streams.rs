@@ -156,7 +156,7 @@ fn fluentd_records_after_time_and_tag_are_unwrapped() {
     assert_eq!(
         value(
             &m,
-            r#"sglang_http_requests_total{server="fluent",engine="docker.sglang-a",model_name="m/a",engine_type="unified",method="GET",path="/health",status="200"}"#
+            r#"sglang_access_log_requests_total{server="fluent",engine="docker.sglang-a",model_name="m/a",engine_type="unified",method="GET",path="/health",status="200"}"#
         ),
         Some(1.0),
         "{m}"
@@ -519,7 +519,7 @@ fn an_export_without_sglangs_time_keeps_rankless_lines_with_their_writer() {
     assert_eq!(
         value(
             &m,
-            r#"sglang_http_requests_total{server="cols",engine="replica-7",model_name="m/x",engine_type="unified",method="GET",path="/health",status="200"}"#
+            r#"sglang_access_log_requests_total{server="cols",engine="replica-7",model_name="m/x",engine_type="unified",method="GET",path="/health",status="200"}"#
         ),
         Some(1.0)
     );
@@ -722,7 +722,7 @@ fn more_writer_shapes_stay_apart_and_one_writer_stays_one() {
         value(
             &m,
             &format!(
-                r#"sglang_http_requests_total{{server="lstream",engine="{e}",model_name="m/a",engine_type="unified",method="GET",path="/health",status="200"}}"#
+                r#"sglang_access_log_requests_total{{server="lstream",engine="{e}",model_name="m/a",engine_type="unified",method="GET",path="/health",status="200"}}"#
             )
         ),
         Some(1.0),

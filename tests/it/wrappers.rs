@@ -24,7 +24,7 @@ fn health(m: &str, server: &str) -> Option<f64> {
     value(
         m,
         &format!(
-            r#"sglang_http_requests_total{{server="{server}",model_name="",engine_type="unified",method="GET",path="/health",status="200"}}"#
+            r#"sglang_access_log_requests_total{{server="{server}",model_name="",engine_type="unified",method="GET",path="/health",status="200"}}"#
         ),
     )
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up what tests/it/api.rs needs to run SGLang's own HTTP endpoint code (see serve.py): a
 # Python venv with the packages that code imports (fastapi, uvicorn, msgspec, orjson, from
-# PyPI) and the source files of two SGLang releases, taken from their wheels
+# PyPI; and prometheus_client, whose ASGI app SGLang serves `/metrics` with, for
+# tests/it/names.rs and metrics_app.py) and the source files of two SGLang releases, taken from their wheels
 # (`pip download --no-deps`): v0.5.23 (`/v1/loads`: entrypoints/v1_loads.py,
 # managers/load_snapshot.py; utils/auth.py for --api-key), v0.5.6 (`/get_load`:
 # managers/io_struct.py) and v0.4.1 (no load endpoint; `/get_server_info`: srt/server.py's
@@ -12,10 +13,11 @@ cd "$(dirname "$0")/../.."
 dir=${1:-target/sglang-api}
 mkdir -p "$dir/wheels"
 venv=$dir/venv
-if [[ ! -x $venv/bin/python ]] || ! "$venv/bin/python" -c 'import fastapi, uvicorn, msgspec, orjson' 2>/dev/null; then
+if [[ ! -x $venv/bin/python ]] || ! "$venv/bin/python" -c 'import fastapi, uvicorn, msgspec, orjson, prometheus_client' 2>/dev/null; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check \
-    'fastapi==0.165.0' 'uvicorn==0.54.0' 'msgspec==0.23.0' 'orjson==3.13.0'
+    'fastapi==0.165.0' 'uvicorn==0.54.0' 'msgspec==0.23.0' 'orjson==3.13.0' \
+    'prometheus_client==0.26.0'
 fi
 for v in 0.5.23 0.5.6 0.4.1; do
   out=$dir/sglang-$v

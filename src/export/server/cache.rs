@@ -19,6 +19,10 @@
 //! warning, until they are released. A response's write ends within its deadlines
 //! ([`super::conns::WRITE_TIMEOUT`] without progress, [`super::conns::RESPONSE_DEADLINE`] in
 //! all), so the exposition is never held back longer than that.
+//!
+//! Each body variant a scraper asks for ([`Variant`]: the text format or OpenMetrics, and how
+//! names are written, [`crate::export::format`]) has its newest encoding of its own, kept by
+//! the same rules; a Prometheus asks for one, so most exporters hold one.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -31,6 +35,7 @@ use bytes::Bytes;
 use crate::clock::{self, Clock, Now};
 use crate::state::{lock, Shared, State};
 
+use crate::export::format::{Names, Variant};
 use crate::export::metrics;
 
 /// One encoded exposition and what it is valid for. Its ages are on the monotonic clock: one on
@@ -82,7 +87,8 @@ pub const HELD_FLOOR: usize = 16 << 20;
 #[derive(Debug)]
 pub struct Exposition {
     state: Shared,
-    last: Mutex<Option<Arc<Encoded>>>,
+    /// The newest encoding of each body variant asked for.
+    last: Mutex<Vec<(Variant, Arc<Encoded>)>>,
     min_age: f64,
     /// Bytes of every encoding alive: the newest and those still held by responses.
     held: Arc<AtomicUsize>,
@@ -91,6 +97,10 @@ pub struct Exposition {
     /// Whether the newest is being served for want of memory (warned once per episode).
     crowded: AtomicBool,
     clock: Clock,
+    /// `--web.names`.
+    names: Names,
+    /// `--web.old-names`.
+    old_names: bool,
 }
 
 /// An encoding's bytes, counted in [`Exposition::held`] while any response holds them.
@@ -131,13 +141,33 @@ impl Exposition {
     pub fn with_min_age(state: Shared, min_age: f64) -> Exposition {
         Exposition {
             state,
-            last: Mutex::new(None),
+            last: Mutex::new(Vec::new()),
             min_age,
             held: Arc::new(AtomicUsize::new(0)),
             held_floor: HELD_FLOOR,
             crowded: AtomicBool::new(false),
             clock: clock::system(),
+            names: Names::default(),
+            old_names: false,
         }
+    }
+
+    /// This exposition also serving the renamed families under their old names
+    /// ([`metrics::RENAMED`], `--web.old-names`).
+    pub fn with_old_names(mut self, old_names: bool) -> Exposition {
+        self.old_names = old_names;
+        self
+    }
+
+    /// This exposition writing names as `names` says (`--web.names`).
+    pub fn with_names(mut self, names: Names) -> Exposition {
+        self.names = names;
+        self
+    }
+
+    /// How it writes names (`--web.names`), for negotiating each scrape's variant.
+    pub fn names(&self) -> Names {
+        self.names
     }
 
     /// This exposition reading `clock` instead of the system's (tests step its wall clock).
@@ -146,11 +176,11 @@ impl Exposition {
         self
     }
 
-    /// Whether the encodings older than `e` still held by responses come to more than the
-    /// budget (then `e` is served although the state changed); warns when that starts and says
-    /// when it ends.
-    fn crowded(&self, e: &Encoded) -> bool {
-        let older = self.held.load(Ordering::Relaxed).saturating_sub(e.size());
+    /// Whether the encodings older than the newest of each variant (`newest` bytes in all,
+    /// `e` among them) still held by responses come to more than the budget (then `e` is
+    /// served although the state changed); warns when that starts and says when it ends.
+    fn crowded(&self, e: &Encoded, newest: usize) -> bool {
+        let older = self.held.load(Ordering::Relaxed).saturating_sub(newest);
         let budget = (HELD_ENCODINGS * e.text.len()).max(self.held_floor);
         let crowded = older > budget;
         if crowded != self.crowded.swap(crowded, Ordering::Relaxed) {
@@ -169,23 +199,29 @@ impl Exposition {
         crowded
     }
 
-    /// The encoding to serve a scrape asked at `asked`.
-    fn current(&self, asked: Instant) -> Arc<Encoded> {
+    /// The encoding of body variant `v` to serve a scrape asked at `asked`.
+    fn current(&self, v: Variant, asked: Instant) -> Arc<Encoded> {
+        let v = v.body();
         // Scrapers that arrive while one encodes wait for it and share its result: an
         // encoding done after a scrape was asked is fresh for it, however long encoding took.
         let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
         let now = self.clock.now();
         let mut s = lock(&self.state);
         s.expire(now.wall);
-        if let Some(e) = last.as_ref() {
+        let newest: usize = last.iter().map(|(_, e)| e.size()).sum();
+        let slot = last.iter().position(|(k, _)| *k == v);
+        if let Some(e) = slot.map(|i| &last[i].1) {
             let fresh = e.generation == s.generation() || e.recent(now.mono, asked, self.min_age);
-            if (fresh && e.valid(now.mono)) || self.crowded(e) {
+            if (fresh && e.valid(now.mono)) || self.crowded(e, newest) {
                 return e.clone();
             }
         }
-        let e = Arc::new(encode(&s, now, &self.clock, &self.held));
+        let e = Arc::new(encode(&s, v, self.old_names, now, &self.clock, &self.held));
         drop(s);
-        *last = Some(e.clone());
+        match slot {
+            Some(i) => last[i].1 = e.clone(),
+            None => last.push((v, e.clone())),
+        }
         e
     }
 
@@ -194,10 +230,11 @@ impl Exposition {
     /// waiting for a lock or touching the state: the async workers answer most scrapes with it,
     /// and only an encoding due goes to a blocking thread (one per concurrent scrape would each
     /// keep an allocator arena of an encoding's size: memory growing with scrapers).
-    pub fn fresh(&self, gzip: bool, asked: Instant) -> Option<Bytes> {
+    pub fn fresh(&self, v: Variant, gzip: bool, asked: Instant) -> Option<Bytes> {
+        let v = v.body();
         let e = {
             let last = self.last.try_lock().ok()?;
-            let e = last.as_ref()?.clone();
+            let e = last.iter().find(|(k, _)| *k == v)?.1.clone();
             let now = self.clock.now().mono;
             (e.recent(now, asked, self.min_age) && e.valid(now)).then_some(e)?
         };
@@ -208,24 +245,24 @@ impl Exposition {
         }
     }
 
-    /// The text exposition.
+    /// The text exposition ([`Variant::TEXT`]).
     pub fn text(&self) -> Bytes {
-        self.text_for(self.clock.now().mono)
+        self.text_for(Variant::TEXT, self.clock.now().mono)
     }
 
-    /// The text exposition for a scrape asked at `asked`.
-    pub fn text_for(&self, asked: Instant) -> Bytes {
-        self.current(asked).text.clone()
+    /// The exposition in body variant `v` for a scrape asked at `asked`.
+    pub fn text_for(&self, v: Variant, asked: Instant) -> Bytes {
+        self.current(v, asked).text.clone()
     }
 
     /// The text exposition, gzip-compressed (compressed once per encoding).
     pub fn gzip(&self) -> Bytes {
-        self.gzip_for(self.clock.now().mono)
+        self.gzip_for(Variant::TEXT, self.clock.now().mono)
     }
 
-    /// [`Exposition::gzip`] for a scrape asked at `asked`.
-    pub fn gzip_for(&self, asked: Instant) -> Bytes {
-        let e = self.current(asked);
+    /// [`Exposition::text_for`], gzip-compressed (compressed once per encoding).
+    pub fn gzip_for(&self, v: Variant, asked: Instant) -> Bytes {
+        let e = self.current(v, asked);
         e.gzip
             .get_or_init(|| {
                 let mut z = flate2::write::GzEncoder::new(
@@ -240,10 +277,22 @@ impl Exposition {
     }
 }
 
-/// The state encoded at `now`; valid until the next idle change the state's wall clock sees,
-/// counted from `now` on the monotonic clock.
-fn encode(s: &State, now: Now, clock: &Clock, held: &Arc<AtomicUsize>) -> Encoded {
-    let text = metrics::encode_text(&metrics::families(s, now.wall));
+/// The state encoded at `now` in body variant `v`; valid until the next idle change the
+/// state's wall clock sees, counted from `now` on the monotonic clock.
+/// With `old_names`, the renamed families also under their old names.
+fn encode(
+    s: &State,
+    v: Variant,
+    old_names: bool,
+    now: Now,
+    clock: &Clock,
+    held: &Arc<AtomicUsize>,
+) -> Encoded {
+    let mut families = metrics::families(s, now.wall);
+    if old_names {
+        metrics::add_old_names(&mut families);
+    }
+    let text = metrics::encode(&families, v);
     let until = s.next_idle_change(now.wall).and_then(|t| {
         let wait = Duration::try_from_secs_f64((t - now.wall).max(0.0)).ok()?;
         // Beyond what an Instant holds: never.

@@ -9,6 +9,7 @@ use axum::Router;
 
 use super::cache::Exposition;
 use super::worker::Worker;
+use crate::export::format::{self, Negotiated};
 use crate::export::live::{Live, PAGE};
 use crate::export::metrics::TEXT_CONTENT_TYPE;
 use std::time::Instant;
@@ -201,25 +202,55 @@ fn wants_gzip(headers: &HeaderMap) -> Option<&'static str> {
     gzip_label(accept)
 }
 
-/// The response for an encoding of `body` (gzip under `label`, else plain text), after the
-/// process families read now ([`super::process`]). Either way it
-/// says it varies with `Accept-Encoding`, so no cache between scraper and exporter hands one
-/// client the other's encoding.
-fn respond(body: bytes::Bytes, label: Option<&'static str>) -> Response {
+/// The format and names the scraper's `Accept` header gets ([`format::negotiate`]: as
+/// SGLang's own `/metrics` answers it, unless `--web.names` fixes a style).
+fn negotiated(x: &Exposition, headers: &HeaderMap) -> Negotiated {
+    let accept: Vec<&str> = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    format::negotiate(&accept.join(","), x.names())
+}
+
+/// The response for an encoding of `body` (gzip under `label`, else plain), after the
+/// process families read now ([`super::process`]), in the negotiated format `n`. Either way it
+/// says it varies with `Accept-Encoding` and `Accept`, so no cache between scraper and
+/// exporter hands one client the other's encoding or format.
+fn respond(body: bytes::Bytes, label: Option<&'static str>, n: Negotiated) -> Response {
     // The process families are read at each scrape, ahead of the cached state's.
-    let body = axum::body::Body::new(crate::export::process::body(body, label.is_some()));
-    let vary = (header::VARY, "Accept-Encoding");
+    let body = axum::body::Body::new(crate::export::process::body(
+        body,
+        label.is_some(),
+        n.variant,
+    ));
+    let vary = (header::VARY, "Accept-Encoding, Accept");
+    let ct = match n.content_type {
+        std::borrow::Cow::Borrowed(s) => header::HeaderValue::from_static(s),
+        std::borrow::Cow::Owned(s) => header::HeaderValue::from_str(&s)
+            .unwrap_or(header::HeaderValue::from_static(TEXT_CONTENT_TYPE)),
+    };
     match label {
         Some(label) => (
             [
-                (header::CONTENT_TYPE, TEXT_CONTENT_TYPE),
-                (header::CONTENT_ENCODING, label),
-                vary,
+                (header::CONTENT_TYPE, ct),
+                (
+                    header::CONTENT_ENCODING,
+                    header::HeaderValue::from_static(label),
+                ),
+                (vary.0, header::HeaderValue::from_static(vary.1)),
             ],
             body,
         )
             .into_response(),
-        None => ([(header::CONTENT_TYPE, TEXT_CONTENT_TYPE), vary], body).into_response(),
+        None => (
+            [
+                (header::CONTENT_TYPE, ct),
+                (vary.0, header::HeaderValue::from_static(vary.1)),
+            ],
+            body,
+        )
+            .into_response(),
     }
 }
 
@@ -227,18 +258,24 @@ fn respond(body: bytes::Bytes, label: Option<&'static str>) -> Response {
 /// ([`Exposition::fresh`]), if there is one.
 fn cached_response(x: &Exposition, headers: &HeaderMap, asked: Instant) -> Option<Response> {
     let label = wants_gzip(headers);
-    Some(respond(x.fresh(label.is_some(), asked)?, label))
+    let n = negotiated(x, headers);
+    Some(respond(
+        x.fresh(n.variant, label.is_some(), asked)?,
+        label,
+        n,
+    ))
 }
 
 /// The response for a scrape asked at `asked`, encoding the state when due.
 fn metrics_response(x: &Exposition, headers: &HeaderMap, asked: Instant) -> Response {
     let label = wants_gzip(headers);
+    let n = negotiated(x, headers);
     let body = if label.is_some() {
-        x.gzip_for(asked)
+        x.gzip_for(n.variant, asked)
     } else {
-        x.text_for(asked)
+        x.text_for(n.variant, asked)
     };
-    respond(body, label)
+    respond(body, label, n)
 }
 
 /// The `Content-Encoding` to answer with gzip, when the `Accept-Encoding` values allow it
