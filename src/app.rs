@@ -15,11 +15,12 @@ use crate::export::{live, metrics, notify, push, signals};
 use crate::parse::patterns::{PatternError, Patterns};
 use crate::parse::prefix::TimeResolver;
 use crate::parse::Parser;
+use crate::pipeline::{order, Ingest, Pipeline};
 use crate::source::api::{self, ApiConfig, ApiTarget};
 use crate::source::discover::{self, DiscoverConfig, Discovery, Follow};
 use crate::source::file::{TailConfig, Tailer};
 use crate::source::journald::{self, JournalConfig};
-use crate::source::{order, server_name_of, stdin, Ingest, Pipeline};
+use crate::source::{server_name_of, stdin};
 use crate::state::{persist, SelfMetric, Shared, State, StateConfig};
 use crate::stop::Stop;
 
@@ -76,7 +77,7 @@ pub struct Config {
     /// `--state.dir`.
     pub state_dir: Option<PathBuf>,
     /// Threads that parse a file read to its end (`--threads` as given: `0` is the default plan,
-    /// see [`crate::source::parallel::plan`]).
+    /// see [`crate::pipeline::parallel::plan`]).
     pub threads: usize,
     /// `--once` writes the human summary to stderr (`--log.level` info or more verbose).
     pub summary: bool,
@@ -350,10 +351,10 @@ pub fn render(state: &Shared, input_clock: bool) -> String {
     metrics::encode_text(&fams)
 }
 
-/// How the file at `path` is parsed (by its size now; see [`crate::source::parallel::plan`]).
-fn plan_for(cfg: &Config, path: &std::path::Path) -> crate::source::parallel::Plan {
+/// How the file at `path` is parsed (by its size now; see [`crate::pipeline::parallel::plan`]).
+fn plan_for(cfg: &Config, path: &std::path::Path) -> crate::pipeline::parallel::Plan {
     let len = std::fs::metadata(path).ok().map(|m| m.len());
-    crate::source::parallel::plan(cfg.threads, len)
+    crate::pipeline::parallel::plan(cfg.threads, len)
 }
 
 /// Reads every input of `cfg` to its end (files, stdin, the journal's current invocations)
