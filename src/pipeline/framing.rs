@@ -3,7 +3,7 @@
 //! * JSON object lines (`{…}`) whose log line sits under a well-known key, decoded with its JSON
 //!   escapes (see [`MESSAGE_KEYS`]): `journalctl -o json` (`MESSAGE`: a string, an array of bytes
 //!   for non-UTF-8 data, or `null` when over 4096 bytes without `--all`; its writer fields name
-//!   the server, engine and node as [`crate::source::writer`] says; `__REALTIME_TIMESTAMP` in µs is the
+//!   the server, engine and node as [`writer`] says; `__REALTIME_TIMESTAMP` in µs is the
 //!   line's time), Docker `json-file` (`log`; a
 //!   line over 16 KiB arrives as several objects and only the last one's `log` ends with `\n`),
 //!   Fluent Bit, Vector and Loki exports (`log`, `message`, `msg`, `line`), cloud log exports
@@ -19,7 +19,7 @@
 //!   in the next record.
 //! * The journal export format (`journalctl -o export`, [`super::journal_lines`]): entries of
 //!   `NAME=value` lines ended by an empty line; `MESSAGE` is the line, the writer fields name
-//!   its writer by the same rule as JSON's ([`crate::source::writer`]), `__REALTIME_TIMESTAMP` is the
+//!   its writer by the same rule as JSON's ([`writer`]), `__REALTIME_TIMESTAMP` is the
 //!   time.
 //!
 //! Anything else passes through unchanged. Detection is per line, so a file may mix them. A
@@ -54,17 +54,17 @@ pub const TIME_KEYS: &[&str] = &["time", "timestamp", "@timestamp", "ts"];
 pub struct Message<'a> {
     /// The log line.
     pub text: &'a [u8],
-    /// The server a journal record names (its unit without `.service`, see [`crate::source::writer`]).
+    /// The server a journal record names (its unit without `.service`, see [`writer`]).
     pub unit: Option<&'a str>,
     /// The record's time, Unix seconds.
     pub realtime: Option<f64>,
-    /// Who wrote the line, as the record names it (see [`ORIGIN_KEYS`] and [`crate::source::writer`]):
+    /// Who wrote the line, as the record names it (see [`ORIGIN_KEYS`] and [`writer`]):
     /// an engine of the server, as a stream prefix's `engine` is.
     pub origin: Option<&'a str>,
     /// The host a journal record names: a node of its server (see [`super::nodes`]).
     pub node: Option<&'a str>,
     /// The service manager of a journal record's user unit (`user@1000`, see
-    /// [`crate::source::writer`]).
+    /// [`writer`]).
     pub user: Option<&'a str>,
 }
 
@@ -81,7 +81,7 @@ impl<'a> Message<'a> {
         }
     }
 
-    /// A journal entry's message, its writer as [`crate::source::writer`] named it.
+    /// A journal entry's message, its writer as [`writer`] named it.
     pub fn journal(
         text: &'a [u8],
         writer: &'a crate::source::writer::Writer,
@@ -432,7 +432,7 @@ fn lookup<'v, 'a, 'k>(
 /// (`kubernetes.pod_name` and `kubernetes.container_name`: written `pod/NAME/CONTAINER`, as
 /// `kubectl logs --prefix` prints it), Docker's logging drivers (`container_name`; Docker's
 /// leading `/` dropped). A journal record (its message under `MESSAGE`) is named by the
-/// journal's rule instead ([`crate::source::writer`]: its `CONTAINER_NAME`, unit, host…).
+/// journal's rule instead ([`writer`]: its `CONTAINER_NAME`, unit, host…).
 pub const ORIGIN_KEYS: &[&str] = &["labels", "kubernetes.pod_name", "container_name"];
 
 /// Writes the origin of `obj` (see [`ORIGIN_KEYS`]) into `out`; nothing when it names none.

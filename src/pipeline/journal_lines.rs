@@ -7,10 +7,10 @@
 //! sglang-log-exporter -` is a way to ship a journal.
 //!
 //! Of each entry, `MESSAGE` is the log line (its first value, where a field repeats),
-//! `__REALTIME_TIMESTAMP` (µs) is its time and the writer fields ([`crate::source::writer`]: the unit,
-//! a container, host, identifier and PID) say who wrote it; the other fields are skipped. The decoder is fed the input's lines (split at `\n`; a `\r` before it is
-//! dropped from field lines) and joins the lines of a binary value back together, so a value
-//! holding newlines is read whole.
+//! `__REALTIME_TIMESTAMP` (µs) is its time and the writer fields ([`crate::source::writer`]: the
+//! unit, a container, host, identifier and PID) say who wrote it; the other fields are skipped. The
+//! decoder is fed the input's lines (split at `\n`; a `\r` before it is dropped from field lines)
+//! and joins the lines of a binary value back together, so a value holding newlines is read whole.
 //!
 //! The format is recognised by an entry's first line, so an ordinary log that holds a line such
 //! as `__CURSOR=x` must not lose what follows: a line that is neither a field nor the empty

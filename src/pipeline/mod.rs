@@ -82,7 +82,8 @@ pub enum Outcome<'a> {
         realtime: Option<f64>,
         /// The node a stream prefix named (see [`nodes`]), if any.
         node: Option<&'a str>,
-        /// The service manager of a journal record's user unit (see [`crate::source::writer`]), if any.
+        /// The service manager of a journal record's user unit, if any (see
+        /// [`crate::source::writer`]).
         user: Option<&'a str>,
     },
     /// A line of no known kind (other output), as cleaned: counted in the delta already.

@@ -173,8 +173,8 @@ fn backwards<R: Read + Seek>(f: &mut R, len: u64, ing: &mut Ingest, max_line: us
     }
 }
 
-/// Reads `r` (of `len` bytes) line by line from its end into `ing`, as [`crate::source::file`] reads
-/// forwards: bytes counted, a line over `max_line` skipped and counted once, a last line
+/// Reads `r` (of `len` bytes) line by line from its end into `ing`, as [`crate::source::file`]
+/// reads forwards: bytes counted, a line over `max_line` skipped and counted once, a last line
 /// without `\n` (read first here) counted as incomplete and not parsed.
 ///
 /// # Errors

@@ -1,6 +1,6 @@
-//! A followed file (`--input.file`, a file `--input.glob` found) as a job of the
-//! file-following pool ([`crate::source::pool`]): its [`Tailer`], its sink (the ingest, a [`LineSink`]), its stop and
-//! its subscription to the file watcher ([`crate::source::watch`]). Woken by the file's events
+//! A followed file (`--input.file`, a file `--input.glob` found) as a job of the file-following
+//! pool ([`crate::source::pool`]): its [`Tailer`], its sink (the ingest, a [`LineSink`]), its stop
+//! and its subscription to the file watcher ([`crate::source::watch`]). Woken by the file's events
 //! and by its stop; between them it waits its tailer's backstop ([`Tailer::backstop`]).
 //!
 //! A panic while reading or parsing one file (a bug the per-line guard did not catch) is

@@ -1,9 +1,10 @@
-//! Who wrote a journal entry: the one rule by which every journal form names a writer's
-//! `server`, `engine` and node — the export format read from a file or stdin
-//! ([`crate::pipeline::journal_lines`]), `journalctl -o json` records ([`crate::pipeline::framing`]) and the supervised
-//! `--journal-unit` reader ([`super::journal_export`]). They read the same fields
-//! ([`Field`]) into [`Fields`], and [`Fields::writer`] alone turns them into labels, so the
-//! same entries give the same series whichever form carried them.
+//! Who wrote a journal entry: the one rule by which every journal form names a writer's `server`,
+//! `engine` and node — the export format read from a file or stdin
+//! ([`crate::pipeline::journal_lines`]), `journalctl -o json` records
+//! ([`crate::pipeline::framing`]) and the supervised `--journal-unit` reader
+//! ([`super::journal_export`]). They read the same fields ([`Field`]) into [`Fields`], and
+//! [`Fields::writer`] alone turns them into labels, so the same entries give the same series
+//! whichever form carried them.
 //!
 //! The rules, most specific name first:
 //!
@@ -13,21 +14,20 @@
 //!   server (its file name, `stdin`). The user's manager (`user@1000`) is kept with it: two
 //!   users' units of one name are two writers — the first of a host keeps the server as it
 //!   is, another user's lines are an engine named after its manager ([`crate::pipeline::nodes`]).
-//! * **Engine**: Docker's journald log driver writes every container's lines as `dockerd`
-//!   under `docker.service`: `CONTAINER_NAME` (its leading `/` dropped) is the engine, as in
-//!   a JSON record ([`crate::pipeline::framing::ORIGIN_KEYS`]). An entry with neither unit nor container
-//!   (a process outside any service, `systemd-cat`) is named as `journalctl -o short` prints
-//!   it: `HOST IDENT[PID]` (`SYSLOG_IDENTIFIER`, else `_COMM`; `_PID`, else `SYSLOG_PID`), the
-//!   engine the short form's stream prefix gives the same entry. Its PID is part of it because
-//!   nothing else tells two `python3` processes of one host apart; so a restart is a new
-//!   writer there, as under `-o short`. Where a unit or container names the writer, the PID
-//!   does not: a unit's restart is the same server, and SGLang's rank processes share the
-//!   unit's output stream.
-//! * **Node**: `_HOSTNAME`, unless the engine already holds it. The hosts of one multi-node
-//!   server (under the same unit name on each host, in one merged journal) print different
-//!   ranks and stay one server; a host that prints a rank another host of the server printed
-//!   runs a server of its own and becomes an engine ([`crate::pipeline::nodes`]), so two hosts of one
-//!   unit name never merge.
+//! * **Engine**: Docker's journald log driver writes every container's lines as `dockerd` under
+//!   `docker.service`: `CONTAINER_NAME` (its leading `/` dropped) is the engine, as in a JSON
+//!   record ([`crate::pipeline::framing::ORIGIN_KEYS`]). An entry with neither unit nor container
+//!   (a process outside any service, `systemd-cat`) is named as `journalctl -o short` prints it:
+//!   `HOST IDENT[PID]` (`SYSLOG_IDENTIFIER`, else `_COMM`; `_PID`, else `SYSLOG_PID`), the engine
+//!   the short form's stream prefix gives the same entry. Its PID is part of it because nothing
+//!   else tells two `python3` processes of one host apart; so a restart is a new writer there, as
+//!   under `-o short`. Where a unit or container names the writer, the PID does not: a unit's
+//!   restart is the same server, and SGLang's rank processes share the unit's output stream.
+//! * **Node**: `_HOSTNAME`, unless the engine already holds it. The hosts of one multi-node server
+//!   (under the same unit name on each host, in one merged journal) print different ranks and stay
+//!   one server; a host that prints a rank another host of the server printed runs a server of its
+//!   own and becomes an engine ([`crate::pipeline::nodes`]), so two hosts of one unit name never
+//!   merge.
 
 use std::borrow::Cow;
 
