@@ -14,8 +14,8 @@ use divan::{black_box, Bencher};
 use sglang_log_exporter::parse::patterns::Patterns;
 use sglang_log_exporter::parse::prefix::TimeResolver;
 use sglang_log_exporter::parse::Parser;
-use sglang_log_exporter::source::framing::Framer;
-use sglang_log_exporter::source::{Ingest, Pipeline};
+use sglang_log_exporter::pipeline::framing::Framer;
+use sglang_log_exporter::pipeline::{Ingest, Pipeline};
 use sglang_log_exporter::state::{State, StateConfig};
 
 #[global_allocator]
@@ -76,7 +76,7 @@ mod parse {
         b.counter(ItemsCount::new(1usize))
             .counter(BytesCount::of_str(JOURNAL))
             .bench_local(|| {
-                use sglang_log_exporter::source::framing::Framed;
+                use sglang_log_exporter::pipeline::framing::Framed;
                 match f.frame(black_box(JOURNAL.as_bytes())) {
                     Framed::Message(m) => {
                         let text = m.text;

@@ -16,7 +16,7 @@
 //! activity gauges are written as 0 and `sglang_idle` as 1 at previous + idle-after, and
 //! `sglang_idle` reads 0 again with the next stats line. Without these samples Prometheus would
 //! carry the last busy values across the gap (5 minutes of lookback). The end of an input is its
-//! last timed line, also one no kind reads (see [`crate::source::last_timed`]). A rank the
+//! last timed line, also one no kind reads (see [`crate::pipeline::last_timed`]). A rank the
 //! state removes (a restart; at the end, an engine silent for an hour, as `--once` removes it)
 //! gets its idle sample too, at the removal when that comes first (`write_dropped`).
 //!
@@ -40,11 +40,11 @@ use crate::family::{Kind, Labels};
 use crate::parse::patterns::Class;
 use crate::parse::prefix::TimeResolver;
 use crate::parse::Parser;
+use crate::pipeline::last_timed::LastTimed;
+use crate::pipeline::nodes::Nodes;
+use crate::pipeline::{parallel, plausible_time, Outcome, Pipeline};
 use crate::record::{LogTime, OwnedRecord, Ranks, Record};
-use crate::source::last_timed::LastTimed;
 use crate::source::linebuf::{Event, LineBuf};
-use crate::source::nodes::Nodes;
-use crate::source::{parallel, plausible_time, Outcome, Pipeline};
 use crate::state::clock::{Lookahead, Verdict};
 use crate::state::{
     EngineType, RankState, ServerKey, ServerState, SourceDelta, State, StateConfig,

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use crate::parse::patterns::Patterns;
 use crate::parse::{foreign_prefix, Parser};
+use crate::pipeline::{Outcome, Pipeline};
 use crate::source::linebuf::{Event, LineBuf};
-use crate::source::{Outcome, Pipeline};
 use crate::state::SourceDelta;
 
 /// Most unknown field names listed in the report (the rest are counted).

@@ -3,8 +3,10 @@
 //!
 //! Pipeline, each top-level module in its place:
 //!
-//! * [`source`]: the inputs (followed files and their rotation, stdin, journald units, pod-log
-//!   discovery) and the glue that carries a line from them to the state (`Pipeline`: wrapper
+//! * [`source`]: where lines come from (followed files and their rotation, stdin, journald
+//!   units, pod-log discovery, the servers' API); a source hands its lines to a
+//!   [`source::LineSink`] and never imports the pipeline.
+//! * [`pipeline`]: the glue that carries a line from a source to the state (`Pipeline`: wrapper
 //!   framing, stream prefixes, cleaning, parsing; `Ingest`: counting and applying, in log
 //!   order, also on several threads for history; newest-first inputs read backwards).
 //! * [`parse`]: one line to a [`record::Record`] (prefix, a foreign prefix, pattern file, fields, `server_args`,
@@ -28,8 +30,9 @@
 //!   the files options name: keys, passwords, patterns, configs, PEM, the state file), [`ca`]
 //!   (the one loader of CA certificates).
 //!
-//! No import circle, no lower module importing a higher one (sources never import exporters,
-//! the state never imports sources): `tests/it/layout.rs` checks it.
+//! No import circle, no lower module importing a higher one (sources never import exporters nor
+//! the pipeline, the pipeline never imports exporters, the state never imports sources):
+//! `tests/it/layout.rs` checks it.
 //!
 //! See `DESIGN.md` in the repository for the metric contract.
 //!
@@ -70,6 +73,7 @@ pub mod label;
 pub mod logging;
 pub mod optfile;
 pub mod parse;
+pub mod pipeline;
 pub mod readout;
 pub mod record;
 pub mod source;

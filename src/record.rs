@@ -297,7 +297,7 @@ pub struct Record<'a> {
     /// The prefix rank tags.
     pub ranks: Ranks,
     /// The GPU a foreign prefix names (`GPU=4`, see [`crate::parse::foreign`]): two schedulers
-    /// of one rank on two GPUs are two writers ([`crate::source::nodes`]).
+    /// of one rank on two GPUs are two writers ([`crate::pipeline::nodes`]).
     pub gpu: Option<u32>,
     /// Metric values read from the fields, scaled to base units.
     pub values: &'a [(MetricId, f64)],

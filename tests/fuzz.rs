@@ -43,10 +43,10 @@ use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, Test
 use sglang_log_exporter::parse::patterns::{Class, FieldTarget, MetricId, MetricKind, Patterns};
 use sglang_log_exporter::parse::prefix::{read_prefix_parts, TimeResolver, BAD_RANK};
 use sglang_log_exporter::parse::Parser;
+use sglang_log_exporter::pipeline::{Outcome, Pipeline};
 use sglang_log_exporter::record::{LogTime, Ranks, Record};
 use sglang_log_exporter::source::journal_export::{Entry, Item, Reader};
 use sglang_log_exporter::source::linebuf::{Event, LineBuf, READ_SIZE};
-use sglang_log_exporter::source::{Outcome, Pipeline};
 use sglang_log_exporter::state::{SourceDelta, State, StateConfig};
 
 // ---------------------------------------------------------------------------------------------
@@ -880,7 +880,7 @@ const COLOURS: &[&str] = &[
 /// The envelope keys the framer knows, but journald's `MESSAGE` (its records are fuzzed as
 /// journald records).
 fn json_keys() -> &'static [&'static str] {
-    &sglang_log_exporter::source::framing::MESSAGE_KEYS[1..]
+    &sglang_log_exporter::pipeline::framing::MESSAGE_KEYS[1..]
 }
 
 fn outer() -> impl Strategy<Value = Outer> {

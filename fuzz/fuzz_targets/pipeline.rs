@@ -9,7 +9,7 @@ use libfuzzer_sys::fuzz_target;
 use sglang_log_exporter::export::metrics::families;
 use sglang_log_exporter::parse::patterns::Patterns;
 use sglang_log_exporter::parse::Parser;
-use sglang_log_exporter::source::{Outcome, Pipeline};
+use sglang_log_exporter::pipeline::{Outcome, Pipeline};
 use sglang_log_exporter::state::{SourceDelta, State, StateConfig};
 
 fn patterns() -> Arc<Patterns> {

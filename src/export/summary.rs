@@ -227,7 +227,7 @@ mod tests {
     use crate::parse::patterns::Patterns;
     use crate::parse::prefix::TimeResolver;
     use crate::parse::Parser;
-    use crate::source::Ingest;
+    use crate::pipeline::Ingest;
     use crate::state::{lock, StateConfig};
 
     const LOG: &str = "\
@@ -244,7 +244,7 @@ mod tests {
         let pat = Arc::new(Patterns::embedded().unwrap());
         let state = State::shared(pat.clone(), StateConfig::default());
         let mut ing = Ingest::new(
-            crate::source::Pipeline::new(Parser::new(pat), 1 << 20, None),
+            crate::pipeline::Pipeline::new(Parser::new(pat), 1 << 20, None),
             state.clone(),
             "t",
             "decode",

@@ -10,7 +10,7 @@
 //! * rank tags by the pattern file's `rank_tags`, in every spelling a prefix uses (`TP0`,
 //!   `TP=0`, `tp:0`, `TP 0`, `tp_rank=1`, `DP 1`: see [`super::words`]);
 //! * the GPU (`GPU=0`, `gpu_id=1`): the device of a rank, not a writer; a second GPU printing
-//!   a rank another GPU printed is a writer apart (`crate::source::gpus`);
+//!   a rank another GPU printed is a writer apart (`crate::pipeline::gpus`);
 //! * the words that name a writer are its identity, its own engine
 //!   (`engine="Worker 0 (model_1)"`), so two models' `TP0` never merge. Times (any digits of a
 //!   time), rank tags, GPU numbers, log levels, separators, Python logger names, source
@@ -48,7 +48,7 @@ pub enum Read {
         /// The ranks its tags name.
         ranks: Ranks,
         /// The GPU it names (`GPU=4`): the device of its rank, which tells two schedulers of
-        /// one rank apart ([`crate::source::nodes`]).
+        /// one rank apart ([`crate::pipeline::nodes`]).
         gpu: Option<u32>,
     },
 }

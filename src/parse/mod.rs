@@ -386,7 +386,7 @@ impl Parser {
 
     /// The time of SGLang's prefix at the start of `text` (after Ray's actor prefix, if any):
     /// for a line no kind reads, whose time is wanted only now and then (see
-    /// [`crate::source::last_timed`]), so the prefix regex runs here, not on every such line.
+    /// [`crate::pipeline::last_timed`]), so the prefix regex runs here, not on every such line.
     /// `None` without a prefix there, or with a malformed one.
     pub fn prefix_time(&self, text: &str) -> Option<LogTime> {
         let text = text.strip_suffix('\r').unwrap_or(text);

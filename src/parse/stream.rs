@@ -76,7 +76,7 @@ pub fn names_no_writer(word: &str) -> bool {
 
 /// Appends `part` to the engine identity `buf`, a space between parts; an empty part adds
 /// nothing (an empty label set is already empty: see [`push_labels_without_stream`] and
-/// `record_origin` of `source::framing`).
+/// `record_origin` of `pipeline::framing`).
 pub fn join(buf: &mut String, part: &str) {
     if part.is_empty() {
         return;
@@ -283,7 +283,7 @@ pub struct StreamInfo {
     pub end: usize,
     /// The `engine` values, joined by a space (empty: none).
     pub engine: String,
-    /// The `node` value (empty: none; see [`crate::source::nodes`]).
+    /// The `node` value (empty: none; see [`crate::pipeline::nodes`]).
     pub node: String,
     /// The time as Unix seconds (`ts` with a zone or a Unix number).
     pub unix: Option<f64>,

@@ -1,6 +1,6 @@
-//! A followed file (`--input.file`, a file `--input.glob` found) as a job of the
-//! file-following pool ([`crate::source::pool`]): its [`Tailer`], its [`Ingest`], its stop and
-//! its subscription to the file watcher ([`crate::source::watch`]). Woken by the file's events
+//! A followed file (`--input.file`, a file `--input.glob` found) as a job of the file-following
+//! pool ([`crate::source::pool`]): its [`Tailer`], its sink (the ingest, a [`LineSink`]), its stop
+//! and its subscription to the file watcher ([`crate::source::watch`]). Woken by the file's events
 //! and by its stop; between them it waits its tailer's backstop ([`Tailer::backstop`]).
 //!
 //! A panic while reading or parsing one file (a bug the per-line guard did not catch) is
@@ -12,19 +12,19 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::file::{Sink, Tailer, Turn};
+use super::file::{Tailer, Turn};
 use super::pool::{Handle, Job, Next, Pool};
 use super::watch::Watch;
-use super::Ingest;
+use super::LineSink;
 use crate::state::{lock, SelfMetric};
 use crate::stop::Stop;
 
 /// How long a file whose reader panicked rests before it is read again.
 const AFTER_PANIC: Duration = Duration::from_secs(1);
 
-struct FileJob {
+struct FileJob<S> {
     tailer: Tailer,
-    ing: Ingest,
+    ing: S,
     stop: Arc<Stop>,
     watch: Watch,
     /// The last turn panicked: recover the tailer first.
@@ -36,11 +36,11 @@ struct FileJob {
 ///
 /// # Errors
 /// When the pool has no thread and none can be started.
-pub fn start(
+pub fn start<S: LineSink + Send + 'static>(
     pool: &Pool,
     path: &Path,
     tailer: Tailer,
-    ing: Ingest,
+    ing: S,
     stop: Arc<Stop>,
 ) -> std::io::Result<Handle> {
     pool.add(|waker| {
@@ -57,14 +57,14 @@ pub fn start(
     })
 }
 
-impl FileJob {
+impl<S: LineSink> FileJob<S> {
     fn end(&mut self) -> Next {
         self.ing.flush();
         Next::Done
     }
 }
 
-impl Job for FileJob {
+impl<S: LineSink + Send> Job for FileJob<S> {
     fn turn(&mut self) -> Next {
         if std::mem::take(&mut self.resume) {
             if self.stop.is_set() {
@@ -86,7 +86,7 @@ impl Job for FileJob {
 
     fn panicked(&mut self) -> Next {
         lock(self.ing.state()).add_self(SelfMetric::SourcePanics, self.ing.source(), 1.0);
-        self.ing.set_up(false);
+        self.ing.up(false);
         tracing::error!(
             source = self.ing.source(),
             "the reader of this source failed (a bug); restarting it where it stopped in 1 s"

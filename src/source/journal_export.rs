@@ -9,12 +9,12 @@
 //! first in every entry, then the fields asked for (`--output-fields` is honoured by
 //! journalctl 252's export output).
 //!
-//! Unlike [`super::export`], which is fed the lines of any input (a file may hold export entries
-//! among ordinary lines), this reader knows its input is journalctl's: it follows the lengths
-//! exactly, so a binary value is read whole wherever the reads split it, and it hands out whole
-//! entries (one entry is one line of the log) with their cursor. No maintained crate reads this
-//! format from a stream (the `systemd` crate binds libsystemd's journal API, not its export
-//! output), and the reader is small.
+//! Unlike [`crate::pipeline::journal_lines`], which is fed the lines of any input (a file may hold
+//! export entries among ordinary lines), this reader knows its input is journalctl's: it follows
+//! the lengths exactly, so a binary value is read whole wherever the reads split it, and it hands
+//! out whole entries (one entry is one line of the log) with their cursor. No maintained crate
+//! reads this format from a stream (the `systemd` crate binds libsystemd's journal API, not its
+//! export output), and the reader is small.
 //!
 //! Memory is bounded: a value longer than the line limit is skipped (its bytes counted past, never
 //! held) and its entry reported as [`Item::Oversized`]; the read buffer holds at most one text
@@ -22,8 +22,16 @@
 
 use std::io::{self, Read};
 
-use super::export::field_name;
 use super::writer::{Field as WriterField, Fields};
+
+/// Whether `name` is a journal field name (`[A-Z0-9_]+`, not starting with a digit).
+pub fn field_name(name: &[u8]) -> bool {
+    !name.is_empty()
+        && !name[0].is_ascii_digit()
+        && name
+            .iter()
+            .all(|&c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == b'_')
+}
 
 /// Size of one read.
 const READ_SIZE: usize = 64 * 1024;

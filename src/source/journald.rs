@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::journal_export::{Item, Reader};
-use super::Ingest;
+use super::LineSink;
 use crate::state::{lock, SelfMetric, Shared};
 use crate::stop::Stop;
 
@@ -578,14 +578,14 @@ fn run_child(
     unit: &str,
     (start, until): (&Start, &mut Option<String>),
     follow: bool,
-    ingest: &mut Ingest,
+    ingest: &mut impl LineSink,
     cursor: &mut Option<String>,
     entries: &mut u64,
 ) -> Result<RunEnd, std::io::Error> {
     use std::os::fd::AsRawFd;
     let mut child = spawn(&cfg.journalctl, &argv(cfg, unit, start, follow))?;
     tracing::debug!(unit, pid = child.id(), ?start, "journalctl started");
-    ingest.set_up(true);
+    ingest.up(true);
     let mut watch = Watch::new(cfg, child.id());
     let mut end = None;
     if let Some(mut out) = child.take_stdout() {
@@ -636,9 +636,9 @@ fn run_child(
             });
             match r {
                 Ok(0) => break,
-                Ok(n) => ingest.count_bytes(n),
+                Ok(n) => ingest.bytes(n),
                 Err(e) => {
-                    ingest.count_error();
+                    ingest.error();
                     end = Some(RunEnd::ReadFailed(e));
                 }
             }
@@ -672,7 +672,7 @@ fn run_child(
         let _ = child.kill();
     }
     let status = child.wait().ok();
-    ingest.set_up(false);
+    ingest.up(false);
     ingest.flush();
     Ok(end.unwrap_or(RunEnd::Exited {
         status,
@@ -685,7 +685,7 @@ fn run_child(
 /// counters handed to the state), or the journal had none. Reached once per start of the
 /// exporter; what comes after is live. Logged (at info when following), and the source is
 /// ready (`/-/ready`, systemd's `READY=1`).
-fn caught_up_log(unit: &str, follow: bool, ingest: &mut Ingest) {
+fn caught_up_log(unit: &str, follow: bool, ingest: &mut impl LineSink) {
     ingest.caught_up();
     if follow {
         tracing::info!(
@@ -701,7 +701,11 @@ fn caught_up_log(unit: &str, follow: bool, ingest: &mut Ingest) {
 ///
 /// # Errors
 /// A [`JournalError`] when journalctl cannot be run or fails.
-pub fn read_once(cfg: &JournalConfig, unit: &str, ingest: &mut Ingest) -> Result<(), JournalError> {
+pub fn read_once(
+    cfg: &JournalConfig,
+    unit: &str,
+    ingest: &mut impl LineSink,
+) -> Result<(), JournalError> {
     let bin = cfg.journalctl.display().to_string();
     // `--once` shows the whole current invocation, never the part after a saved cursor.
     let point = start_point(cfg, unit, None)?;
@@ -737,7 +741,7 @@ pub fn read_once(cfg: &JournalConfig, unit: &str, ingest: &mut Ingest) -> Result
 pub fn follow_unit(
     cfg: &JournalConfig,
     unit: &str,
-    ingest: &mut Ingest,
+    ingest: &mut impl LineSink,
     state: &Shared,
     stop: &Stop,
     cursor: &mut Option<String>,
@@ -806,15 +810,15 @@ pub fn follow_unit(
         if failed {
             // A failure of journalctl (not a clean exit, a stall or a rotated file) is a read
             // error of the source.
-            ingest.count_error();
+            ingest.error();
         }
         if stop.is_set() {
             return;
         }
         if failed {
-            ingest.cannot_read(&outcome);
+            ingest.unreadable(&outcome);
         } else {
-            ingest.set_up(false);
+            ingest.up(false);
         }
         ingest.flush();
         if began.elapsed() >= HEALTHY_RUN {

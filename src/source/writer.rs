@@ -1,9 +1,10 @@
-//! Who wrote a journal entry: the one rule by which every journal form names a writer's
-//! `server`, `engine` and node — the export format read from a file or stdin
-//! ([`super::export`]), `journalctl -o json` records ([`super::framing`]) and the supervised
-//! `--journal-unit` reader ([`super::journal_export`]). They read the same fields
-//! ([`Field`]) into [`Fields`], and [`Fields::writer`] alone turns them into labels, so the
-//! same entries give the same series whichever form carried them.
+//! Who wrote a journal entry: the one rule by which every journal form names a writer's `server`,
+//! `engine` and node — the export format read from a file or stdin
+//! ([`crate::pipeline::journal_lines`]), `journalctl -o json` records
+//! ([`crate::pipeline::framing`]) and the supervised `--journal-unit` reader
+//! ([`super::journal_export`]). They read the same fields ([`Field`]) into [`Fields`], and
+//! [`Fields::writer`] alone turns them into labels, so the same entries give the same series
+//! whichever form carried them.
 //!
 //! The rules, most specific name first:
 //!
@@ -12,22 +13,21 @@
 //!   that user): its own unit, `_SYSTEMD_USER_UNIT`, is the server. No unit: the input's own
 //!   server (its file name, `stdin`). The user's manager (`user@1000`) is kept with it: two
 //!   users' units of one name are two writers — the first of a host keeps the server as it
-//!   is, another user's lines are an engine named after its manager ([`super::nodes`]).
-//! * **Engine**: Docker's journald log driver writes every container's lines as `dockerd`
-//!   under `docker.service`: `CONTAINER_NAME` (its leading `/` dropped) is the engine, as in
-//!   a JSON record ([`super::framing::ORIGIN_KEYS`]). An entry with neither unit nor container
-//!   (a process outside any service, `systemd-cat`) is named as `journalctl -o short` prints
-//!   it: `HOST IDENT[PID]` (`SYSLOG_IDENTIFIER`, else `_COMM`; `_PID`, else `SYSLOG_PID`), the
-//!   engine the short form's stream prefix gives the same entry. Its PID is part of it because
-//!   nothing else tells two `python3` processes of one host apart; so a restart is a new
-//!   writer there, as under `-o short`. Where a unit or container names the writer, the PID
-//!   does not: a unit's restart is the same server, and SGLang's rank processes share the
-//!   unit's output stream.
-//! * **Node**: `_HOSTNAME`, unless the engine already holds it. The hosts of one multi-node
-//!   server (under the same unit name on each host, in one merged journal) print different
-//!   ranks and stay one server; a host that prints a rank another host of the server printed
-//!   runs a server of its own and becomes an engine ([`super::nodes`]), so two hosts of one
-//!   unit name never merge.
+//!   is, another user's lines are an engine named after its manager ([`crate::pipeline::nodes`]).
+//! * **Engine**: Docker's journald log driver writes every container's lines as `dockerd` under
+//!   `docker.service`: `CONTAINER_NAME` (its leading `/` dropped) is the engine, as in a JSON
+//!   record ([`crate::pipeline::framing::ORIGIN_KEYS`]). An entry with neither unit nor container
+//!   (a process outside any service, `systemd-cat`) is named as `journalctl -o short` prints it:
+//!   `HOST IDENT[PID]` (`SYSLOG_IDENTIFIER`, else `_COMM`; `_PID`, else `SYSLOG_PID`), the engine
+//!   the short form's stream prefix gives the same entry. Its PID is part of it because nothing
+//!   else tells two `python3` processes of one host apart; so a restart is a new writer there, as
+//!   under `-o short`. Where a unit or container names the writer, the PID does not: a unit's
+//!   restart is the same server, and SGLang's rank processes share the unit's output stream.
+//! * **Node**: `_HOSTNAME`, unless the engine already holds it. The hosts of one multi-node server
+//!   (under the same unit name on each host, in one merged journal) print different ranks and stay
+//!   one server; a host that prints a rank another host of the server printed runs a server of its
+//!   own and becomes an engine ([`crate::pipeline::nodes`]), so two hosts of one unit name never
+//!   merge.
 
 use std::borrow::Cow;
 
@@ -194,10 +194,10 @@ pub struct Writer {
     pub server: String,
     /// The engine within that server; empty: none.
     pub engine: String,
-    /// The host, a node of the server ([`super::nodes`]); empty: none.
+    /// The host, a node of the server ([`crate::pipeline::nodes`]); empty: none.
     pub node: String,
     /// The service manager of a user service (`user@1000`, its unit without `.service`): two
-    /// users' units of one name are two writers ([`super::nodes`]); empty: none.
+    /// users' units of one name are two writers ([`crate::pipeline::nodes`]); empty: none.
     pub user: String,
 }
 
@@ -287,7 +287,7 @@ mod tests {
             );
         }
         // Hostile pass 31 (k01): another user's unit of the same name names its manager,
-        // which tells the two apart (`super::nodes`).
+        // which tells the two apart (`crate::pipeline::nodes`).
         let other = with(&[
             ("_SYSTEMD_UNIT", b"user@1001.service"),
             ("_SYSTEMD_USER_UNIT", b"sglang.service"),

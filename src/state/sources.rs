@@ -137,7 +137,7 @@ impl State {
     /// Whether `user` (a user service's manager, `user@1000`) is the first whose user unit
     /// named `server` logged on `host` (empty: none named): noted if none did yet. Two users
     /// of one host never run one server, so only the first one's lines are the server as it
-    /// is named; another's are an engine of it ([`crate::source::nodes`]). Every input asks
+    /// is named; another's are an engine of it ([`crate::pipeline::nodes`]). Every input asks
     /// here, in the order lines are applied, and the answer is kept in the state file: an
     /// input read later or an exporter restarted never gives the name to another user. Past
     /// `max_servers` pairs, a new pair's user is not the first (an engine: never merged).

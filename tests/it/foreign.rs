@@ -1,5 +1,5 @@
 //! Foreign prefixes found wrong by the closing trial (src/parse/foreign.rs, src/parse/words.rs,
-//! src/source/gpus.rs): each input as `--once` reads it, its exact series.
+//! src/pipeline/gpus.rs): each input as `--once` reads it, its exact series.
 
 use crate::common::once_on as read;
 use crate::common::value;

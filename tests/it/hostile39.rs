@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use sglang_log_exporter::parse::patterns::Patterns;
 use sglang_log_exporter::parse::{ParseOptions, Parser};
-use sglang_log_exporter::source::{Outcome, Pipeline};
+use sglang_log_exporter::pipeline::{Outcome, Pipeline};
 use sglang_log_exporter::state::SourceDelta;
 
 use crate::common::value;

@@ -1,4 +1,4 @@
-//! Hostile wrapper JSON lines (the kind of repro 23, on src/source/framing.rs): a Docker
+//! Hostile wrapper JSON lines (the kind of repro 23, on src/pipeline/framing.rs): a Docker
 //! `json-file` record with thousands of keys beside its `log`, and one whose labels nest
 //! deeper than any label set, in one file with plain records.
 

@@ -1,6 +1,8 @@
 //! The layout of `src/` kept as issue 33 left it: no import circle between the top-level modules
 //! (nor between the submodules of one folder), no module importing a higher floor (sources never
-//! import exporters, the state never imports sources), no non-test source file over 1,000 lines.
+//! import exporters nor the pipeline, the pipeline never imports exporters, the state never
+//! imports sources), no non-test source file over 1,000 lines, and no folder directly under
+//! `src/` holding more than a fifth of its non-test lines ([`MAX_FOLDER_PERCENT`]).
 //!
 //! Reads every `src/**/*.rs` as text: comments, strings and `#[cfg(test)]` items are left out, then
 //! each `crate::…` path (and `super::…` in a submodule) is an edge from the module that writes it
@@ -19,18 +21,26 @@ use std::path::Path;
 /// The most lines a source file may have, its `#[cfg(test)]` items not counted.
 const MAX_LINES: usize = 1000;
 
+/// The largest share (in per cent) of `src/`'s lines that one folder directly under `src/` may
+/// hold, its subfolders included. Lines are counted as for [`MAX_LINES`]: `#[cfg(test)]` items
+/// and test-only module files (`#[cfg(test)] mod tests;`) are not counted, in the folder nor in
+/// the total; the files directly in `src/` count in the total only.
+const MAX_FOLDER_PERCENT: usize = 20;
+
 /// Import edges (`from -> to`, as the check names them) that close a circle today, in files
 /// other helpers are restructuring: to be removed.
 const ALLOWED_EDGES: &[&str] = &[];
 
 /// Files over [`MAX_LINES`] today, in files other helpers are restructuring: to be removed.
-const ALLOWED_LONG: &[&str] = &[
-    // To be removed: the mode runner, being restructured in its own work (issue 33).
-    "src/app.rs",
-];
+const ALLOWED_LONG: &[&str] = &[];
 
 /// Floors: `(lower, higher)`: code in `lower` must never import `higher`.
-const FLOORS: &[(&str, &str)] = &[("source", "export"), ("state", "source")];
+const FLOORS: &[(&str, &str)] = &[
+    ("source", "export"),
+    ("state", "source"),
+    ("pipeline", "export"),
+    ("source", "pipeline"),
+];
 
 /// One source file: its module path (`["state", "clock"]`; `[]` for the crate root) and text.
 struct File {
@@ -275,6 +285,9 @@ struct Layout {
     edges: BTreeMap<String, BTreeMap<(String, String), BTreeSet<String>>>,
     long: Vec<String>,
     floors: Vec<String>,
+    /// Non-test lines of each folder directly under `src/`, and of all of `src/`.
+    folders: BTreeMap<String, usize>,
+    total: usize,
 }
 
 fn layout(files: &[File]) -> Layout {
@@ -294,11 +307,20 @@ fn layout(files: &[File]) -> Layout {
         if lines > MAX_LINES {
             long.push(format!("{} ({lines} lines)", f.rel));
         }
-        kept.push((f, code));
+        kept.push((f, code, lines));
     }
     let mut floors = Vec::new();
-    for (f, code) in kept {
-        if f.module.is_empty() || test_only.iter().any(|t| f.module.starts_with(t)) {
+    let (mut folders, mut total) = (BTreeMap::new(), 0);
+    for (f, code, lines) in kept {
+        if test_only.iter().any(|t| f.module.starts_with(t)) {
+            continue;
+        }
+        total += lines;
+        // `src/a/…`: in folder `a` (`src/a.rs` and `src/lib.rs` are in none).
+        if f.rel.matches('/').count() > 1 {
+            *folders.entry(f.module[0].clone()).or_default() += lines;
+        }
+        if f.module.is_empty() {
             continue;
         }
         for p in paths(&code) {
@@ -362,6 +384,8 @@ fn layout(files: &[File]) -> Layout {
         edges,
         long,
         floors,
+        folders,
+        total,
     }
 }
 
@@ -528,6 +552,20 @@ fn file(rel: &str, text: String) -> File {
     }
 }
 
+/// The folder directly under `src/` with the most lines, when it holds more than
+/// [`MAX_FOLDER_PERCENT`] of them: named with its share.
+fn oversized_folder(files: &[File]) -> Option<String> {
+    let l = layout(files);
+    let (name, &n) = l.folders.iter().max_by_key(|(_, &n)| n)?;
+    (n * 100 > l.total * MAX_FOLDER_PERCENT).then(|| {
+        format!(
+            "src/{name}/ holds {:.1} % of the non-test lines of src/ ({n} of {}): over {MAX_FOLDER_PERCENT} %",
+            n as f64 * 100.0 / l.total as f64,
+            l.total
+        )
+    })
+}
+
 /// Everything wrong with `files`, one line each, against the allow-lists.
 fn problems(files: &[File], allowed_edges: &[&str], allowed_long: &[&str]) -> Vec<String> {
     let l = layout(files);
@@ -580,7 +618,8 @@ fn src_has_no_circle_no_breached_floor_no_long_file() {
             "{a} -> {b} not found"
         );
     }
-    let found = problems(&files, ALLOWED_EDGES, ALLOWED_LONG);
+    let mut found = problems(&files, ALLOWED_EDGES, ALLOWED_LONG);
+    found.extend(oversized_folder(&files));
     assert!(found.is_empty(), "layout of src/:\n{}", found.join("\n"));
 }
 
@@ -681,5 +720,26 @@ fn a_long_file_counts_without_its_tests() {
     assert_eq!(
         problems(&files, &[], &["src/over.rs", "src/fits.rs"]),
         vec![format!("allow-listed file src/fits.rs is within {MAX_LINES} lines: remove it from ALLOWED_LONG")]
+    );
+}
+
+#[test]
+fn a_folder_over_a_fifth_of_the_lines_is_named() {
+    let body = |n: usize| "fn f() {}\n".repeat(n);
+    let tests = "#[cfg(test)]\nmod tests {\n    #[test]\n    fn t() {}\n}\n";
+    let tree = |big: usize| {
+        tree_of(&[
+            ("lib.rs", &body(300)),
+            ("big/mod.rs", &format!("{}{tests}", body(big - 10))),
+            ("big/a.rs", &body(10)),
+            ("small/mod.rs", &body(100)),
+            ("one.rs", &body(400)),
+        ])
+    };
+    // 200 of 1,000 lines (tests not counted): at the limit.
+    assert_eq!(oversized_folder(&tree(200)), None);
+    assert_eq!(
+        oversized_folder(&tree(201)).as_deref(),
+        Some("src/big/ holds 20.1 % of the non-test lines of src/ (201 of 1001): over 20 %")
     );
 }

@@ -7,17 +7,18 @@
 //! sglang-log-exporter -` is a way to ship a journal.
 //!
 //! Of each entry, `MESSAGE` is the log line (its first value, where a field repeats),
-//! `__REALTIME_TIMESTAMP` (µs) is its time and the writer fields ([`super::writer`]: the unit,
-//! a container, host, identifier and PID) say who wrote it; the other fields are skipped. The decoder is fed the input's lines (split at `\n`; a `\r` before it is
-//! dropped from field lines) and joins the lines of a binary value back together, so a value
-//! holding newlines is read whole.
+//! `__REALTIME_TIMESTAMP` (µs) is its time and the writer fields ([`crate::source::writer`]: the
+//! unit, a container, host, identifier and PID) say who wrote it; the other fields are skipped. The
+//! decoder is fed the input's lines (split at `\n`; a `\r` before it is dropped from field lines)
+//! and joins the lines of a binary value back together, so a value holding newlines is read whole.
 //!
 //! The format is recognised by an entry's first line, so an ordinary log that holds a line such
 //! as `__CURSOR=x` must not lose what follows: a line that is neither a field nor the empty
 //! line ends the entry (cut, counted as incomplete) and is read as a line of its own. A new
 //! `__CURSOR=` inside an entry (a lost empty line) ends the one before and starts another.
 
-use super::writer::{Field as WriterField, Fields};
+use crate::source::journal_export::field_name;
+use crate::source::writer::{Field as WriterField, Fields};
 
 /// What one input line did to the entry being read.
 #[derive(Debug, PartialEq, Eq)]
@@ -50,7 +51,7 @@ pub enum Broken {
 pub struct Entry {
     /// The log line.
     pub message: Option<Vec<u8>>,
-    /// Who wrote it (see [`super::writer`]).
+    /// Who wrote it (see [`crate::source::writer`]).
     pub writer: Fields,
     /// The entry's time, Unix seconds.
     pub realtime: Option<f64>,
@@ -137,15 +138,6 @@ pub struct Export {
     /// Entries cut short by a line that is no field, not yet counted.
     cut: u64,
     max_line: usize,
-}
-
-/// Whether `name` is a journal field name (`[A-Z0-9_]+`, not starting with a digit).
-pub fn field_name(name: &[u8]) -> bool {
-    !name.is_empty()
-        && !name[0].is_ascii_digit()
-        && name
-            .iter()
-            .all(|&c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == b'_')
 }
 
 /// Whether `line` starts an entry.

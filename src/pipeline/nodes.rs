@@ -8,13 +8,13 @@
 //! (`engine="worker1"`) from that line on; so does a node whose `server_args` dump says it is
 //! a server of one host (`nnodes` 1) after another node's dump.
 //!
-//! A journal record's host (`_HOSTNAME`, see [`super::writer`]) is a node the same way: the
+//! A journal record's host (`_HOSTNAME`, see [`crate::source::writer`]) is a node the same way: the
 //! hosts of a multi-node server logging under one unit name stay one server; two hosts that
 //! run the unit as servers of their own part at the first rank both print. Nodes are told
 //! apart per server: hosts of two units never compare their ranks.
 //!
 //! A journal record of a user service names its user's service manager (`user@1000`, see
-//! [`super::writer`]). Two users of one host never run one server, so their user units of
+//! [`crate::source::writer`]). Two users of one host never run one server, so their user units of
 //! the same name never merge: the first user whose unit of that name a host logged keeps the
 //! server as it is (the state keeps who that is, [`crate::state::State::first_user`], for
 //! every input and across restarts); each other user's lines are an engine of it named after

@@ -10,8 +10,8 @@
 
 use std::io::{self, Read, Seek, SeekFrom};
 
-use super::linebuf::Event;
 use super::Ingest;
+use crate::source::linebuf::Event;
 
 /// The start of an input is sampled for its order in steps of this many bytes…
 const SAMPLE_STEP: usize = 1 << 20;
@@ -128,7 +128,7 @@ fn sample(r: &mut dyn Read, ing: &Ingest, sample: &mut Vec<u8>) -> io::Result<bo
 
 /// `--once` on a path: a regular file whose start is newest-first is read backwards; a FIFO
 /// (`<(tac log)`, `mkfifo`) is sampled and read as a stream (see [`read_stream`]). `false`
-/// when the path is left to the forward reader ([`super::file`]): a file in order, one that
+/// when the path is left to the forward reader ([`crate::source::file`]): a file in order, one that
 /// cannot be opened (the forward reader reports why), anything else.
 ///
 /// # Errors
@@ -173,8 +173,8 @@ fn backwards<R: Read + Seek>(f: &mut R, len: u64, ing: &mut Ingest, max_line: us
     }
 }
 
-/// Reads `r` (of `len` bytes) line by line from its end into `ing`, as [`super::file`] reads
-/// forwards: bytes counted, a line over `max_line` skipped and counted once, a last line
+/// Reads `r` (of `len` bytes) line by line from its end into `ing`, as [`crate::source::file`]
+/// reads forwards: bytes counted, a line over `max_line` skipped and counted once, a last line
 /// without `\n` (read first here) counted as incomplete and not parsed.
 ///
 /// # Errors
@@ -333,7 +333,7 @@ fn read_stream_within(
         return Ok(());
     }
     let mut chained = io::Cursor::new(head).chain(input);
-    super::stdin::read_to_end(&mut chained, ing, max_line);
+    crate::source::stdin::read_to_end(&mut chained, ing, max_line);
     Ok(())
 }
 
@@ -472,7 +472,7 @@ mod tests {
     use crate::parse::patterns::Patterns;
     use crate::parse::prefix::TimeResolver;
     use crate::parse::Parser;
-    use crate::source::Pipeline;
+    use crate::pipeline::Pipeline;
     use crate::state::{lock, Shared, State, StateConfig};
 
     /// 40 stats lines newest-first: the latest says 39 running, the oldest 0.

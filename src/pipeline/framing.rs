@@ -3,7 +3,7 @@
 //! * JSON object lines (`{…}`) whose log line sits under a well-known key, decoded with its JSON
 //!   escapes (see [`MESSAGE_KEYS`]): `journalctl -o json` (`MESSAGE`: a string, an array of bytes
 //!   for non-UTF-8 data, or `null` when over 4096 bytes without `--all`; its writer fields name
-//!   the server, engine and node as [`super::writer`] says; `__REALTIME_TIMESTAMP` in µs is the
+//!   the server, engine and node as [`writer`] says; `__REALTIME_TIMESTAMP` in µs is the
 //!   line's time), Docker `json-file` (`log`; a
 //!   line over 16 KiB arrives as several objects and only the last one's `log` ends with `\n`),
 //!   Fluent Bit, Vector and Loki exports (`log`, `message`, `msg`, `line`), cloud log exports
@@ -17,9 +17,9 @@
 //!   ([`crate::parse::request`]), which reads them in one pass without building the object.
 //! * Kubernetes CRI lines: `<RFC 3339 time> <stdout|stderr> <P|F> <text>`; `P` pieces continue
 //!   in the next record.
-//! * The journal export format (`journalctl -o export`, [`super::export`]): entries of
+//! * The journal export format (`journalctl -o export`, [`super::journal_lines`]): entries of
 //!   `NAME=value` lines ended by an empty line; `MESSAGE` is the line, the writer fields name
-//!   its writer by the same rule as JSON's ([`super::writer`]), `__REALTIME_TIMESTAMP` is the
+//!   its writer by the same rule as JSON's ([`writer`]), `__REALTIME_TIMESTAMP` is the
 //!   time.
 //!
 //! Anything else passes through unchanged. Detection is per line, so a file may mix them. A
@@ -27,8 +27,8 @@
 //! part (a cut number would be read as a smaller one).
 
 use super::json_record::{Record, Val};
-use super::writer::{self, Fields, Writer};
 use crate::parse::stream::rfc3339;
+use crate::source::writer::{self, Fields, Writer};
 
 /// The keys a JSON object line's log message is looked for under, in this order (a dotted key
 /// is nested: `jsonPayload.message` is `{"jsonPayload": {"message": …}}`). A key given with
@@ -54,17 +54,17 @@ pub const TIME_KEYS: &[&str] = &["time", "timestamp", "@timestamp", "ts"];
 pub struct Message<'a> {
     /// The log line.
     pub text: &'a [u8],
-    /// The server a journal record names (its unit without `.service`, see [`super::writer`]).
+    /// The server a journal record names (its unit without `.service`, see [`writer`]).
     pub unit: Option<&'a str>,
     /// The record's time, Unix seconds.
     pub realtime: Option<f64>,
-    /// Who wrote the line, as the record names it (see [`ORIGIN_KEYS`] and [`super::writer`]):
+    /// Who wrote the line, as the record names it (see [`ORIGIN_KEYS`] and [`writer`]):
     /// an engine of the server, as a stream prefix's `engine` is.
     pub origin: Option<&'a str>,
     /// The host a journal record names: a node of its server (see [`super::nodes`]).
     pub node: Option<&'a str>,
     /// The service manager of a journal record's user unit (`user@1000`, see
-    /// [`super::writer`]).
+    /// [`writer`]).
     pub user: Option<&'a str>,
 }
 
@@ -81,10 +81,10 @@ impl<'a> Message<'a> {
         }
     }
 
-    /// A journal entry's message, its writer as [`super::writer`] named it.
+    /// A journal entry's message, its writer as [`writer`] named it.
     pub fn journal(
         text: &'a [u8],
-        writer: &'a super::writer::Writer,
+        writer: &'a crate::source::writer::Writer,
         realtime: Option<f64>,
     ) -> Message<'a> {
         Message {
@@ -154,7 +154,7 @@ pub struct Framer {
     /// `--input.json-message-key`, split at dots.
     user_key: Option<Vec<String>>,
     /// The journal export entry being read.
-    export: super::export::Export,
+    export: super::journal_lines::Export,
 }
 
 impl Framer {
@@ -168,7 +168,7 @@ impl Framer {
             origin: String::new(),
             max_line,
             user_key: None,
-            export: super::export::Export::new(max_line),
+            export: super::journal_lines::Export::new(max_line),
         }
     }
 
@@ -180,13 +180,13 @@ impl Framer {
     }
 
     /// Whether no partial record is held: the next line frames the same whatever came before
-    /// (see [`crate::source::parallel`]).
+    /// (see [`crate::pipeline::parallel`]).
     pub fn is_idle(&self) -> bool {
         self.partials.iter().all(|p| !p.open) && !self.export.is_open()
     }
 
     /// Takes `n` NUL bytes skipped before the next line when a journal export entry's binary
-    /// value is being read (see [`super::export::Export::nuls`]); `false` otherwise.
+    /// value is being read (see [`super::journal_lines::Export::nuls`]); `false` otherwise.
     pub fn nuls(&mut self, n: usize) -> bool {
         self.export.nuls(n)
     }
@@ -216,7 +216,7 @@ impl Framer {
     /// as trailing whitespace.
     pub fn frame<'a>(&'a mut self, line: &'a [u8]) -> Framed<'a> {
         if self.export.is_open() || line.first() == Some(&b'_') {
-            use super::export::{Broken, Step};
+            use super::journal_lines::{Broken, Step};
             match self.export.feed(line) {
                 Step::NotExport => {}
                 Step::Held => return Framed::Pending,
@@ -224,7 +224,7 @@ impl Framer {
                 Step::Broken(Broken::Oversized) => return Framed::Oversized,
                 Step::Broken(Broken::Counted) => return Framed::Pending,
                 Step::Ended => {
-                    let super::export::Entry {
+                    let super::journal_lines::Entry {
                         message,
                         writer,
                         realtime,
@@ -432,7 +432,7 @@ fn lookup<'v, 'a, 'k>(
 /// (`kubernetes.pod_name` and `kubernetes.container_name`: written `pod/NAME/CONTAINER`, as
 /// `kubectl logs --prefix` prints it), Docker's logging drivers (`container_name`; Docker's
 /// leading `/` dropped). A journal record (its message under `MESSAGE`) is named by the
-/// journal's rule instead ([`super::writer`]: its `CONTAINER_NAME`, unit, host…).
+/// journal's rule instead ([`writer`]: its `CONTAINER_NAME`, unit, host…).
 pub const ORIGIN_KEYS: &[&str] = &["labels", "kubernetes.pod_name", "container_name"];
 
 /// Writes the origin of `obj` (see [`ORIGIN_KEYS`]) into `out`; nothing when it names none.
