@@ -3,7 +3,7 @@
 //!
 //! Two load-time specialisations, both derived from any regex of the right shape (the patterns
 //! stay data):
-//! - [`Starts`]: a regex whose every match starts with one of at most three ASCII bytes and that
+//! - [`AnchoredStarts`]: a regex whose every match starts with one of at most three ASCII bytes and that
 //!   has no look-around is tried anchored at each of those bytes in turn;
 //! - [`Memo`]: for such a regex the whole search reads only the line from its first candidate
 //!   byte on, so lines whose text from there is the same as a recent line's (uvicorn's
@@ -18,7 +18,7 @@ use super::shape::{HitProbe, Span};
 
 /// A line kind's captures, positioned in the line.
 #[derive(Debug)]
-pub(super) struct Locs {
+pub(super) struct CaptureSpans {
     inner: CaptureLocations,
     /// Spans relative to `offset`, when the answer came from the memo (`from_memo`).
     memo_spans: Vec<Span>,
@@ -27,9 +27,9 @@ pub(super) struct Locs {
     offset: usize,
 }
 
-impl Locs {
-    pub(super) fn new(re: &Regex) -> Locs {
-        Locs {
+impl CaptureSpans {
+    pub(super) fn new(re: &Regex) -> CaptureSpans {
+        CaptureSpans {
             inner: re.capture_locations(),
             memo_spans: Vec::new(),
             from_memo: false,
@@ -72,30 +72,30 @@ impl Locs {
 /// How one line kind's regex is searched, and the captures of its last search.
 #[derive(Debug)]
 pub(super) struct KindSearch {
-    pub(super) locs: Locs,
+    pub(super) locs: CaptureSpans,
     /// Shared by every parser of the patterns: a cloned regex would get a cache pool of its
     /// own (and each its caches), a shared one serves every thread from one pool.
-    starts: Option<Arc<Starts>>,
+    starts: Option<Arc<AnchoredStarts>>,
     memo: Memo,
 }
 
 impl KindSearch {
     #[cfg(test)]
     pub(super) fn new(re: &Regex) -> KindSearch {
-        KindSearch::with(re, Starts::of(re).map(Arc::new))
+        KindSearch::with(re, AnchoredStarts::of(re).map(Arc::new))
     }
 
-    /// The search of `re` with its specialisation `starts` (built once: [`Starts::of`]; a clone
+    /// The search of `re` with its specialisation `starts` (built once: [`AnchoredStarts::of`]; a clone
     /// shares the compiled regex).
-    pub(super) fn with(re: &Regex, starts: Option<Arc<Starts>>) -> KindSearch {
+    pub(super) fn with(re: &Regex, starts: Option<Arc<AnchoredStarts>>) -> KindSearch {
         KindSearch {
-            locs: Locs::new(re),
+            locs: CaptureSpans::new(re),
             starts,
             memo: Memo::default(),
         }
     }
 
-    /// Whether the search is specialised (see [`Starts`]).
+    /// Whether the search is specialised (see [`AnchoredStarts`]).
     #[cfg(test)]
     pub(super) fn is_specialised(&self) -> bool {
         self.starts.is_some()
@@ -138,7 +138,7 @@ impl KindSearch {
 /// in one pass of the one-pass DFA instead of a forward and a reverse lazy-DFA pass before it
 /// (the uvicorn access kind: ~0.1 µs of its ~0.4 µs).
 #[derive(Debug, Clone)]
-pub(super) struct Starts {
+pub(super) struct AnchoredStarts {
     anchored: Regex,
     bytes: Vec<u8>,
     /// Every match starts with one of these (the prefix literals' longest common prefix, else
@@ -155,9 +155,9 @@ const MAX_PREFIXES: usize = 8;
 /// byte: bounds the cost of a line holding many of them (each attempt may read far).
 const MAX_ANCHORED_TRIES: usize = 4;
 
-impl Starts {
+impl AnchoredStarts {
     /// The specialisation of `re`, if its shape allows it.
-    pub(super) fn of(re: &Regex) -> Option<Starts> {
+    pub(super) fn of(re: &Regex) -> Option<AnchoredStarts> {
         let hir = regex_syntax::Parser::new().parse(re.as_str()).ok()?;
         if !hir.properties().look_set().is_empty() {
             return None;
@@ -185,7 +185,7 @@ impl Starts {
             }
             _ => Vec::new(),
         };
-        Some(Starts {
+        Some(AnchoredStarts {
             anchored,
             bytes,
             prefixes,
@@ -216,7 +216,7 @@ impl Starts {
     /// Searches `line` as `re` would (`re` is the regex this was made of), leaving the captures
     /// in `locs`. `first` is the first candidate start: no match starts before it, and nothing
     /// before it is read.
-    fn captures(&self, re: &Regex, locs: &mut Locs, line: &str, first: usize) -> bool {
+    fn captures(&self, re: &Regex, locs: &mut CaptureSpans, line: &str, first: usize) -> bool {
         let hay = line.as_bytes();
         let mut next = Some(first);
         let mut tries = 0;
@@ -442,7 +442,10 @@ mod tests {
             "(?:a|b|c|d)x",
             "é",
         ] {
-            assert!(Starts::of(&Regex::new(re).unwrap()).is_none(), "{re}");
+            assert!(
+                AnchoredStarts::of(&Regex::new(re).unwrap()).is_none(),
+                "{re}"
+            );
         }
     }
 }

@@ -40,7 +40,7 @@ use std::sync::Arc;
 
 use regex::{CaptureLocations, Regex};
 
-use anchored::{KindSearch, Locs};
+use anchored::{CaptureSpans, KindSearch};
 pub use before::foreign_prefix;
 use before::{actor_rest, gpu_tag, label_start, quoted_label};
 use shape::Span;
@@ -70,7 +70,7 @@ pub struct Parser {
     field_memo: Vec<FieldMemo>,
     /// Per line kind, the bytes its values may hold in a template (`None`: the kind has none)
     /// and its last clean fields section (see [`template`]).
-    templates: Vec<(Option<template::Plain>, template::Template)>,
+    templates: Vec<(Option<template::PlainBytes>, template::Template)>,
     /// Literal sets and first kind matches by line shape; `None` when the patterns tell digits
     /// apart (see [`shape`]).
     shapes: Option<shape::ShapeMemo>,
@@ -205,7 +205,7 @@ fn group_index(re: &Regex, name: &str) -> Option<usize> {
 }
 
 /// What reading a line as one kind found, besides the values in the scratch buffers.
-struct Found<'a> {
+struct LineMatch<'a> {
     time: Option<LogTime>,
     ranks: Ranks,
     /// The time and ranks are a foreign prefix's, its identity in `Scratch::foreign`.
@@ -225,7 +225,7 @@ struct Found<'a> {
 /// file costs its own scratch and memos, not a compilation (about 1 MB each, measured).
 #[derive(Debug)]
 pub struct Prebuilt {
-    starts: Vec<Option<Arc<anchored::Starts>>>,
+    starts: Vec<Option<Arc<anchored::AnchoredStarts>>>,
     anchored_prefix: Option<Arc<Regex>>,
     /// Every match of the prefix regex starts with `[` (the embedded one's, SGLang's own).
     prefix_bracket_led: bool,
@@ -238,7 +238,7 @@ impl Prebuilt {
             starts: pat
                 .lines
                 .iter()
-                .map(|l| anchored::Starts::of(&l.regex).map(Arc::new))
+                .map(|l| anchored::AnchoredStarts::of(&l.regex).map(Arc::new))
                 .collect(),
             // `^(?:…)` keeps the group numbers and the leftmost-first preference of the original.
             anchored_prefix: Regex::new(&format!("^(?:{})", pat.prefix.as_str()))
@@ -313,7 +313,7 @@ impl Parser {
             .lines
             .iter()
             .map(|l| {
-                let plain = template::Plain::of(l).filter(|_| fast);
+                let plain = template::PlainBytes::of(l).filter(|_| fast);
                 (plain, template::Template::default())
             })
             .collect();
@@ -468,7 +468,7 @@ impl Parser {
     /// Reads `line` as kind `k` (its regex matched): `None` when the line is not of that kind
     /// after all (a malformed prefix, an absurd rank, required fields missing). `first`: `k` is
     /// the line's first kind (the one the shape memo knows).
-    fn read_kind<'a>(&mut self, k: usize, line: &'a str, first: bool) -> Option<Found<'a>> {
+    fn read_kind<'a>(&mut self, k: usize, line: &'a str, first: bool) -> Option<LineMatch<'a>> {
         let pat = &*self.pat;
         let class = pat.lines[k].class;
         let (m_start, m_end) = self.search[k].locs.get(0)?;
@@ -529,7 +529,7 @@ impl Parser {
             return None;
         }
         self.scratch.clear();
-        let mut found = Found {
+        let mut found = LineMatch {
             time,
             ranks,
             foreign,
@@ -559,7 +559,7 @@ impl Parser {
         k: usize,
         line: &str,
         m_start: usize,
-        found: &mut Found<'_>,
+        found: &mut LineMatch<'_>,
     ) -> Option<()> {
         if line.as_bytes()[..m_start]
             .iter()
@@ -766,7 +766,7 @@ fn bracket_led(re: &str) -> bool {
 
 /// Where the `key: value` fields of a line of `kind` start: at the kind's `fields` group, else
 /// at the end of its match (`m_end`).
-fn fields_start(kind: &patterns::LineKind, locs: &Locs, m_end: usize) -> usize {
+fn fields_start(kind: &patterns::LineKind, locs: &CaptureSpans, m_end: usize) -> usize {
     kind.fields_group
         .and_then(|g| locs.get(g))
         .map_or(m_end, |(s, _)| s)

@@ -18,12 +18,12 @@ const MAX_TEMPLATE: usize = 2048;
 
 /// Bytes a value in a template may hold (see the module doc), for one line kind.
 #[derive(Debug, Clone)]
-pub(super) struct Plain([bool; 256]);
+pub(super) struct PlainBytes([bool; 256]);
 
-impl Plain {
+impl PlainBytes {
     /// The plain bytes of `kind`: ASCII letters, digits, `.`, `_`, `+`, `-`, less any byte of
     /// its separators and `kv` strings. `None` for a kind a template cannot serve.
-    pub(super) fn of(kind: &LineKind) -> Option<Plain> {
+    pub(super) fn of(kind: &LineKind) -> Option<PlainBytes> {
         if kind.stop.is_some() {
             return None;
         }
@@ -43,7 +43,7 @@ impl Plain {
         set[b'0' as usize..=b'9' as usize]
             .iter()
             .all(|&p| p)
-            .then_some(Plain(set))
+            .then_some(PlainBytes(set))
     }
 
     /// The length of the run of plain bytes at the start of `b`.
@@ -81,11 +81,11 @@ pub(super) struct Template {
 impl Template {
     /// Matches `rest` (the line from its fields section on) against the template: `false` when
     /// the text between its values differs. After `true`, [`Template::values`] gives them.
-    pub(super) fn matches(&mut self, plain: &Plain, rest: &str) -> bool {
+    pub(super) fn matches(&mut self, plain: &PlainBytes, rest: &str) -> bool {
         self.matched(plain, rest).is_some()
     }
 
-    fn matched(&mut self, plain: &Plain, rest: &str) -> Option<()> {
+    fn matched(&mut self, plain: &PlainBytes, rest: &str) -> Option<()> {
         if self.text.is_empty() && self.slots.is_empty() {
             return None;
         }
@@ -122,7 +122,7 @@ impl Template {
     }
 
     /// Starts learning a new line (the general path then calls [`Learner::value`] per value).
-    pub(super) fn learner<'a>(&'a mut self, plain: &'a Plain, rest: &'a str) -> Learner<'a> {
+    pub(super) fn learner<'a>(&'a mut self, plain: &'a PlainBytes, rest: &'a str) -> Learner<'a> {
         self.pending.clear();
         Learner {
             ok: rest.len() <= MAX_TEMPLATE && !rest.contains('['),
@@ -137,7 +137,7 @@ impl Template {
 /// template when every value was plain.
 pub(super) struct Learner<'a> {
     tpl: &'a mut Template,
-    plain: &'a Plain,
+    plain: &'a PlainBytes,
     rest: &'a str,
     ok: bool,
 }

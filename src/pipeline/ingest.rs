@@ -1,5 +1,5 @@
 //! [`Ingest`]: parses the lines of one source with its [`Pipeline`] and applies them to the
-//! shared state (its `Applier`): a line's time, its writer's key, the per-source counters, the
+//! shared state (its `LineApplier`): a line's time, its writer's key, the per-source counters, the
 //! log clock at the end of history. It is what every source hands its lines to
 //! ([`crate::source::LineSink`]).
 
@@ -19,7 +19,7 @@ impl Pipeline {
     /// [`Pipeline::run`], then `ap` applies the outcome where it was made (an outcome is a few
     /// hundred bytes: not moving it is a few per cent of a line's cost). A panic in either is
     /// caught and applied as [`Outcome::Panicked`].
-    fn run_into(&mut self, raw: &[u8], ap: &mut Applier) {
+    fn run_into(&mut self, raw: &[u8], ap: &mut LineApplier) {
         let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let outcome = self.steps(raw, &mut ap.delta);
             ap.apply(&outcome);
@@ -37,7 +37,7 @@ impl Pipeline {
         text: &[u8],
         writer: &writer::Writer,
         realtime: Option<f64>,
-        ap: &mut Applier,
+        ap: &mut LineApplier,
     ) {
         let done = std::panic::AssertUnwindSafe(|| {
             fault::check(fault::Stage::Parse, text);
@@ -87,12 +87,12 @@ pub struct Ingest {
     writer: writer::Writer,
     /// Lines gathered for parsing on several threads (history only: see [`Ingest::parallel`]).
     batch: Option<parallel::Batch>,
-    ap: Applier,
+    ap: LineApplier,
 }
 
 /// What applies parsed lines to the state: everything of an [`Ingest`] but its pipeline.
 #[derive(Debug)]
-struct Applier {
+struct LineApplier {
     state: Shared,
     source: String,
     server: String,
@@ -149,7 +149,7 @@ impl Ingest {
             pipeline,
             writer: writer::Writer::default(),
             batch: None,
-            ap: Applier {
+            ap: LineApplier {
                 state,
                 source: source.to_string(),
                 // Bounded once here (a label value, see `crate::label`), so the key of its
@@ -191,7 +191,7 @@ impl Ingest {
         self.ap.timing = t;
     }
 
-    /// Sets the time given to history lines without one (see [`Applier`]'s `fallback_time`).
+    /// Sets the time given to history lines without one (see [`LineApplier`]'s `fallback_time`).
     pub fn set_fallback_time(&mut self, t: Option<f64>) {
         self.drain();
         self.ap.fallback_time = t;
@@ -220,7 +220,7 @@ impl Ingest {
     /// are not used.
     fn settle_last_timed(&mut self) {
         self.drain();
-        let Applier {
+        let LineApplier {
             last_timed,
             times,
             state,
@@ -241,7 +241,7 @@ impl Ingest {
                     .and_then(|t| times.resolve(t))
                     .filter(|t| plausible_time(*t, now))
             });
-            // Never later than when it was read, as any line's (see `Applier::not_ahead`).
+            // Never later than when it was read, as any line's (see `LineApplier::not_ahead`).
             found.extend(t.map(|t| if t > now + AHEAD_SLACK { now } else { t }));
         });
         lock(state).observe_times(*clock, &found);
@@ -438,7 +438,7 @@ impl Ingest {
     }
 }
 
-impl Applier {
+impl LineApplier {
     /// A line's time is never later than when it was read: a time ahead of the wall clock (an
     /// SGLang container logging in another zone than `--timezone`) would keep its rank busy
     /// for hours. It is taken as the time of reading, and warned about once per source.

@@ -180,7 +180,7 @@ fn rotated(path: &Path) -> bool {
 
 /// A file to follow, found by a scan.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Found {
+pub struct Discovered {
     /// The path as the glob gave it.
     pub path: PathBuf,
     /// Its Kubernetes place, for a pod log.
@@ -189,7 +189,7 @@ pub struct Found {
     order: (u64, u64),
 }
 
-/// What a server name stands for (see [`Found::identity`]): kept as the path itself, never as
+/// What a server name stands for (see [`Discovered::identity`]): kept as the path itself, never as
 /// its text, so two paths whose names differ only in invalid UTF-8 are two identities.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Identity {
@@ -199,7 +199,7 @@ pub enum Identity {
     File(PathBuf),
 }
 
-impl Found {
+impl Discovered {
     /// What a server name stands for: the container of a pod (`namespace/pod/container`), else
     /// the path. Files of one identity (a container's restarts, a pod re-created under its
     /// name) share a server.
@@ -257,7 +257,7 @@ impl Found {
 #[derive(Debug, Default)]
 pub struct Scan {
     /// The files to follow now, sorted by path.
-    pub found: Vec<Found>,
+    pub found: Vec<Discovered>,
     /// The errors met (unreadable directories).
     pub errors: Vec<String>,
     /// Matches that are no log files, never followed: character and block devices and sockets
@@ -272,7 +272,7 @@ pub fn scan(cfg: &DiscoverConfig) -> Scan {
     let mut errors = Vec::new();
     let mut special = Vec::new();
     // By canonical path: a file reached by several paths is followed once.
-    let mut by_file: BTreeMap<PathBuf, Found> = BTreeMap::new();
+    let mut by_file: BTreeMap<PathBuf, Discovered> = BTreeMap::new();
     for pattern in &cfg.globs {
         let Ok(paths) = glob::glob(pattern) else {
             continue;
@@ -297,7 +297,7 @@ pub fn scan(cfg: &DiscoverConfig) -> Scan {
             };
             let canon = std::fs::canonicalize(&found.path).unwrap_or(found.path.clone());
             let better = by_file.get(&canon).is_none_or(|o| {
-                let uid = |f: &Found| f.pod.as_ref().is_some_and(|p| !p.uid.is_empty());
+                let uid = |f: &Discovered| f.pod.as_ref().is_some_and(|p| !p.uid.is_empty());
                 uid(&found) && !uid(o)
             });
             if better {
@@ -305,14 +305,14 @@ pub fn scan(cfg: &DiscoverConfig) -> Scan {
             }
         }
     }
-    let mut newest: BTreeMap<Identity, Found> = BTreeMap::new();
+    let mut newest: BTreeMap<Identity, Discovered> = BTreeMap::new();
     for f in by_file.into_values() {
         let key = f.stream();
         if newest.get(&key).is_none_or(|o| f.order > o.order) {
             newest.insert(key, f);
         }
     }
-    let mut found: Vec<Found> = newest.into_values().collect();
+    let mut found: Vec<Discovered> = newest.into_values().collect();
     found.sort_by(|a, b| a.path.cmp(&b.path));
     special.sort();
     special.dedup();
@@ -364,7 +364,7 @@ fn non_utf8_matches(pattern: &str) -> Vec<PathBuf> {
 /// What a glob's match is to discovery.
 enum Candidate {
     /// A file to follow.
-    Follow(Found),
+    Follow(Discovered),
     /// Not a log file (see [`crate::source::file::unreadable_kind`]): skipped, warned about
     /// and counted.
     Special(PathBuf, &'static str),
@@ -409,7 +409,7 @@ fn candidate(cfg: &DiscoverConfig, path: PathBuf) -> Candidate {
         .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_secs());
     let restart = pod.as_ref().and_then(|p| p.restart).unwrap_or(0);
-    Candidate::Follow(Found {
+    Candidate::Follow(Discovered {
         path,
         pod,
         order: (u64::from(restart), mtime),
@@ -463,7 +463,7 @@ impl Naming {
     /// and whether it collided: every name it could have (its stem, `parent/stem`, its path as
     /// text) is another identity's, so it got its path with `#2` (`#3`, …) added rather than
     /// share a server with a file that is not its own (to warn about and count).
-    pub fn take(&mut self, f: &Found, now: Instant) -> (String, bool) {
+    pub fn take(&mut self, f: &Discovered, now: Instant) -> (String, bool) {
         let id = f.identity();
         let names = f.names();
         let expiry = self.expiry;
@@ -639,7 +639,7 @@ impl Discovery {
     /// Applies one scan's result at `now`: starts followers for new files (up to
     /// `--input.max-files`, the rest counted as skipped) and notes which followed files were
     /// not found.
-    pub fn apply(&mut self, found: &[Found], now: Instant) {
+    pub fn apply(&mut self, found: &[Discovered], now: Instant) {
         let present: BTreeSet<&Path> = found.iter().map(|f| f.path.as_path()).collect();
         for (path, f) in self.followers.iter_mut() {
             if present.contains(path.as_path()) {
@@ -705,7 +705,7 @@ impl Discovery {
     }
 
     /// Starts following `f`; whether it started.
-    fn start(&mut self, f: &Found, now: Instant) -> bool {
+    fn start(&mut self, f: &Discovered, now: Instant) -> bool {
         let (server, collided) = self.naming.take(f, now);
         let follow = Follow {
             path: f.path.clone(),
@@ -1025,8 +1025,8 @@ mod tests {
         assert_eq!(base_dir("/logs/[ab]*/x.log"), PathBuf::from("/logs"));
     }
 
-    fn pod(ns: &str, pod: &str, c: &str) -> Found {
-        Found {
+    fn pod(ns: &str, pod: &str, c: &str) -> Discovered {
+        Discovered {
             path: PathBuf::from(format!("/p/{ns}_{pod}_u/{c}/0.log")),
             pod: Some(PodLog {
                 namespace: ns.into(),
@@ -1040,7 +1040,7 @@ mod tests {
     }
 
     /// [`Naming::take`]'s name, checking that it did not collide.
-    fn take(n: &mut Naming, f: &Found, t: Instant) -> String {
+    fn take(n: &mut Naming, f: &Discovered, t: Instant) -> String {
         let (name, collided) = n.take(f, t);
         assert!(!collided, "{name}");
         name
@@ -1082,7 +1082,7 @@ mod tests {
             "sglang-0"
         );
         n.reserve("decode");
-        let plain = |p: &str| Found {
+        let plain = |p: &str| Discovered {
             path: PathBuf::from(p),
             pod: None,
             order: (0, 0),
@@ -1097,7 +1097,7 @@ mod tests {
     #[test]
     fn names_of_non_utf8_paths_stay_apart() {
         use std::os::unix::ffi::OsStrExt;
-        let plain = |p: &[u8]| Found {
+        let plain = |p: &[u8]| Discovered {
             path: PathBuf::from(std::ffi::OsStr::from_bytes(p)),
             pod: None,
             order: (0, 0),
@@ -1225,10 +1225,10 @@ mod cap_tests {
             })
         });
         let mut d = Discovery::new(cfg, state, spawn, &[]);
-        let found = |names: &[&str]| -> Vec<Found> {
+        let found = |names: &[&str]| -> Vec<Discovered> {
             names
                 .iter()
-                .map(|n| Found {
+                .map(|n| Discovered {
                     path: dir.path().join(n),
                     pod: None,
                     order: (0, 0),

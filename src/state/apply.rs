@@ -1,7 +1,7 @@
 //! Applying one parsed line to the state: its time on the log clock, its rank's values, the
 //! defaults and derived values SGLang's own gauges would hold, the contradictions counted.
 
-use super::printed::Printed;
+use super::line_metrics::LineMetrics;
 use super::series::{confirm, give_way};
 use super::{
     caps, clock, draft, live, Dropped, EngineType, HttpKey, RankState, SelfMetric, ServerKey,
@@ -510,7 +510,7 @@ pub(super) fn apply_rank_line(
                 (Some(l), Some(t)) => Some(l.max(t)),
                 (l, t) => t.or(l),
             };
-            let rec = Printed::of(rec);
+            let rec = LineMetrics::of(rec);
             derive(d, class, &rec, &mut rank.values);
             apply_defaults(&d.defaults, class, &rec, &mut rank.values);
             let (ids, hint) = if class == Class::Prefill {
@@ -591,7 +591,7 @@ pub(super) fn cap_of(m: Option<MetricId>, values: &[f64]) -> Option<f64> {
 pub(super) fn apply_defaults(
     defaults: &[(MetricId, f64, Class)],
     class: Class,
-    rec: &Printed<'_, '_>,
+    rec: &LineMetrics<'_, '_>,
     values: &mut [f64],
 ) {
     for &(id, v, c) in defaults {
@@ -608,7 +608,7 @@ pub(super) fn apply_defaults(
 /// Nothing is derived from a line where an input of the derivation was unreadable: the derived
 /// gauge keeps its value rather than be re-derived from the inputs that remain (the largest of
 /// the other pools is not the largest pool).
-pub(super) fn derive(d: &Derived, class: Class, rec: &Printed<'_, '_>, values: &mut [f64]) {
+pub(super) fn derive(d: &Derived, class: Class, rec: &LineMetrics<'_, '_>, values: &mut [f64]) {
     let got = |m: Option<MetricId>| m.and_then(|m| rec.get(m));
     let unreadable = |ms: &[Option<MetricId>]| ms.iter().flatten().any(|&m| rec.unreadable(m));
     if let Some(used) = d.used {

@@ -6,9 +6,9 @@
 //! [`crate::export::metrics::families`]), or running exporters scraped with `--url`.
 //! `--snapshot` prints one frame as plain text; otherwise [`tui`] draws frames until `q`.
 
-pub mod expo;
 pub mod frame;
 pub mod history;
+pub mod prom_text;
 pub mod scrape;
 pub mod tui;
 pub mod view;

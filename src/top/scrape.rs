@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 
-use super::expo;
+use super::prom_text;
 use crate::ca::client_tls;
 use crate::export::push::decode_pct;
 use crate::family::Family;
@@ -119,7 +119,7 @@ impl Scraper {
                 });
             }
         };
-        let parsed = expo::parse(&body, &vec![(INSTANCE, t.instance.clone())]);
+        let parsed = prom_text::parse(&body, &vec![(INSTANCE, t.instance.clone())]);
         if parsed.families.is_empty() && parsed.bad_lines > 0 {
             return Err(format!("{}: not the Prometheus text format", t.url));
         }

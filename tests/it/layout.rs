@@ -681,7 +681,7 @@ fn submodules_of_one_folder_and_floors() {
             "source/discover.rs",
             "use super::{file::Follow, now_unix};\nuse crate::export::metrics::F;",
         ),
-        ("source/file.rs", "use super::discover::Found;"),
+        ("source/file.rs", "use super::discover::Discovered;"),
         ("export/mod.rs", ""),
         ("export/metrics.rs", ""),
         (

@@ -282,9 +282,9 @@ fn parse<'de, S: DeserializeSeed<'de>>(body: &'de [u8], seed: S) -> Result<S::Va
 }
 
 /// A [`DeserializeSeed`] for a type that needs none.
-struct Plain<T>(PhantomData<T>);
+struct NoSeed<T>(PhantomData<T>);
 
-impl<'de, T: Deserialize<'de>> DeserializeSeed<'de> for Plain<T> {
+impl<'de, T: Deserialize<'de>> DeserializeSeed<'de> for NoSeed<T> {
     type Value = T;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<T, D::Error> {
         T::deserialize(d)
@@ -675,7 +675,7 @@ struct InfoBody {
 /// # Errors
 /// A [`ShapeError`] when the body is not an object.
 pub fn server_info(body: &[u8]) -> Result<ServerInfo, ShapeError> {
-    let o: InfoBody = parse(body, Plain(PhantomData))?;
+    let o: InfoBody = parse(body, NoSeed(PhantomData))?;
     let text = |v: &Scalar| v.as_str().map(str::to_string);
     // Sizes and placement outside 0..65536 are garbage (no server has them): no value.
     let place = |v: &Scalar| v.as_u64().filter(|&n| n < 65536).map(|n| n as u32);

@@ -6,15 +6,15 @@ use crate::parse::patterns::MetricId;
 use crate::record::{MetricSet, Record};
 
 /// A record with the sets of the metrics it has a value for and an unreadable value for.
-pub(super) struct Printed<'r, 'a> {
+pub(super) struct LineMetrics<'r, 'a> {
     rec: &'r Record<'a>,
     has: MetricSet,
     bad: MetricSet,
 }
 
-impl<'r, 'a> Printed<'r, 'a> {
+impl<'r, 'a> LineMetrics<'r, 'a> {
     pub(super) fn of(rec: &'r Record<'a>) -> Self {
-        let mut p = Printed {
+        let mut p = LineMetrics {
             rec,
             has: MetricSet::default(),
             bad: MetricSet::default(),
