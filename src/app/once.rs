@@ -20,10 +20,11 @@ use crate::stop::Stop;
 /// input), else the wall clock. Expired engines and retired servers are removed first.
 pub fn render(state: &Shared, input_clock: bool) -> String {
     let mut s = crate::state::lock(state);
+    let wall = s.clock().now().wall;
     let now = if input_clock {
-        s.log_clock().unwrap_or_else(now_unix)
+        s.log_clock().unwrap_or(wall)
     } else {
-        now_unix()
+        wall
     };
     s.expire(now);
     let fams = metrics::families(&s, now);

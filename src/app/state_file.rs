@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use super::inputs::Input;
 use super::{Config, ConfigError};
-use crate::clock::now_unix;
 use crate::state::{persist, Shared};
 use crate::stop::Stop;
 
@@ -21,7 +20,8 @@ pub(super) fn restore_state(cfg: &Config, state: &Shared) {
     };
     let file = persist::path(dir);
     let mut s = crate::state::lock(state);
-    if let Err(e) = persist::restore(&mut s, &file, now_unix()) {
+    let now = s.clock().now().wall;
+    if let Err(e) = persist::restore(&mut s, &file, now) {
         tracing::warn!("the state file was not used: {e}");
     }
     for input in &cfg.inputs {

@@ -177,18 +177,21 @@ pub struct GpuStatus {
 impl Live {
     /// The live view of `state`; `telemetry_path` is linked from the page.
     pub fn new(state: Shared, telemetry_path: &str) -> Live {
-        let readiness = crate::state::lock(&state).readiness().clone();
+        let (readiness, clock) = {
+            let s = crate::state::lock(&state);
+            (s.readiness().clone(), s.clock().clone())
+        };
         Live {
             state,
             readiness,
             ring: Mutex::new(KvRing::default()),
             telemetry_path: telemetry_path.to_string(),
             json: Mutex::new(None),
-            clock: clock::system(),
+            clock,
         }
     }
 
-    /// This view reading `clock` instead of the system's (tests step its wall clock).
+    /// This view reading `clock` instead of the state's ([`crate::state::State::clock`]).
     pub fn with_clock(mut self, clock: Clock) -> Live {
         self.clock = clock;
         self
@@ -385,28 +388,37 @@ mod tests {
     #[test]
     fn one_status_answers_every_request_within_its_minimum_age() {
         let pat = Arc::new(Patterns::embedded().unwrap());
-        let live = Live::new(State::shared(pat, StateConfig::default()), "/metrics");
-        let asked = Instant::now();
+        // The live view's clock, stepped by the test (no sleep).
+        let start = clock::now();
+        let (c, set) = clock::manual(start);
+        let at = |secs: f64| start.mono + Duration::from_secs_f64(secs);
+        let step = |secs: f64| {
+            *set.lock().unwrap() = clock::Now {
+                wall: start.wall + secs,
+                mono: at(secs),
+            }
+        };
+        let live = Live::new(State::shared(pat, StateConfig::default()), "/metrics").with_clock(c);
+        let asked = at(0.0);
         assert!(live.status_at_hand(asked).is_none(), "none made yet");
         let a = live.status_json(asked);
         assert!(std::str::from_utf8(&a)
             .unwrap()
             .starts_with("{\"version\":"));
-        let b = live.status_json(Instant::now());
+        step(0.01);
+        let b = live.status_json(at(0.01));
         assert_eq!(
             a.as_ptr(),
             b.as_ptr(),
             "within the minimum age: the same bytes"
         );
-        assert_eq!(
-            live.status_at_hand(Instant::now()).unwrap().as_ptr(),
-            a.as_ptr()
-        );
-        std::thread::sleep(Duration::from_secs_f64(STATUS_MIN_AGE + 0.1));
-        assert!(live.status_at_hand(Instant::now()).is_none(), "too old");
+        assert_eq!(live.status_at_hand(at(0.01)).unwrap().as_ptr(), a.as_ptr());
+        let later = STATUS_MIN_AGE + 0.1;
+        step(later);
+        assert!(live.status_at_hand(at(later)).is_none(), "too old");
         // Asked before it was made: still that one.
         assert_eq!(live.status_at_hand(asked).unwrap().as_ptr(), a.as_ptr());
-        let c = live.status_json(Instant::now());
+        let c = live.status_json(at(later));
         assert_ne!(c.as_ptr(), a.as_ptr());
     }
 

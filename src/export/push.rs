@@ -14,7 +14,6 @@ use std::time::Duration;
 use base64::Engine as _;
 
 use crate::cli::PushArgs;
-use crate::clock::now_unix;
 use crate::export::metrics::TEXT_CONTENT_TYPE;
 use crate::state::{SelfMetric, Shared};
 use crate::stop::Stop;
@@ -248,7 +247,8 @@ impl Pusher {
         match result {
             Ok(code) => {
                 s.set_self(SelfMetric::PushLastStatus, "", f64::from(*code));
-                s.set_self(SelfMetric::PushLastSuccess, "", now_unix());
+                let now = s.clock().now().wall;
+                s.set_self(SelfMetric::PushLastSuccess, "", now);
                 s.add_self(SelfMetric::Pushes, "", 1.0);
             }
             Err((code, _)) => {

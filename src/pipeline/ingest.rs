@@ -5,7 +5,7 @@
 
 use super::framing::Message;
 use super::{last_timed, nodes, order, parallel, plausible_time, Outcome, Pipeline, Timing};
-use crate::clock::now_unix;
+use crate::clock::Clock;
 use crate::parse::prefix::TimeResolver;
 use crate::record::Record;
 use crate::source::linebuf::Event;
@@ -62,10 +62,11 @@ fn line_time(
     rec: &Record<'_>,
     realtime: Option<f64>,
     now: &mut Option<f64>,
+    wall: &Clock,
 ) -> Option<f64> {
     let now = match timing {
-        Timing::Arrival => now_unix(),
-        Timing::LogTime => *now.get_or_insert_with(now_unix),
+        Timing::Arrival => wall.now().wall,
+        Timing::LogTime => *now.get_or_insert_with(|| wall.now().wall),
     };
     realtime
         .filter(|t| plausible_time(*t, now))
@@ -122,6 +123,9 @@ struct LineApplier {
     last_timed: last_timed::LastTimed,
     /// The source's log clock in the state ([`crate::state::State::clock_id`]).
     clock: usize,
+    /// The program's clock ([`crate::state::State::clock`]): "now" for arrival times and the
+    /// not-ahead rule.
+    wall: Clock,
 }
 
 /// How far a line's time may be ahead of the wall clock (clocks of two hosts, a wall clock read
@@ -140,10 +144,10 @@ impl Ingest {
     ) -> Ingest {
         // The source is listed in the self metrics at once; a server appears with its first
         // record (a journald stream names its own servers, so `stdin` may never be one).
-        let clock = {
+        let (clock, wall) = {
             let mut st = lock(&state);
             st.add_source_counts(source, &SourceDelta::default());
-            st.clock_id(source)
+            (st.clock_id(source), st.clock().clone())
         };
         Ingest {
             pipeline,
@@ -170,6 +174,7 @@ impl Ingest {
                 nodes: nodes::Nodes::default(),
                 last_timed: last_timed::LastTimed::default(),
                 clock,
+                wall,
             },
         }
     }
@@ -225,13 +230,14 @@ impl Ingest {
             times,
             state,
             clock,
+            wall,
             ..
         } = &mut self.ap;
         if last_timed.is_empty() {
             return;
         }
         let parser = self.pipeline.parser();
-        let now = now_unix();
+        let now = wall.now().wall;
         let mut found = Vec::with_capacity(2);
         last_timed.take(|l| {
             let t = l.realtime.filter(|t| plausible_time(*t, now)).or_else(|| {
@@ -447,7 +453,7 @@ impl LineApplier {
             return t;
         }
         // The reading kept may be old (an idle follower): ahead of a fresh one only.
-        let now = now_unix();
+        let now = self.wall.now().wall;
         self.now = Some(now);
         if t <= now + AHEAD_SLACK {
             return t;
@@ -481,6 +487,7 @@ impl LineApplier {
                     rec,
                     *realtime,
                     &mut self.now,
+                    &self.wall,
                 )
                 .map(|t| self.not_ahead(t));
                 // The key is rebuilt only when the server or engine changes: no allocation

@@ -66,6 +66,11 @@ pub struct StateConfig {
     pub max_unknown_fields: usize,
     /// Most sources tracked in the self metrics.
     pub max_sources: usize,
+    /// The program's clock: every "now" of the live run (a line's arrival time and the
+    /// not-ahead rule, idle and expiry judged by `/metrics`, the live page and the push, the
+    /// API's freshness, the state file's restore) is read from it through [`State::clock`], so
+    /// a test steps it instead of sleeping.
+    pub clock: crate::clock::Clock,
 }
 
 impl Default for StateConfig {
@@ -81,6 +86,7 @@ impl Default for StateConfig {
             max_http_series: 256,
             max_unknown_fields: 64,
             max_sources: 256,
+            clock: crate::clock::system(),
         }
     }
 }
@@ -202,6 +208,11 @@ impl State {
     /// The start-up readiness of the sources (see [`ready`]).
     pub fn readiness(&self) -> &Arc<ready::Readiness> {
         &self.readiness
+    }
+
+    /// The program's clock ([`StateConfig::clock`]).
+    pub fn clock(&self) -> &crate::clock::Clock {
+        &self.cfg.clock
     }
 
     /// The configuration.

@@ -139,6 +139,7 @@ impl Exposition {
 
     /// [`Exposition::new`] with another minimum age (0: encode anew after every change).
     pub fn with_min_age(state: Shared, min_age: f64) -> Exposition {
+        let clock = lock(&state).clock().clone();
         Exposition {
             state,
             last: Mutex::new(Vec::new()),
@@ -146,7 +147,7 @@ impl Exposition {
             held: Arc::new(AtomicUsize::new(0)),
             held_floor: HELD_FLOOR,
             crowded: AtomicBool::new(false),
-            clock: clock::system(),
+            clock,
             names: Names::default(),
             old_names: false,
         }
@@ -170,7 +171,7 @@ impl Exposition {
         self.names
     }
 
-    /// This exposition reading `clock` instead of the system's (tests step its wall clock).
+    /// This exposition reading `clock` instead of the state's ([`State::clock`]).
     pub fn with_clock(mut self, clock: Clock) -> Exposition {
         self.clock = clock;
         self
@@ -326,6 +327,10 @@ mod tests {
                 ..StateConfig::default()
             },
         );
+        // The state's clock, stepped by the test (no sleep): the exposition reads it.
+        let start = clock::now();
+        let (c, set) = clock::manual(start);
+        lock(&state).cfg.clock = c;
         let x = Exposition::with_min_age(state.clone(), 0.0);
         let a = x.text();
         assert_eq!(
@@ -337,11 +342,19 @@ mod tests {
         let rec = p
             .parse("[2026-06-03 10:00:00 TP0] Decode batch, #running-req: 5, #queue-req: 0")
             .unwrap();
-        lock(&state).apply("s", "srv", &rec, Some(now_unix()));
+        lock(&state).apply("s", "srv", &rec, Some(start.wall));
+        // A moment later (a scrape asked after the last encoding was done).
+        let step = |secs: f64| {
+            *set.lock().unwrap() = clock::Now {
+                wall: start.wall + secs,
+                mono: start.mono + Duration::from_secs_f64(secs),
+            }
+        };
+        step(0.001);
         let b = String::from_utf8(x.text().to_vec()).unwrap();
         assert!(b.contains("sglang:num_running_reqs{") && b.contains("} 5\n"));
         // Two seconds later the rank is idle: a new encoding although the state did not change.
-        std::thread::sleep(std::time::Duration::from_millis(2100));
+        step(2.1);
         let c = String::from_utf8(x.text().to_vec()).unwrap();
         assert_ne!(b, c);
         assert!(c.contains("sglang_idle{") && c.contains("} 0\n"));

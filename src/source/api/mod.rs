@@ -26,7 +26,6 @@ pub mod shapes;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::clock::now_unix;
 use crate::state::live::{ApiReading, ServerInfo};
 use crate::state::{lock, SelfMetric, Shared};
 use crate::stop::Stop;
@@ -255,7 +254,7 @@ impl Poller {
                 s.set_self(SelfMetric::ApiDuration, &server, took);
                 match &result {
                     Ok(r) => {
-                        let now = now_unix();
+                        let now = s.clock().now().wall;
                         let applied =
                             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                                 s.apply_api(&server, r, now)
