@@ -8,6 +8,7 @@ use prometheus::proto;
 
 use std::collections::BTreeMap;
 
+use crate::catalog;
 use crate::family::{Family, Kind};
 use crate::parse::unread::Looks;
 use crate::state::{SelfFamily, SelfMetric, State};
@@ -39,7 +40,7 @@ pub fn families(state: &State, now: f64) -> Vec<Family> {
 }
 
 /// The name of the family counting [`valid::withheld`].
-const WITHHELD: &str = SelfFamily::SamplesWithheld.def().0;
+const WITHHELD: &str = SelfFamily::SamplesWithheld.def().name;
 
 /// [`families`] before [`valid::enforce`]: what the state renders, for the tests and the fuzzer
 /// to [`valid::check`].
@@ -54,26 +55,10 @@ pub fn collect(state: &State, now: f64) -> Vec<Family> {
 }
 
 fn server_families(state: &State) -> Vec<Family> {
-    let mut info = Family::new(
-        "sglang_server_info",
-        "Always 1; labels name each SGLang server the exporter reads, its model and engine type.",
-        Kind::Gauge,
-    );
-    let mut http = Family::new(
-        "sglang_http_requests_total",
-        "HTTP requests from the server's uvicorn access lines, by method, normalised path and status.",
-        Kind::Counter,
-    );
-    let mut up_requests = Family::new(
-        "sglang:http_requests_total",
-        "HTTP requests by endpoint and method, from the uvicorn access lines (SGLang's name; the endpoint is the normalised path).",
-        Kind::Counter,
-    );
-    let mut up_responses = Family::new(
-        "sglang:http_responses_total",
-        "HTTP responses by endpoint, method and status code, from the uvicorn access lines (SGLang's name).",
-        Kind::Counter,
-    );
+    let mut info = Family::of(&catalog::server::INFO);
+    let mut http = Family::of(&catalog::server::HTTP_REQUESTS);
+    let mut up_requests = Family::of(&catalog::server::UPSTREAM_HTTP_REQUESTS);
+    let mut up_responses = Family::of(&catalog::server::UPSTREAM_HTTP_RESPONSES);
     for (key, srv) in state.servers() {
         let size = |f: fn(&crate::record::ServerArgs) -> Option<u32>| {
             srv.args
@@ -126,7 +111,7 @@ fn server_families(state: &State) -> Vec<Family> {
 }
 
 /// The exporter's own families (`sglang_log_exporter_*`), in exposition order; each declared
-/// (name, HELP, type) in [`crate::state::selfmetric`], filled here in one pass over the sources.
+/// (name, HELP, type) in [`crate::catalog::exporter`], filled here in one pass over the sources.
 fn self_families(state: &State) -> Vec<Family> {
     let mut lines = SelfFamily::LinesRead.family();
     let mut bytes = SelfFamily::BytesRead.family();
@@ -204,8 +189,8 @@ fn self_families(state: &State) -> Vec<Family> {
         errors, bad, control, json_none, nul, unknown, dropped, by_cap, shortened,
     ];
     for m in SelfMetric::ALL {
-        let (name, help, kind, label) = m.def();
-        let mut f = Family::new(name, help, kind);
+        let label = m.label();
+        let mut f = Family::of(m.def());
         for ((n, lv), v) in &state.self_metrics {
             if *n == m {
                 let labels = if label.is_empty() {
