@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::common::{once, parse_exposition, root, run, sample};
+use crate::common::{once, parse_exposition, registry_mismatches, root, run, sample};
 
 /// Labels of ours that upstream does not have (see the table's grammar).
 const OURS: &[&str] = &[
@@ -221,70 +221,12 @@ fn no_family_of_ours_meets_an_upstream_name_once_colons_are_underscores() {
 /// in the list's order.
 #[test]
 fn the_exposition_shows_the_families_as_the_registry_declares_them() {
-    let pat = sglang_log_exporter::parse::patterns::Patterns::embedded().unwrap();
-    let all = sglang_log_exporter::catalog::every_family(pat.family_entries());
     let dir = tempfile::tempdir().unwrap();
     let files = corpus(dir.path());
     let mut args = vec!["--gpu.disable", "--idle-after", "1000000h"];
     args.extend(files.iter().map(String::as_str));
     let expo = once(&args);
-    let mut failures = Vec::new();
-    let meta = |prefix: &str| -> BTreeMap<String, String> {
-        expo.lines()
-            .filter_map(|l| l.strip_prefix(prefix))
-            .filter_map(|l| l.split_once(' '))
-            .map(|(n, v)| (n.to_string(), v.to_string()))
-            .collect()
-    };
-    let (helps, types) = (meta("# HELP "), meta("# TYPE "));
-    assert!(types.len() > 40, "{}", types.len());
-    for (name, kind) in &types {
-        let Some(e) = all.iter().find(|e| &e.name == name) else {
-            failures.push(format!("{name}: not in the whole list"));
-            continue;
-        };
-        let want = format!("{:?}", e.kind).to_lowercase();
-        if *kind != want {
-            failures.push(format!("{name}: type {kind}, declared {want}"));
-        }
-        if helps.get(name) != Some(&e.help) {
-            failures.push(format!(
-                "{name}: HELP {:?}, declared {:?}",
-                helps.get(name),
-                e.help
-            ));
-        }
-    }
-    for s in parse_exposition(&expo) {
-        let base = ["_bucket", "_sum", "_count"]
-            .iter()
-            .find_map(|x| s.name.strip_suffix(x))
-            .filter(|b| types.get(*b).is_some_and(|k| k == "histogram"))
-            .unwrap_or(&s.name);
-        let Some(e) = all.iter().find(|e| e.name == base) else {
-            continue;
-        };
-        // The declared keys this series must show, in order: each unconditional one, and each
-        // conditional one it has.
-        let have: Vec<&str> = s
-            .labels
-            .iter()
-            .map(|(k, _)| k.as_str())
-            .filter(|k| *k != "le")
-            .collect();
-        let expected: Vec<&str> = e
-            .labels
-            .iter()
-            .filter_map(|l| match l.strip_suffix('?') {
-                Some(c) => have.contains(&c).then_some(c),
-                None => Some(*l),
-            })
-            .collect();
-        if have != expected {
-            failures.push(format!("{base}: labels {have:?}, declared {:?}", e.labels));
-        }
-    }
-    failures.sort();
-    failures.dedup();
+    assert!(expo.matches("# TYPE ").count() > 40);
+    let failures = registry_mismatches(&expo);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
