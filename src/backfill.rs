@@ -36,7 +36,7 @@ use crate::app::{load_patterns, parse_inputs, timezone, ConfigError, Input};
 use crate::cli::BackfillArgs;
 use crate::clock::now_unix;
 use crate::export::openmetrics::{render_labels, OpenMetrics};
-use crate::family::{Kind, Labels};
+use crate::family::{Family, Labels};
 use crate::parse::patterns::Class;
 use crate::parse::prefix::TimeResolver;
 use crate::parse::Parser;
@@ -366,7 +366,7 @@ fn read_lines(
 /// Where samples go: the OpenMetrics collection, with the per-rank catalog and the extra labels.
 struct Out<'a> {
     om: &'a mut OpenMetrics,
-    catalog: &'a [(String, String, Kind)],
+    catalog: &'a [Family],
     extra: &'a Labels,
     buf: Vec<(usize, f64)>,
     /// The `engine_type` the samples written now carry instead of the state's: the one a rank
@@ -444,8 +444,9 @@ impl Out<'_> {
         let labels = render_labels(&labels);
         view::rank_samples(state, srv, rank, judged, &mut self.buf);
         for &(i, v) in &self.buf {
-            let (name, help, kind) = &self.catalog[i];
-            self.om.add_rendered(name, help, *kind, &labels, at, v);
+            let f = &self.catalog[i];
+            self.om
+                .add_rendered(&f.name, &f.help, f.kind, &labels, at, v);
         }
     }
 }

@@ -44,7 +44,7 @@ pub enum Command {
     /// text for `promtool tsdb create-blocks-from openmetrics`.
     Backfill(BackfillArgs),
     /// Write the man pages or the shell completions into a directory (used to build the
-    /// packages; hidden from --help).
+    /// packages), or rewrite the generated section of the metrics contract (hidden from --help).
     #[command(hide = true)]
     Generate(GenerateArgs),
     /// The servers' state on the terminal, from local inputs or running exporters (`--url`):
@@ -58,7 +58,8 @@ pub struct GenerateArgs {
     /// What to write.
     #[arg(value_enum)]
     pub what: Generated,
-    /// The directory to write into (created if missing).
+    /// The directory to write into (created if missing); for `metrics-contract`, the contract
+    /// file whose generated section is rewritten (`docs/metrics-contract.md`).
     pub dir: PathBuf,
 }
 
@@ -70,6 +71,9 @@ pub enum Generated {
     /// Completion scripts for bash (`sglang-log-exporter.bash`), zsh (`_sglang-log-exporter`)
     /// and fish (`sglang-log-exporter.fish`).
     Completions,
+    /// The section "Every family this exporter exposes" of `docs/metrics-contract.md`, from the
+    /// families registry and the embedded pattern file, rewritten in place between its markers.
+    MetricsContract,
 }
 
 /// `check` options.

@@ -1,6 +1,10 @@
 //! `sglang-log-exporter generate man|completions DIR` (hidden): the man pages (clap_mangen) and
 //! the bash, zsh and fish completions (clap_complete), made from the command line definition
 //! itself so they never fall behind it. The Debian package build runs it.
+//!
+//! `sglang-log-exporter generate metrics-contract docs/metrics-contract.md`: the table of every
+//! family the exporter exposes, made from the families registry ([`crate::catalog`]) and the
+//! embedded pattern file, written between the file's markers ([`BEGIN`], [`END`]).
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -29,16 +33,16 @@ pub fn run(a: &GenerateArgs) -> ExitCode {
     }
 }
 
-/// Writes the man pages or the completion scripts into `dir` (created if missing) and returns
-/// the files written.
+/// Writes the man pages or the completion scripts into `dir` (created if missing), or rewrites
+/// the generated section of the contract file `dir`, and returns the files written.
 ///
 /// # Errors
 /// The I/O error of creating the directory or a file.
 pub fn write(what: Generated, dir: &Path) -> std::io::Result<Vec<std::path::PathBuf>> {
-    std::fs::create_dir_all(dir)?;
     let cmd = Cli::command();
     match what {
         Generated::Man => {
+            std::fs::create_dir_all(dir)?;
             // One page per command; hidden commands (this one) are left out.
             clap_mangen::generate_to(cmd, dir)?;
             let mut files: Vec<_> = std::fs::read_dir(dir)?
@@ -49,13 +53,103 @@ pub fn write(what: Generated, dir: &Path) -> std::io::Result<Vec<std::path::Path
             Ok(files)
         }
         Generated::Completions => {
+            std::fs::create_dir_all(dir)?;
             let mut cmd = public(&cmd);
             [Shell::Bash, Shell::Zsh, Shell::Fish]
                 .into_iter()
                 .map(|sh| clap_complete::generate_to(sh, &mut cmd, BIN, dir))
                 .collect()
         }
+        Generated::MetricsContract => {
+            // `dir` is the contract file itself.
+            rewrite_contract(dir)?;
+            Ok(vec![dir.to_path_buf()])
+        }
     }
+}
+
+/// The marker line that opens the generated section of the contract.
+pub const BEGIN: &str = "<!-- BEGIN generated: sglang-log-exporter generate metrics-contract -->";
+/// The marker line that closes it.
+pub const END: &str = "<!-- END generated -->";
+
+/// Rewrites the generated section of the contract file at `path` in place (unchanged elsewhere).
+///
+/// # Errors
+/// The I/O error of reading or writing it; `InvalidData` when its markers are missing.
+pub fn rewrite_contract(path: &Path) -> std::io::Result<()> {
+    let text = std::fs::read_to_string(path)?;
+    let new = with_section(&text, &contract_section())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+    if new != text {
+        std::fs::write(path, new)?;
+    }
+    Ok(())
+}
+
+/// `text` with what lies between its [`BEGIN`] and [`END`] lines replaced by `section`.
+///
+/// # Errors
+/// Where either marker is missing, or they come in the wrong order.
+pub fn with_section(text: &str, section: &str) -> Result<String, String> {
+    let begin = text
+        .find(BEGIN)
+        .ok_or_else(|| format!("no {BEGIN:?} line"))?;
+    let body = begin + BEGIN.len();
+    let end = text[body..]
+        .find(END)
+        .map(|p| body + p)
+        .ok_or_else(|| format!("no {END:?} line after {BEGIN:?}"))?;
+    Ok(format!("{}\n{section}{}", &text[..body], &text[end..]))
+}
+
+/// The generated section: one table row per family, in `/metrics` order.
+pub fn contract_section() -> String {
+    // The embedded file is part of the build; its tests hold that it loads.
+    let pat = crate::parse::patterns::Patterns::embedded().expect("the embedded pattern file");
+    let cell = |s: &str| s.replace('|', "\\|").replace('\n', " ");
+    let or_dash = |s: String| if s.is_empty() { "-".to_string() } else { s };
+    use crate::catalog::{RANK_LABELS, SERVER_LABELS};
+    let origin = &SERVER_LABELS[..SERVER_LABELS.len() - 2];
+    // Label sets many families share, named once above the table.
+    let sets: [(&str, &[&str]); 3] = [
+        ("*rank labels*", RANK_LABELS),
+        ("*server labels*", SERVER_LABELS),
+        ("*origin labels*", origin),
+    ];
+    let labels = |l: &[&'static str]| -> String {
+        for (name, set) in sets {
+            if let Some(rest) = l.strip_prefix(set) {
+                return std::iter::once(name)
+                    .chain(rest.iter().copied())
+                    .collect::<Vec<_>>()
+                    .join(", ");
+            }
+        }
+        l.join(", ")
+    };
+    let mut out = String::from("\n");
+    for (name, set) in sets {
+        out.push_str(&format!("{name}: {}.\n", set.join(", ")));
+    }
+    out.push_str("\n| name | type | unit | labels | HELP | reads |\n|---|---|---|---|---|---|\n");
+    for e in crate::catalog::every_family(pat.family_entries()) {
+        let kind = match e.kind {
+            crate::family::Kind::Gauge => "gauge",
+            crate::family::Kind::Counter => "counter",
+            crate::family::Kind::Histogram => "histogram",
+        };
+        out.push_str(&format!(
+            "| {} | {kind} | {} | {} | {} | {} |\n",
+            cell(&e.name),
+            or_dash(cell(&e.unit)),
+            or_dash(labels(&e.labels)),
+            cell(&e.help),
+            cell(&e.reads),
+        ));
+    }
+    out.push('\n');
+    out
 }
 
 /// `cmd` without its hidden options and subcommands (clap_complete, unlike clap_mangen, would

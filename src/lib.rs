@@ -14,8 +14,11 @@
 //! * [`state`]: current values per server, engine and rank (`series`: keys, servers, ranks;
 //!   `apply`: one line into the state; `sources`: per-source counters, journal cursors, pod
 //!   UIDs; `lifecycle`: caps and expiry), the log clock, readiness, the state file, and the
-//!   self metrics' one list ([`state::SelfMetric`], [`state::SelfFamily`]); [`label`] bounds the
+//!   self metrics' keys ([`state::SelfMetric`], [`state::SelfFamily`]); [`label`] bounds the
 //!   length of every label value taken from the input.
+//! * [`catalog`]: the registry of exposed families (name, HELP, type, unit, labels, what fills
+//!   it) for every family the pattern file does not declare; writers and readers name families
+//!   through it.
 //! * [`gpu`]: NVML readings and which GPUs each server uses.
 //! * [`view`] (what a scrape shows of the state), [`kv`] (a rank's KV pools: every share and
 //!   bytes estimate, each pool against its own capacity), [`family`] (the exposition data model),
@@ -60,6 +63,7 @@
 pub mod app;
 pub mod backfill;
 pub mod ca;
+pub mod catalog;
 pub mod check;
 pub mod cli;
 pub mod clock;

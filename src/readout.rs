@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::catalog::{exporter, gpu, rank, server};
 use crate::family::{Family, Labels};
 
 /// A share (0-1) as `top` and the live page write it: a percentage with one decimal, `45.2%`.
@@ -210,7 +211,14 @@ impl Rank {
             .any(Option::is_some)
     }
 
+    /// Where the value of a rank series of family `family` goes: the registry's families by
+    /// their declared names, the pattern file's by the embedded file's names.
     fn slot(&mut self, family: &str) -> Option<&mut Option<f64>> {
+        const IDLE: &str = rank::IDLE.name;
+        const LAST_STATS: &str = rank::LAST_STATS.name;
+        const RETRACTIONS: &str = rank::RETRACTIONS.name;
+        const LAST_RETRACTION: &str = rank::LAST_RETRACTION.name;
+        const API_LIVE: &str = rank::API_LIVE.name;
         Some(match family {
             "sglang:num_used_tokens" => &mut self.used_tokens,
             "sglang:max_total_num_tokens" => &mut self.max_total_tokens,
@@ -224,10 +232,10 @@ impl Rank {
             "sglang:num_decode_transfer_queue_reqs" => &mut self.transfer,
             "sglang:num_prefill_bootstrap_queue_reqs" => &mut self.bootstrap,
             "sglang:num_prefill_inflight_queue_reqs" => &mut self.inflight,
-            "sglang_retractions_total" => &mut self.retractions,
-            "sglang_last_retraction_timestamp_seconds" => &mut self.last_retraction,
-            "sglang_idle" => &mut self.idle,
-            "sglang_last_stats_timestamp_seconds" => &mut self.last_stats,
+            RETRACTIONS => &mut self.retractions,
+            LAST_RETRACTION => &mut self.last_retraction,
+            IDLE => &mut self.idle,
+            LAST_STATS => &mut self.last_stats,
             "sglang_kv_pool_size_bytes" => &mut self.pool_bytes,
             "sglang_full_pool_capacity_tokens" => &mut self.full_capacity_tokens,
             "sglang_full_used_tokens" => &mut self.full_used_tokens,
@@ -239,7 +247,7 @@ impl Rank {
             "sglang_swa_kv_pool_size_bytes" => &mut self.hybrid_pool_bytes,
             "sglang_mamba_used_slots" => &mut self.mamba_used_slots,
             "sglang:mamba_usage" => &mut self.mamba_usage,
-            "sglang_api_live" => &mut self.api_live,
+            API_LIVE => &mut self.api_live,
             _ => return None,
         })
     }
@@ -315,16 +323,16 @@ impl Model {
         for fam in families {
             for (labels, v) in &fam.samples {
                 let server = label(labels, "server");
-                if fam.name == "sglang_log_exporter_source_up" && *v == 0.0 {
+                if fam.name == exporter::SOURCE_UP.name && *v == 0.0 {
                     down.push(with_instance(labels, label(labels, "source")));
                 }
-                if fam.name == "sglang_up" && *v == 0.0 {
+                if fam.name == exporter::API_UP.name && *v == 0.0 {
                     api_down.push(with_instance(labels, server));
                 }
-                if fam.name == "sglang_log_exporter_nvml_up" && *v == 0.0 {
+                if fam.name == gpu::NVML_UP.name && *v == 0.0 {
                     nvml_down = true;
                 }
-                if server.is_empty() || !(fam.name == "sglang_server_info" || is_rank(&fam.name)) {
+                if server.is_empty() || !(fam.name == server::INFO.name || is_rank(&fam.name)) {
                     continue;
                 }
                 // Several engines in one log (Ray actors) are servers of their own.
@@ -349,7 +357,7 @@ impl Model {
                         *field = label(labels, name).to_string();
                     }
                 }
-                if fam.name == "sglang_server_info" {
+                if fam.name == server::INFO.name {
                     continue;
                 }
                 let id = RankId::of(labels);
@@ -416,11 +424,13 @@ fn gpus(families: &[Family], servers: &[Server]) -> Vec<Gpu> {
         )
     };
     for fam in families {
-        let memory = matches!(
-            fam.name.as_str(),
-            "sglang_gpu_memory_used_bytes" | "sglang_gpu_memory_total_bytes" | "sglang_gpu_info"
-        );
-        if !memory && fam.name != "sglang_rank_gpu_info" {
+        let memory = [
+            gpu::MEMORY_USED.name,
+            gpu::MEMORY_TOTAL.name,
+            gpu::INFO.name,
+        ]
+        .contains(&fam.name.as_str());
+        if !memory && fam.name != gpu::RANK_INFO.name {
             continue;
         }
         for (l, v) in &fam.samples {
@@ -430,15 +440,19 @@ fn gpus(families: &[Family], servers: &[Server]) -> Vec<Gpu> {
                 ..Gpu::default()
             });
             match fam.name.as_str() {
-                "sglang_gpu_memory_used_bytes" => g.used = Some(*v),
-                "sglang_gpu_memory_total_bytes" => g.total = Some(*v),
-                "sglang_gpu_info" => g.name = label(l, "name").to_string(),
+                GPU_MEMORY_USED => g.used = Some(*v),
+                GPU_MEMORY_TOTAL => g.total = Some(*v),
+                GPU_INFO => g.name = label(l, "name").to_string(),
                 _ => add_rank(g, l, servers),
             }
         }
     }
     gpus.into_values().collect()
 }
+
+const GPU_MEMORY_USED: &str = gpu::MEMORY_USED.name;
+const GPU_MEMORY_TOTAL: &str = gpu::MEMORY_TOTAL.name;
+const GPU_INFO: &str = gpu::INFO.name;
 
 /// Adds the rank of an `sglang_rank_gpu_info` sample to its GPU, and its KV pool's bytes.
 fn add_rank(g: &mut Gpu, l: &Labels, servers: &[Server]) {

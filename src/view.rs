@@ -4,12 +4,14 @@
 //! Pushgateway push (which sends that exposition) and `backfill` (which writes these samples at
 //! each line's time) all read the state through here, so they cannot drift apart.
 
+use crate::catalog::{self, FamilyDef};
 use crate::family::{Family, Kind, Labels};
 use crate::parse::patterns::{MetricKind, Patterns};
 use crate::record::Ranks;
 use crate::state::{RankState, ServerKey, ServerState, State};
 
-/// The per-rank families besides the pattern file's metrics, in exposition order after them.
+/// The per-rank families besides the pattern file's metrics, in exposition order after them
+/// (declared in [`catalog::rank`], in the same order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RankFamily {
     /// `sglang_idle`.
@@ -43,57 +45,25 @@ impl RankFamily {
         RankFamily::ApiLive,
     ];
 
-    /// Name, HELP and type.
-    pub fn def(self) -> (&'static str, &'static str, Kind) {
+    /// Its declaration in the registry.
+    pub const fn def(self) -> &'static FamilyDef {
         match self {
-            RankFamily::Idle => (
-                "sglang_idle",
-                "1 when the rank printed no stats line for --idle-after seconds (its activity gauges then read 0), else 0; on a rank live from the server's HTTP API (--sglang.url), 1 when it reports no running and no queued request.",
-                Kind::Gauge,
-            ),
-            RankFamily::LastStats => (
-                "sglang_last_stats_timestamp_seconds",
-                "Unix time in seconds of the rank's last prefill or decode stats line.",
-                Kind::Gauge,
-            ),
-            RankFamily::PrefillBatches => (
-                "sglang_prefill_batches_total",
-                "Prefill batches, one per Prefill batch line.",
-                Kind::Counter,
-            ),
-            RankFamily::DecodeLines => (
-                "sglang_decode_stats_lines_total",
-                "Decode batch stats lines (one every --decode-log-interval decode steps).",
-                Kind::Counter,
-            ),
-            RankFamily::Retractions => (
-                "sglang_retractions_total",
-                "Retraction events (KV cache pool full), one per retraction line.",
-                Kind::Counter,
-            ),
-            RankFamily::LastRetraction => (
-                "sglang_last_retraction_timestamp_seconds",
-                "Unix time in seconds of the rank's last retraction line (KV cache pool full); absent until one.",
-                Kind::Gauge,
-            ),
-            RankFamily::KvUsedEstimate => (
-                "sglang_kv_pool_used_estimate_bytes",
-                "Estimated KV-cache bytes in use on the rank: the used share of the pool (used / capacity tokens, else token usage) times the KV pool size in bytes; a hybrid SWA model's pools each by its own share and size, summed (absent where a pool's size is not known).",
-                Kind::Gauge,
-            ),
-            RankFamily::ApiLive => (
-                "sglang_api_live",
-                "1 while the rank's values come live from the server's HTTP API (--sglang.url), 0 while the API that fed it does not answer (its activity gauges are then withdrawn); absent for a rank the API never fed.",
-                Kind::Gauge,
-            ),
+            RankFamily::Idle => &catalog::rank::IDLE,
+            RankFamily::LastStats => &catalog::rank::LAST_STATS,
+            RankFamily::PrefillBatches => &catalog::rank::PREFILL_BATCHES,
+            RankFamily::DecodeLines => &catalog::rank::DECODE_LINES,
+            RankFamily::Retractions => &catalog::rank::RETRACTIONS,
+            RankFamily::LastRetraction => &catalog::rank::LAST_RETRACTION,
+            RankFamily::KvUsedEstimate => &catalog::rank::KV_USED_ESTIMATE,
+            RankFamily::ApiLive => &catalog::rank::API_LIVE,
         }
     }
 }
 
-/// The families of per-rank series, in exposition order: the pattern file's metrics (index =
-/// [`crate::parse::patterns::MetricId`]), then [`RankFamily::ALL`].
-pub fn rank_catalog(pat: &Patterns) -> Vec<(String, String, Kind)> {
-    let mut out: Vec<(String, String, Kind)> = pat
+/// The families of per-rank series, empty, in exposition order: the pattern file's metrics
+/// (index = [`crate::parse::patterns::MetricId`]), then [`RankFamily::ALL`].
+pub fn rank_catalog(pat: &Patterns) -> Vec<Family> {
+    let mut out: Vec<Family> = pat
         .metrics
         .iter()
         .map(|d| {
@@ -101,13 +71,10 @@ pub fn rank_catalog(pat: &Patterns) -> Vec<(String, String, Kind)> {
                 MetricKind::Gauge => Kind::Gauge,
                 MetricKind::Counter => Kind::Counter,
             };
-            (d.name.clone(), d.help.clone(), kind)
+            Family::new(d.name.clone(), d.help.clone(), kind)
         })
         .collect();
-    for f in RankFamily::ALL {
-        let (n, h, k) = f.def();
-        out.push((n.to_string(), h.to_string(), k));
-    }
+    out.extend(RankFamily::ALL.iter().map(|f| Family::of(f.def())));
     out
 }
 
@@ -369,10 +336,7 @@ pub fn rank_label_pairs(r: &Ranks) -> Labels {
 
 /// The per-rank families of the whole state at `now` (empty ones included).
 pub fn rank_families(state: &State, now: f64) -> Vec<Family> {
-    let mut fams: Vec<Family> = rank_catalog(state.patterns())
-        .into_iter()
-        .map(|(n, h, k)| Family::new(n, h, k))
-        .collect();
+    let mut fams = rank_catalog(state.patterns());
     let mut buf = Vec::new();
     for (key, srv) in state.servers() {
         if srv.ranks.is_empty() {

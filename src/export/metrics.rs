@@ -8,9 +8,10 @@ use prometheus::proto;
 
 use std::collections::BTreeMap;
 
+use crate::catalog;
 use crate::family::{Family, Kind};
 use crate::parse::unread::Looks;
-use crate::state::{SelfFamily, SelfMetric, State};
+use crate::state::{SelfFamily, SelfMetric, SourceStats, State};
 use crate::view;
 
 use super::format::Variant;
@@ -39,31 +40,14 @@ pub fn families(state: &State, now: f64) -> Vec<Family> {
     out
 }
 
-/// Families of ours renamed because their names met upstream's once colons become underscores
-/// (under `--web.names underscores`, `upstream` for a Prometheus 2, or a relabel rule): new
-/// name, old name. `sglang_swa_used_tokens` met `sglang:swa_used_tokens` (which we also serve,
-/// with the same value and labels: one series twice), `sglang_http_requests_total{method,path,
-/// status}` met `sglang:http_requests_total{endpoint,method}`, and `sglang_max_running_requests`
-/// is a name SGLang's `/v1/loads?format=prometheus` serves. `--web.old-names` serves the old
-/// names beside the new ones until the next release.
-pub const RENAMED: &[(&str, &str)] = &[
-    ("sglang_swa_pool_used_tokens", "sglang_swa_used_tokens"),
-    (
-        "sglang_access_log_requests_total",
-        "sglang_http_requests_total",
-    ),
-    (
-        "sglang_running_requests_limit",
-        "sglang_max_running_requests",
-    ),
-];
-
-/// Appends a copy of each [`RENAMED`] family under its old name (`--web.old-names`).
+/// Appends a copy of each [`crate::catalog::RENAMED`] family under its old name (`--web.old-names`).
 pub fn add_old_names(families: &mut Vec<Family>) {
     let old: Vec<Family> = families
         .iter()
         .filter_map(|f| {
-            let (new, old) = RENAMED.iter().find(|(new, _)| *new == f.name)?;
+            let (new, old) = crate::catalog::RENAMED
+                .iter()
+                .find(|(new, _)| *new == f.name)?;
             let mut f = f.clone();
             f.name = old.to_string();
             f.help = format!("{} (the old name of {new}, until the next release)", f.help);
@@ -74,7 +58,7 @@ pub fn add_old_names(families: &mut Vec<Family>) {
 }
 
 /// The name of the family counting [`valid::withheld`].
-const WITHHELD: &str = SelfFamily::SamplesWithheld.def().0;
+const WITHHELD: &str = SelfFamily::SamplesWithheld.def().name;
 
 /// [`families`] before [`valid::enforce`]: what the state renders, for the tests and the fuzzer
 /// to [`valid::check`].
@@ -89,26 +73,10 @@ pub fn collect(state: &State, now: f64) -> Vec<Family> {
 }
 
 fn server_families(state: &State) -> Vec<Family> {
-    let mut info = Family::new(
-        "sglang_server_info",
-        "Always 1; labels name each SGLang server the exporter reads, its model and engine type.",
-        Kind::Gauge,
-    );
-    let mut http = Family::new(
-        "sglang_access_log_requests_total",
-        "HTTP requests from the server's uvicorn access lines, by method, normalised path and status.",
-        Kind::Counter,
-    );
-    let mut up_requests = Family::new(
-        "sglang:http_requests_total",
-        "HTTP requests by endpoint and method, from the uvicorn access lines (SGLang's name; the endpoint is the normalised path).",
-        Kind::Counter,
-    );
-    let mut up_responses = Family::new(
-        "sglang:http_responses_total",
-        "HTTP responses by endpoint, method and status code, from the uvicorn access lines (SGLang's name).",
-        Kind::Counter,
-    );
+    let mut info = Family::of(&catalog::server::INFO);
+    let mut http = Family::of(&catalog::server::HTTP_REQUESTS);
+    let mut up_requests = Family::of(&catalog::server::UPSTREAM_HTTP_REQUESTS);
+    let mut up_responses = Family::of(&catalog::server::UPSTREAM_HTTP_RESPONSES);
     for (key, srv) in state.servers() {
         let size = |f: fn(&crate::record::ServerArgs) -> Option<u32>| {
             srv.args
@@ -160,51 +128,84 @@ fn server_families(state: &State) -> Vec<Family> {
     vec![info, http, up_requests, up_responses]
 }
 
+/// How a per-source family reads a source's counters.
+enum PerSource {
+    /// One sample per source: this counter.
+    Count(fn(&SourceStats) -> u64),
+    /// One sample per source and matched line kind (kinds never matched left out).
+    Matched,
+    /// One sample per source and look of an unread line (stats, capacity).
+    Unread,
+}
+
+/// The per-source families, in exposition order, each with what it reads.
+const PER_SOURCE: [(SelfFamily, PerSource); 13] = [
+    (SelfFamily::LinesRead, PerSource::Count(|s| s.lines)),
+    (SelfFamily::BytesRead, PerSource::Count(|s| s.bytes)),
+    (SelfFamily::LinesMatched, PerSource::Matched),
+    (
+        SelfFamily::LinesUnmatched,
+        PerSource::Count(|s| s.unmatched),
+    ),
+    (SelfFamily::LinesUnread, PerSource::Unread),
+    (
+        SelfFamily::LinesOversized,
+        PerSource::Count(|s| s.oversized),
+    ),
+    (
+        SelfFamily::LinesIncomplete,
+        PerSource::Count(|s| s.incomplete),
+    ),
+    (
+        SelfFamily::LinesInvalidUtf8,
+        PerSource::Count(|s| s.invalid_utf8),
+    ),
+    (SelfFamily::ReadErrors, PerSource::Count(|s| s.errors)),
+    (
+        SelfFamily::FieldValueErrors,
+        PerSource::Count(|s| s.bad_values),
+    ),
+    (
+        SelfFamily::LinesControlCodes,
+        PerSource::Count(|s| s.control_codes),
+    ),
+    (
+        SelfFamily::JsonLinesWithoutMessage,
+        PerSource::Count(|s| s.json_without_message),
+    ),
+    (SelfFamily::NulRunsSkipped, PerSource::Count(|s| s.nul_runs)),
+];
+
 /// The exporter's own families (`sglang_log_exporter_*`), in exposition order; each declared
-/// (name, HELP, type) in [`crate::state::selfmetric`], filled here in one pass over the sources.
+/// (name, HELP, type) in [`crate::catalog::exporter`], filled here in one pass over the sources.
 fn self_families(state: &State) -> Vec<Family> {
-    let mut lines = SelfFamily::LinesRead.family();
-    let mut bytes = SelfFamily::BytesRead.family();
-    let mut matched = SelfFamily::LinesMatched.family();
-    let mut unmatched = SelfFamily::LinesUnmatched.family();
-    let mut unread = SelfFamily::LinesUnread.family();
-    let mut oversized = SelfFamily::LinesOversized.family();
-    let mut incomplete = SelfFamily::LinesIncomplete.family();
-    let mut invalid = SelfFamily::LinesInvalidUtf8.family();
-    let mut errors = SelfFamily::ReadErrors.family();
-    let mut bad = SelfFamily::FieldValueErrors.family();
-    let mut control = SelfFamily::LinesControlCodes.family();
-    let mut json_none = SelfFamily::JsonLinesWithoutMessage.family();
-    let mut nul = SelfFamily::NulRunsSkipped.family();
+    let mut per_source: Vec<Family> = PER_SOURCE.iter().map(|(f, _)| f.family()).collect();
     let pat = state.patterns();
     for (name, s) in &state.sources {
-        let l = || vec![("source", name.clone())];
-        lines.push(l(), s.lines as f64);
-        bytes.push(l(), s.bytes as f64);
-        unmatched.push(l(), s.unmatched as f64);
-        oversized.push(l(), s.oversized as f64);
-        invalid.push(l(), s.invalid_utf8 as f64);
-        incomplete.push(l(), s.incomplete as f64);
-        errors.push(l(), s.errors as f64);
-        bad.push(l(), s.bad_values as f64);
-        control.push(l(), s.control_codes as f64);
-        json_none.push(l(), s.json_without_message as f64);
-        nul.push(l(), s.nul_runs as f64);
-        for looks in [Looks::Stats, Looks::Capacity] {
-            let n = s.unread[looks as usize] as f64;
-            unread.push(
-                vec![("source", name.clone()), ("kind", looks.as_str().into())],
-                n,
-            );
-        }
-        for (k, n) in s.matched.iter().enumerate().filter(|(_, n)| **n > 0) {
-            matched.push(
-                vec![
-                    ("source", name.clone()),
-                    ("kind", pat.lines[k].name.clone()),
-                ],
-                *n as f64,
-            );
+        for ((_, count), f) in PER_SOURCE.iter().zip(&mut per_source) {
+            match count {
+                PerSource::Count(get) => f.push(vec![("source", name.clone())], get(s) as f64),
+                PerSource::Unread => {
+                    for looks in [Looks::Stats, Looks::Capacity] {
+                        let n = s.unread[looks as usize] as f64;
+                        f.push(
+                            vec![("source", name.clone()), ("kind", looks.as_str().into())],
+                            n,
+                        );
+                    }
+                }
+                PerSource::Matched => {
+                    for (k, n) in s.matched.iter().enumerate().filter(|(_, n)| **n > 0) {
+                        f.push(
+                            vec![
+                                ("source", name.clone()),
+                                ("kind", pat.lines[k].name.clone()),
+                            ],
+                            *n as f64,
+                        );
+                    }
+                }
+            }
         }
     }
     let mut unknown = SelfFamily::UnknownFields.family();
@@ -234,13 +235,12 @@ fn self_families(state: &State) -> Vec<Family> {
     let withheld = SelfFamily::SamplesWithheld
         .family()
         .with(vec![], valid::withheld() as f64);
-    let mut out = vec![
-        build, withheld, lines, bytes, matched, unmatched, unread, oversized, incomplete, invalid,
-        errors, bad, control, json_none, nul, unknown, dropped, by_cap, shortened,
-    ];
+    let mut out = vec![build, withheld];
+    out.extend(per_source);
+    out.extend([unknown, dropped, by_cap, shortened]);
     for m in SelfMetric::ALL {
-        let (name, help, kind, label) = m.def();
-        let mut f = Family::new(name, help, kind);
+        let label = m.label();
+        let mut f = Family::of(m.def());
         for ((n, lv), v) in &state.self_metrics {
             if *n == m {
                 let labels = if label.is_empty() {

@@ -12,7 +12,8 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 
-use crate::family::{Family, Kind};
+use crate::catalog::{process, FamilyDef};
+use crate::family::Family;
 
 /// What `/proc/self/stat` gives (proc(5)), in the exported units.
 #[derive(Debug, Clone, PartialEq)]
@@ -70,8 +71,9 @@ fn sysconf(name: libc::c_int) -> Option<f64> {
     (v > 0).then_some(v as f64)
 }
 
-fn gauge(name: &str, help: &str, v: f64) -> Family {
-    Family::new(name, help, Kind::Gauge).with(vec![], v)
+/// The family of `def` with one unlabelled sample `v`.
+fn one(def: &FamilyDef, v: f64) -> Family {
+    Family::of(def).with(vec![], v)
 }
 
 /// The process families read now; those whose source cannot be read are left out.
@@ -87,50 +89,19 @@ pub fn families() -> Vec<Family> {
         )
     });
     if let Some(s) = parsed {
-        out.push(
-            Family::new(
-                "process_cpu_seconds_total",
-                "Total user and system CPU time spent in seconds.",
-                Kind::Counter,
-            )
-            .with(vec![], s.cpu_seconds),
-        );
-        out.push(gauge(
-            "process_resident_memory_bytes",
-            "Resident memory size in bytes.",
-            s.resident_bytes,
-        ));
-        out.push(gauge(
-            "process_virtual_memory_bytes",
-            "Virtual memory size in bytes.",
-            s.virtual_bytes,
-        ));
-        out.push(gauge(
-            "process_start_time_seconds",
-            "Start time of the process since unix epoch in seconds.",
-            s.start_time,
-        ));
-        out.push(gauge(
-            "process_threads",
-            "Number of OS threads in the process.",
-            s.threads,
-        ));
+        out.push(one(&process::CPU_SECONDS, s.cpu_seconds));
+        out.push(one(&process::RESIDENT_MEMORY, s.resident_bytes));
+        out.push(one(&process::VIRTUAL_MEMORY, s.virtual_bytes));
+        out.push(one(&process::START_TIME, s.start_time));
+        out.push(one(&process::THREADS, s.threads));
     }
     if let Ok(dir) = std::fs::read_dir("/proc/self/fd") {
         // The directory's own descriptor is among the entries, as client_golang counts it.
-        out.push(gauge(
-            "process_open_fds",
-            "Number of open file descriptors.",
-            dir.count() as f64,
-        ));
+        out.push(one(&process::OPEN_FDS, dir.count() as f64));
     }
     let limits = std::fs::read_to_string("/proc/self/limits").ok();
     if let Some(max) = limits.as_deref().and_then(parse_max_fds) {
-        out.push(gauge(
-            "process_max_fds",
-            "Maximum number of open file descriptors.",
-            max,
-        ));
+        out.push(one(&process::MAX_FDS, max));
     }
     out
 }

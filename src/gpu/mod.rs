@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::family::{Family, Kind, Labels};
+use crate::family::{Family, Labels};
 use crate::parse::patterns::{Patterns, RankTag};
 use crate::record::Ranks;
 use crate::state::{lock, SelfFamily, Shared, State};
@@ -277,37 +277,16 @@ fn render(
     procs: &BTreeMap<u32, ProcInfo>,
     maps: &[Mapping],
 ) -> Vec<Family> {
-    let g = |n: &str, h: &str| Family::new(n, h, Kind::Gauge);
-    let mut total = g(
-        "sglang_gpu_memory_total_bytes",
-        "Installed GPU memory in bytes (NVML memory info v2).",
-    );
-    let mut used = g(
-        "sglang_gpu_memory_used_bytes",
-        "Allocated GPU memory in bytes (NVML memory info v2; excludes reserved memory).",
-    );
-    let mut free = g(
-        "sglang_gpu_memory_free_bytes",
-        "Unallocated GPU memory in bytes (NVML memory info v2).",
-    );
-    let mut reserved = g(
-        "sglang_gpu_memory_reserved_bytes",
-        "GPU memory reserved by the driver in bytes (NVML memory info v2).",
-    );
-    let mut info = g("sglang_gpu_info", "Always 1; labels name each GPU NVML reports: index, UUID, product name, PCI bus id and driver version.");
-    let mut pmem = g(
-        "sglang_gpu_process_memory_used_bytes",
-        "GPU memory in bytes used by each SGLang process with a compute context on the GPU.",
-    );
-    let mut rinfo = g("sglang_rank_gpu_info", "Always 1; maps each SGLang server and rank to its GPU; method says how the mapping was found (explicit, process, server_args).");
-    let mut rused = g(
-        "sglang_rank_gpu_memory_used_bytes",
-        "Allocated memory in bytes of the GPU that serves the SGLang rank (the whole GPU).",
-    );
-    let mut rtotal = g(
-        "sglang_rank_gpu_memory_total_bytes",
-        "Installed memory in bytes of the GPU that serves the SGLang rank.",
-    );
+    use crate::catalog::gpu as def;
+    let mut total = Family::of(&def::MEMORY_TOTAL);
+    let mut used = Family::of(&def::MEMORY_USED);
+    let mut free = Family::of(&def::MEMORY_FREE);
+    let mut reserved = Family::of(&def::MEMORY_RESERVED);
+    let mut info = Family::of(&def::INFO);
+    let mut pmem = Family::of(&def::PROCESS_MEMORY_USED);
+    let mut rinfo = Family::of(&def::RANK_INFO);
+    let mut rused = Family::of(&def::RANK_MEMORY_USED);
+    let mut rtotal = Family::of(&def::RANK_MEMORY_TOTAL);
     for gpu in &r.gpus {
         let l = || vec![("gpu", gpu.index.to_string()), ("uuid", gpu.uuid.clone())];
         if let Some(m) = gpu.memory {

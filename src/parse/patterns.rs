@@ -497,6 +497,19 @@ fn compile_metrics(
                 def.name
             )));
         }
+        // One name, one family: never another metric's, never one of the exporter's own.
+        if let Some(other) = metrics.iter().find(|m: &&MetricDef| m.name == def.name) {
+            return Err(PatternError::Invalid(format!(
+                "metric {id}: name {:?} is metric {}'s already (each metric needs its own name)",
+                def.name, other.id
+            )));
+        }
+        if let Some(own) = crate::catalog::reserved(&def.name) {
+            return Err(PatternError::Invalid(format!(
+                "metric {id}: name {:?} is a family of the exporter's own ({}); pick another name",
+                def.name, own.reads
+            )));
+        }
         def.id = id;
         metrics.push(def);
     }
@@ -932,6 +945,8 @@ impl Patterns {
         Unread::new(stats_keys, kvs, starts, capacity_keys)
     }
 }
+
+mod families;
 
 #[cfg(test)]
 mod tests;

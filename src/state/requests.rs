@@ -9,7 +9,7 @@
 //! times a few fixed bucket arrays. The rules of which records count and what each histogram
 //! observes are those of `docs/request-log-formats.md` §7.
 
-use crate::family::{Family, Histogram, Kind, Labels};
+use crate::family::{Family, Histogram, Labels};
 use crate::parse::request::{FinishKind, MetaInfo, RequestRecord};
 
 /// `sglang:time_to_first_token_seconds` boundaries (seconds).
@@ -342,25 +342,13 @@ const PROMPT_HIST: usize = 10;
 const UNCACHED_HIST: usize = 11;
 const GENERATION_HIST: usize = 12;
 
-/// The request families, empty, in exposition order (upstream's names, types and units).
+/// The request families, empty, in exposition order (declared in [`crate::catalog::request`],
+/// laid out as the indices above).
 pub fn request_catalog() -> Vec<Family> {
-    let c = |n: &str, h: &str| Family::new(n, h, Kind::Counter);
-    let h = |n: &str, h: &str| Family::new(n, h, Kind::Histogram);
-    vec![
-        c("sglang:num_requests_total", "Finished requests, from --log-requests Finish records (health checks and requests aborted in the waiting queue excluded, as upstream)."),
-        c("sglang:prompt_tokens_total", "Prompt tokens of finished requests (meta_info.prompt_tokens)."),
-        c("sglang:generation_tokens_total", "Generated tokens of finished requests (meta_info.completion_tokens)."),
-        c("sglang:cached_tokens_total", "Prompt tokens of finished requests served from the prefix cache, by cache source (meta_info.cached_tokens_details, else cached_tokens as total)."),
-        c("sglang:num_so_requests_total", "Finished structured-output requests (sampling_params with json_schema, regex, ebnf or structural_tag; needs --log-requests-level 1 or more)."),
-        c("sglang:spec_verify_calls_total", "Speculative-decoding verify passes of finished requests (meta_info.spec_verify_ct)."),
-        h("sglang:e2e_request_latency_seconds", "End-to-end latency of finished requests in seconds (meta_info.e2e_latency)."),
-        h("sglang:time_to_first_token_seconds", "Time to first token of finished requests in seconds (meta_info.first_token_latency, or derived for v0.5.5-v0.5.20 records with --enable-metrics)."),
-        h("sglang:request_time_per_output_token_seconds", "Time per output token after the first of finished requests in seconds (stop and length finishes)."),
-        h("sglang:queue_time_seconds", "Time finished requests waited before their first forward pass in seconds (meta_info.queue_time; all scheduler ranks together)."),
-        h("sglang:prompt_tokens_histogram", "Prompt tokens per finished request."),
-        h("sglang:uncached_prompt_tokens_histogram", "Prompt tokens per finished request not served from the prefix cache."),
-        h("sglang:generation_tokens_histogram", "Generated tokens per finished request."),
-    ]
+    crate::catalog::request::ALL
+        .iter()
+        .map(|d| Family::of(d))
+        .collect()
 }
 
 #[cfg(test)]

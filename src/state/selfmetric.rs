@@ -1,8 +1,10 @@
 //! The exporter's own metrics that parts other than the line counters set (journalctl
-//! supervision, push results, source health): one typed list, so a name is written once.
+//! supervision, push results, source health): one typed list of keys, each declared (name, HELP,
+//! type, label) once in [`crate::catalog`].
 
 use super::State;
-use crate::family::{Family, Kind};
+use crate::catalog::{exporter, gpu, FamilyDef};
+use crate::family::Family;
 use crate::label;
 
 /// A self metric set through [`super::State::add_self`] / [`super::State::set_self`].
@@ -81,143 +83,38 @@ impl SelfMetric {
         SelfMetric::RestoredRefused,
     ];
 
-    /// Name, HELP, type and label name (empty: no label).
-    pub fn def(self) -> (&'static str, &'static str, Kind, &'static str) {
+    /// Its declaration in the registry ([`crate::catalog::exporter`]).
+    pub const fn def(self) -> &'static FamilyDef {
         use SelfMetric as S;
         match self {
-            S::SourceUp => (
-                "sglang_log_exporter_source_up",
-                "1 while a source is open and being read, 0 while it is missing, failing or restarting.",
-                Kind::Gauge,
-                "source",
-            ),
-            S::SourcePanics => (
-                "sglang_log_exporter_source_panics_total",
-                "Times reading a source hit a bug of the exporter (a panic); the line was skipped or the reader restarted where it stopped.",
-                Kind::Counter,
-                "source",
-            ),
-            S::JournalctlRestarts => (
-                "sglang_log_exporter_journalctl_restarts_total",
-                "Times a journalctl child was restarted after it exited, died or stalled.",
-                Kind::Counter,
-                "unit",
-            ),
-            S::JournalEntries => (
-                "sglang_log_exporter_journal_entries_total",
-                "Journal entries read for each --journal-unit (stuck at 0: no entries, check the unit name).",
-                Kind::Counter,
-                "unit",
-            ),
-            S::PushLastSuccess => (
-                "sglang_log_exporter_push_last_success_timestamp_seconds",
-                "Unix time in seconds of the last successful push to the Pushgateway.",
-                Kind::Gauge,
-                "",
-            ),
-            S::Pushes => (
-                "sglang_log_exporter_pushes_total",
-                "Successful pushes to the Pushgateway.",
-                Kind::Counter,
-                "",
-            ),
-            S::PushFailures => (
-                "sglang_log_exporter_push_failures_total",
-                "Push requests to the Pushgateway that failed (no answer, timeout or an error status).",
-                Kind::Counter,
-                "",
-            ),
-            S::PushLastStatus => (
-                "sglang_log_exporter_push_last_status",
-                "HTTP status of the last push request to the Pushgateway; 0 when none came back.",
-                Kind::Gauge,
-                "",
-            ),
-            S::DiscoveryFollowed => (
-                "sglang_log_exporter_discovery_files_followed",
-                "Files found by --input.glob that are being followed now.",
-                Kind::Gauge,
-                "",
-            ),
-            S::DiscoverySkipped => (
-                "sglang_log_exporter_discovery_files_skipped_total",
-                "Files found by --input.glob that were not followed because --input.max-files were followed already (each file counted once per time it is skipped).",
-                Kind::Counter,
-                "",
-            ),
-            S::DiscoverySpecial => (
-                "sglang_log_exporter_discovery_files_not_logs_total",
-                "Matches of --input.glob that are no log files (character or block devices, sockets): never read, each warned about and counted once per time it is matched.",
-                Kind::Counter,
-                "",
-            ),
-            S::ServerNameCollisions => (
-                "sglang_log_exporter_server_name_collisions_total",
-                "Discovered files whose every server name (stem, parent/stem, path) another input had: each got its path with #N added instead of merging with that input; and inputs named for one server that overlap in time (two servers under one name), each kept apart as an engine named after it; each warned about.",
-                Kind::Counter,
-                "",
-            ),
-            S::KvCapacityContradictions => (
-                "sglang_log_exporter_kv_capacity_contradictions_total",
-                "Times a rank's used KV-cache tokens were seen above the capacity known for it (a stats line above its pool or capacity line, or a capacity line below its last count: a capacity of another rank or process), and stats lines printing a token usage above 1; such a share is never shown over 100 %.",
-                Kind::Counter,
-                "server",
-            ),
-            S::ApiUp => (
-                "sglang_up",
-                "1 while the server's HTTP API (--sglang.url) answers, 0 while it does not (refused, timed out, an error status, an answer that cannot be read); its activity gauges are then withdrawn.",
-                Kind::Gauge,
-                "server",
-            ),
-            S::ApiRequests => (
-                "sglang_log_exporter_api_requests_total",
-                "HTTP requests made to the server's SGLang API (load endpoint and /server_info).",
-                Kind::Counter,
-                "server",
-            ),
-            S::ApiFailures => (
-                "sglang_log_exporter_api_failures_total",
-                "Polls of the server's SGLang API that failed (no answer, timeout, an error status or an answer that cannot be read).",
-                Kind::Counter,
-                "server",
-            ),
-            S::ApiLastSuccess => (
-                "sglang_log_exporter_api_last_success_timestamp_seconds",
-                "Unix time in seconds of the last answer read from the server's SGLang API.",
-                Kind::Gauge,
-                "server",
-            ),
-            S::ApiDuration => (
-                "sglang_log_exporter_api_poll_duration_seconds",
-                "Seconds the last poll of the server's SGLang API took (all its requests).",
-                Kind::Gauge,
-                "server",
-            ),
-            S::ApiBadValues => (
-                "sglang_log_exporter_api_bad_values_total",
-                "Values in the server's API answers out of their range (negative, a fractional count, a share above 1, more tokens in use than the pool holds), left out.",
-                Kind::Counter,
-                "server",
-            ),
-            S::ApiContradictions => (
-                "sglang_log_exporter_api_contradictions_total",
-                "API answers whose /server_info contradicts the server_args line of the log of the same name (another model or dp_size: another server?); their loads are not applied.",
-                Kind::Counter,
-                "server",
-            ),
-            S::RestoredGaveWay => (
-                "sglang_log_exporter_restored_gave_way_total",
-                "Servers and ranks restored from the state file (--state.dir) that no input had named since, removed to make room for an input's own when a cap (servers, engines, ranks) was full: restored ones never crowd out the inputs'.",
-                Kind::Counter,
-                "",
-            ),
-            S::RestoredRefused => (
-                "sglang_log_exporter_restored_refused_total",
-                "Facts and ranks of the state file (--state.dir) refused at start: a value no log line could give (negative where the field is unsigned, past 2^53 times its scale, a fraction of a token or byte) or a rank number the parser refuses.",
-                Kind::Counter,
-                "",
-            ),
+            S::SourceUp => &exporter::SOURCE_UP,
+            S::SourcePanics => &exporter::SOURCE_PANICS,
+            S::JournalctlRestarts => &exporter::JOURNALCTL_RESTARTS,
+            S::JournalEntries => &exporter::JOURNAL_ENTRIES,
+            S::PushLastSuccess => &exporter::PUSH_LAST_SUCCESS,
+            S::Pushes => &exporter::PUSHES,
+            S::PushFailures => &exporter::PUSH_FAILURES,
+            S::PushLastStatus => &exporter::PUSH_LAST_STATUS,
+            S::DiscoveryFollowed => &exporter::DISCOVERY_FOLLOWED,
+            S::DiscoverySkipped => &exporter::DISCOVERY_SKIPPED,
+            S::DiscoverySpecial => &exporter::DISCOVERY_NOT_LOGS,
+            S::ServerNameCollisions => &exporter::SERVER_NAME_COLLISIONS,
+            S::KvCapacityContradictions => &exporter::KV_CAPACITY_CONTRADICTIONS,
+            S::ApiUp => &exporter::API_UP,
+            S::ApiRequests => &exporter::API_REQUESTS,
+            S::ApiFailures => &exporter::API_FAILURES,
+            S::ApiLastSuccess => &exporter::API_LAST_SUCCESS,
+            S::ApiDuration => &exporter::API_POLL_DURATION,
+            S::ApiBadValues => &exporter::API_BAD_VALUES,
+            S::ApiContradictions => &exporter::API_CONTRADICTIONS,
+            S::RestoredGaveWay => &exporter::RESTORED_GAVE_WAY,
+            S::RestoredRefused => &exporter::RESTORED_REFUSED,
         }
+    }
+
+    /// Its label key (empty: no label).
+    pub fn label(self) -> &'static str {
+        self.def().labels.first().copied().unwrap_or("")
     }
 }
 
@@ -297,122 +194,37 @@ impl SelfFamily {
         SelfFamily::NvmlErrors,
     ];
 
-    /// Name, HELP and type.
-    pub const fn def(self) -> (&'static str, &'static str, Kind) {
+    /// Its declaration in the registry ([`crate::catalog::exporter`], [`crate::catalog::gpu`]).
+    pub const fn def(self) -> &'static FamilyDef {
         use SelfFamily as S;
         match self {
-            S::LinesRead => (
-                "sglang_log_exporter_lines_read_total",
-                "Lines read from each source.",
-                Kind::Counter,
-            ),
-            S::BytesRead => (
-                "sglang_log_exporter_bytes_read_total",
-                "Bytes read from each source.",
-                Kind::Counter,
-            ),
-            S::LinesMatched => (
-                "sglang_log_exporter_lines_matched_total",
-                "Lines that matched a line kind of the pattern file, by source and kind.",
-                Kind::Counter,
-            ),
-            S::LinesUnmatched => (
-                "sglang_log_exporter_lines_unmatched_total",
-                "Lines that matched no line kind (other log output), by source.",
-                Kind::Counter,
-            ),
-            S::LinesUnread => (
-                "sglang_log_exporter_lines_unread_total",
-                "Lines that are recognisably SGLang's stats (kind=stats) or capacity (kind=capacity) lines but that no line kind reads (a renamed field, a changed layout; also counted as unmatched), by source and kind; sglang-log-exporter check lists them.",
-                Kind::Counter,
-            ),
-            S::LinesOversized => (
-                "sglang_log_exporter_lines_oversized_total",
-                "Lines longer than --max-line-bytes, skipped, by source.",
-                Kind::Counter,
-            ),
-            S::LinesIncomplete => (
-                "sglang_log_exporter_lines_incomplete_total",
-                "Partial last lines (no newline) dropped at the end of an input or at rotation or truncation, JSON records cut short, and container records whose last piece never came, by source.",
-                Kind::Counter,
-            ),
-            S::LinesInvalidUtf8 => (
-                "sglang_log_exporter_lines_invalid_utf8_total",
-                "Lines that were not valid UTF-8 and were read lossily, by source.",
-                Kind::Counter,
-            ),
-            S::ReadErrors => (
-                "sglang_log_exporter_read_errors_total",
-                "Errors opening or reading a source (missing, unreadable, a directory), by source.",
-                Kind::Counter,
-            ),
-            S::FieldValueErrors => (
-                "sglang_log_exporter_field_value_errors_total",
-                "Known fields whose value was not a number, and stats-line pieces that were not key: value, by source.",
-                Kind::Counter,
-            ),
-            S::LinesControlCodes => (
-                "sglang_log_exporter_lines_control_codes_total",
-                "Lines that held terminal colour or control codes or carriage-return fragments, removed before parsing, by source.",
-                Kind::Counter,
-            ),
-            S::JsonLinesWithoutMessage => (
-                "sglang_log_exporter_json_lines_without_message_total",
-                "JSON object lines with no log message under a known key (a wrapper's own records), skipped, by source.",
-                Kind::Counter,
-            ),
-            S::NulRunsSkipped => (
-                "sglang_log_exporter_nul_runs_skipped_total",
-                "Runs of NUL bytes skipped between lines (the hole copytruncate leaves when the writer did not append), by source.",
-                Kind::Counter,
-            ),
-            S::UnknownFields => (
-                "sglang_log_exporter_unknown_fields_total",
-                "Fields of known lines whose key the pattern file does not know, by key (bounded; the rest count as other).",
-                Kind::Counter,
-            ),
-            S::SeriesDropped => (
-                "sglang_log_exporter_series_dropped_total",
-                "Servers, ranks, sources or HTTP series refused because a cardinality limit was reached.",
-                Kind::Counter,
-            ),
-            S::SeriesDroppedByCap => (
-                "sglang_log_exporter_series_dropped_by_cap_total",
-                "What each cardinality limit refused (servers, engines_per_server, ranks_per_server, ranks_total, http_series_per_server, sources); each is warned about once per server.",
-                Kind::Counter,
-            ),
-            S::LabelValuesShortened => (
-                "sglang_log_exporter_label_values_shortened_total",
-                "Label values read from the input (server, engine and node names, model_name, Kubernetes labels, source paths, the state file's) longer than 256 bytes, shown as their first bytes, ~ and a hash of the whole; each distinct value counted once, by label.",
-                Kind::Counter,
-            ),
-            S::BuildInfo => (
-                "sglang_log_exporter_build_info",
-                "Always 1; the labels name the exporter build: its version, git revision and branch, and the rustc that compiled it (unknown where the build could not tell).",
-                Kind::Gauge,
-            ),
-            S::SamplesWithheld => (
-                "sglang_log_exporter_exposition_samples_withheld_total",
-                "Samples left out of an exposition because their series was given twice (which copy is right is not known); each rendering counts its own. Always 0 unless an input shows a fault of the exporter: please report it.",
-                Kind::Counter,
-            ),
-            S::NvmlUp => (
-                "sglang_log_exporter_nvml_up",
-                "1 when the last GPU sample read NVML, 0 when NVML could not be loaded or a system call failed.",
-                Kind::Gauge,
-            ),
-            S::NvmlErrors => (
-                "sglang_log_exporter_nvml_errors_total",
-                "Failed NVML calls, by GPU index (empty for loading and system calls) and call.",
-                Kind::Counter,
-            ),
+            S::LinesRead => &exporter::LINES_READ,
+            S::BytesRead => &exporter::BYTES_READ,
+            S::LinesMatched => &exporter::LINES_MATCHED,
+            S::LinesUnmatched => &exporter::LINES_UNMATCHED,
+            S::LinesUnread => &exporter::LINES_UNREAD,
+            S::LinesOversized => &exporter::LINES_OVERSIZED,
+            S::LinesIncomplete => &exporter::LINES_INCOMPLETE,
+            S::LinesInvalidUtf8 => &exporter::LINES_INVALID_UTF8,
+            S::ReadErrors => &exporter::READ_ERRORS,
+            S::FieldValueErrors => &exporter::FIELD_VALUE_ERRORS,
+            S::LinesControlCodes => &exporter::LINES_CONTROL_CODES,
+            S::JsonLinesWithoutMessage => &exporter::JSON_LINES_WITHOUT_MESSAGE,
+            S::NulRunsSkipped => &exporter::NUL_RUNS_SKIPPED,
+            S::UnknownFields => &exporter::UNKNOWN_FIELDS,
+            S::SeriesDropped => &exporter::SERIES_DROPPED,
+            S::SeriesDroppedByCap => &exporter::SERIES_DROPPED_BY_CAP,
+            S::LabelValuesShortened => &exporter::LABEL_VALUES_SHORTENED,
+            S::BuildInfo => &exporter::BUILD_INFO,
+            S::SamplesWithheld => &exporter::SAMPLES_WITHHELD,
+            S::NvmlUp => &gpu::NVML_UP,
+            S::NvmlErrors => &gpu::NVML_ERRORS,
         }
     }
 
     /// An empty family of this declaration.
     pub fn family(self) -> Family {
-        let (name, help, kind) = self.def();
-        Family::new(name, help, kind)
+        Family::of(self.def())
     }
 }
 
@@ -421,7 +233,7 @@ impl State {
     /// bounded in length, [`crate::label`], as every label value the state keeps).
     pub fn add_self(&mut self, m: SelfMetric, label: &str, by: f64) {
         self.generation += 1;
-        let label = label::bounded(m.def().3, label);
+        let label = label::bounded(m.label(), label);
         *self
             .self_metrics
             .entry((m, label.into_owned()))
@@ -431,7 +243,7 @@ impl State {
     /// Sets a self-metric gauge (its label bounded as in [`State::add_self`]).
     pub fn set_self(&mut self, m: SelfMetric, label: &str, v: f64) {
         self.generation += 1;
-        let label = label::bounded(m.def().3, label);
+        let label = label::bounded(m.label(), label);
         self.self_metrics.insert((m, label.into_owned()), v);
     }
 
@@ -446,6 +258,7 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::family::Kind;
 
     /// One home, one declaration each: no name is declared twice, every one is the exporter's
     /// (`sglang_log_exporter_*`, or SGLang's own `sglang_up`), and a counter's ends in `_total`.
@@ -453,8 +266,8 @@ mod tests {
     fn every_self_family_is_declared_once() {
         let mut names: Vec<(&str, Kind)> = SelfMetric::ALL
             .iter()
-            .map(|m| (m.def().0, m.def().2))
-            .chain(SelfFamily::ALL.iter().map(|f| (f.def().0, f.def().2)))
+            .map(|m| (m.def().name, m.def().kind))
+            .chain(SelfFamily::ALL.iter().map(|f| (f.def().name, f.def().kind)))
             .collect();
         assert_eq!(names.len(), 22 + 21);
         for (n, k) in &names {

@@ -206,7 +206,7 @@ impl State {
             self.retired_sources.remove(s);
             self.sources.remove(s);
             self.self_metrics
-                .retain(|(m, label), _| !(m.def().3 == "source" && label == s));
+                .retain(|(m, label), _| !(m.label() == "source" && label == s));
         }
         !due.is_empty()
     }

@@ -71,7 +71,7 @@ impl Source {
                 if *input_clock {
                     // Inputs read to their end: a source that ended (stdin, journalctl) is
                     // finished, not down.
-                    families.retain(|f| f.name != "sglang_log_exporter_source_up");
+                    families.retain(|f| f.name != crate::catalog::exporter::SOURCE_UP.name);
                 }
                 Refresh {
                     families,

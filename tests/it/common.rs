@@ -384,3 +384,69 @@ fn parse_sample(line: &str) -> Option<Sample> {
         value,
     })
 }
+
+/// How the exposition `expo` departs from the whole list of families (the registry and the
+/// embedded pattern file): a family not in it, or with another HELP or type; a series without
+/// a declared unconditional label, with an undeclared one, or in another order.
+pub fn registry_mismatches(expo: &str) -> Vec<String> {
+    let pat = sglang_log_exporter::parse::patterns::Patterns::embedded().unwrap();
+    let all = sglang_log_exporter::catalog::every_family(pat.family_entries());
+    let mut failures = Vec::new();
+    let meta = |prefix: &str| -> std::collections::BTreeMap<String, String> {
+        expo.lines()
+            .filter_map(|l| l.strip_prefix(prefix))
+            .filter_map(|l| l.split_once(' '))
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect()
+    };
+    let (helps, types) = (meta("# HELP "), meta("# TYPE "));
+    for (name, kind) in &types {
+        let Some(e) = all.iter().find(|e| &e.name == name) else {
+            failures.push(format!("{name}: not in the whole list"));
+            continue;
+        };
+        let want = format!("{:?}", e.kind).to_lowercase();
+        if *kind != want {
+            failures.push(format!("{name}: type {kind}, declared {want}"));
+        }
+        if helps.get(name) != Some(&e.help) {
+            failures.push(format!(
+                "{name}: HELP {:?}, declared {:?}",
+                helps.get(name),
+                e.help
+            ));
+        }
+    }
+    for s in parse_exposition(expo) {
+        let base = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|x| s.name.strip_suffix(x))
+            .filter(|b| types.get(*b).is_some_and(|k| k == "histogram"))
+            .unwrap_or(&s.name);
+        let Some(e) = all.iter().find(|e| e.name == base) else {
+            continue;
+        };
+        // The declared keys this series must show, in order: each unconditional one, and each
+        // conditional one it has.
+        let have: Vec<&str> = s
+            .labels
+            .iter()
+            .map(|(k, _)| k.as_str())
+            .filter(|k| *k != "le")
+            .collect();
+        let expected: Vec<&str> = e
+            .labels
+            .iter()
+            .filter_map(|l| match l.strip_suffix('?') {
+                Some(c) => have.contains(&c).then_some(c),
+                None => Some(*l),
+            })
+            .collect();
+        if have != expected {
+            failures.push(format!("{base}: labels {have:?}, declared {:?}", e.labels));
+        }
+    }
+    failures.sort();
+    failures.dedup();
+    failures
+}

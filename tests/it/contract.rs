@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::common::{once, parse_exposition, root, sample};
+use crate::common::{once, parse_exposition, registry_mismatches, root, run, sample};
 
 /// Labels of ours that upstream does not have (see the table's grammar).
 const OURS: &[&str] = &[
@@ -164,4 +164,129 @@ fn the_exposition_holds_to_the_upstream_contract() {
     failures.dedup();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(published >= 34, "{published}");
+}
+
+/// The section "Every family this exporter exposes" is what the generator writes from the
+/// families registry and the embedded pattern file.
+#[test]
+fn the_generated_family_table_is_up_to_date() {
+    let committed = std::fs::read_to_string(root().join("docs/metrics-contract.md")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("metrics-contract.md");
+    std::fs::write(&copy, &committed).unwrap();
+    let out = run(&["generate", "metrics-contract", copy.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let generated = std::fs::read_to_string(&copy).unwrap();
+    assert!(
+        generated == committed,
+        "docs/metrics-contract.md's generated section is out of date: run \
+         `cargo run -- generate metrics-contract docs/metrics-contract.md` and commit the result"
+    );
+}
+
+/// `name` with each `:` turned into `_` (prometheus_client's OpenMetrics escaping, many relabel
+/// rules).
+fn underscored(name: &str) -> String {
+    name.replace(':', "_")
+}
+
+/// The names `GET /v1/loads?format=prometheus` serves (SGLang v0.5.23,
+/// `sglang/srt/entrypoints/v1_loads.py` `_format_loads_prometheus` over
+/// `sglang/srt/managers/load_snapshot.py`'s `LoadSnapshot`): `sglang_<core key>` and
+/// `sglang_<section prefix>_<key>` (`spec` for `speculative`, `disagg` for `disaggregation`),
+/// numbers only, each with `dp_rank`.
+const V1_LOADS_NAMES: &[&str] = &[
+    "sglang_timestamp",
+    "sglang_num_running_reqs",
+    "sglang_num_waiting_reqs",
+    "sglang_num_waiting_uncached_tokens",
+    "sglang_num_used_tokens",
+    "sglang_num_total_tokens",
+    "sglang_num_active_tokens",
+    "sglang_num_prealloc_ready_tokens",
+    "sglang_max_total_num_tokens",
+    "sglang_max_running_requests",
+    "sglang_token_usage",
+    "sglang_gen_throughput",
+    "sglang_cache_hit_rate",
+    "sglang_utilization",
+    "sglang_total_prefill_uncached_tokens",
+    "sglang_total_prefill_busy_us",
+    "sglang_memory_weight_gb",
+    "sglang_memory_kv_cache_gb",
+    "sglang_memory_graph_gb",
+    "sglang_memory_token_capacity",
+    "sglang_spec_accept_length",
+    "sglang_spec_accept_rate",
+    "sglang_lora_slots_used",
+    "sglang_lora_slots_total",
+    "sglang_lora_utilization",
+    "sglang_disagg_prefill_bootstrap_queue_reqs",
+    "sglang_disagg_prefill_inflight_queue_reqs",
+    "sglang_disagg_decode_prealloc_queue_reqs",
+    "sglang_disagg_decode_transfer_queue_reqs",
+    "sglang_disagg_decode_retracted_queue_reqs",
+    "sglang_disagg_kv_transfer_speed_gb_s",
+    "sglang_disagg_kv_transfer_latency_ms",
+    "sglang_queues_waiting",
+    "sglang_queues_grammar",
+    "sglang_queues_paused",
+    "sglang_queues_retracted",
+    "sglang_queues_prealloc_ready",
+];
+
+/// No family of ours is named as one of upstream's is in any style — colons as they are (UTF-8
+/// names), or each colon an underscore (prometheus_client's OpenMetrics escaping, relabel
+/// rules) — unless it is that very family (ours `sglang_X` beside upstream's `sglang:X` would be
+/// one family there), and none is named as a series of `/v1/loads?format=prometheus`.
+#[test]
+fn no_family_of_ours_meets_an_upstream_name_in_any_style() {
+    let contract = contract();
+    let mut upstream: BTreeMap<String, String> = contract
+        .iter()
+        .map(|r| (underscored(&r.name), r.name.clone()))
+        .collect();
+    for n in V1_LOADS_NAMES {
+        upstream.insert(n.to_string(), format!("/v1/loads?format=prometheus's {n}"));
+    }
+    let pat = sglang_log_exporter::parse::patterns::Patterns::embedded().unwrap();
+    let ours = sglang_log_exporter::catalog::every_family(pat.family_entries());
+    // SGLang's own names that we serve meet each other as SGLang's do (`sglang:token_usage`
+    // and `/v1/loads`' `sglang_token_usage`): only names of our own are ours to keep apart.
+    let met: Vec<String> = ours
+        .iter()
+        .filter(|e| !contract.iter().any(|r| r.name == e.name))
+        .filter_map(|e| {
+            let up = upstream.get(&underscored(&e.name))?;
+            Some(format!("ours {} meets upstream {up}", e.name))
+        })
+        .collect();
+    assert!(met.is_empty(), "{}", met.join("\n"));
+    // The check finds what it is for: the names renamed by issue 36 met upstream's.
+    for old in [
+        "sglang_swa_used_tokens",
+        "sglang_http_requests_total",
+        "sglang_max_running_requests",
+    ] {
+        assert!(upstream.contains_key(old), "{old}");
+    }
+}
+
+/// Every family of the contract corpus's exposition is in the whole list of families with its
+/// HELP and type, and its series carry the list's labels: every unconditional one, nothing else,
+/// in the list's order.
+#[test]
+fn the_exposition_shows_the_families_as_the_registry_declares_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = corpus(dir.path());
+    let mut args = vec!["--gpu.disable", "--idle-after", "1000000h"];
+    args.extend(files.iter().map(String::as_str));
+    let expo = once(&args);
+    assert!(expo.matches("# TYPE ").count() > 40);
+    let failures = registry_mismatches(&expo);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

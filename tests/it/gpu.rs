@@ -132,6 +132,9 @@ fn memory_processes_and_rank_from_real_scheduler_process() {
     .unwrap();
     let input = format!("{server}={}", log.display());
     let (out, _) = once(&lib, &s, &[&input]);
+    // Each GPU family as the registry declares it (HELP, type, labels).
+    let mismatches = crate::common::registry_mismatches(&out);
+    assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
 
     assert_eq!(value(&out, "sglang_log_exporter_nvml_up"), Some(1.0));
     for (u, i, total, reserved, free, used) in [

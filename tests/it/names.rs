@@ -255,7 +255,7 @@ fn a_real_prometheus_stores_the_same_names_from_both() {
     assert_eq!(ours, theirs);
 }
 
-/// The renamed families (`RENAMED` in src/export/metrics.rs): under underscores no family of
+/// The renamed families (`RENAMED` in src/catalog/mod.rs): under underscores no family of
 /// ours meets another (`sglang_swa_used_tokens` was `sglang:swa_used_tokens`'s series twice);
 /// `--web.old-names` serves the old names beside the new, with the same values.
 #[test]

@@ -154,7 +154,7 @@ impl Exposition {
     }
 
     /// This exposition also serving the renamed families under their old names
-    /// ([`metrics::RENAMED`], `--web.old-names`).
+    /// ([`crate::catalog::RENAMED`], `--web.old-names`).
     pub fn with_old_names(mut self, old_names: bool) -> Exposition {
         self.old_names = old_names;
         self

@@ -288,3 +288,24 @@ fn the_embedded_file_compiles() {
             .len()
     );
 }
+
+#[test]
+fn a_metric_name_given_twice_or_reserved_by_the_exporter_is_refused() {
+    // Two ids, one name.
+    let e = refused("pool: {name: pool_tokens,", "pool: {name: running_alt,");
+    assert!(
+        e.contains("metric pool: name \"running_alt\" is metric running_alt's already"),
+        "{e}"
+    );
+    // A name of the registry's (the rank extras, the exporter's own).
+    let e = refused("pool: {name: pool_tokens,", "pool: {name: sglang_idle,");
+    assert!(
+        e.contains("metric pool: name \"sglang_idle\" is a family of the exporter's own"),
+        "{e}"
+    );
+    let e = refused(
+        "running_alt: {name: running_alt,",
+        "running_alt: {name: sglang_log_exporter_lines_read_total,",
+    );
+    assert!(e.contains("is a family of the exporter's own"), "{e}");
+}
