@@ -23,10 +23,12 @@
 //! * [`view`] (what a scrape shows of the state), [`kv`] (a rank's KV pools: every share and
 //!   bytes estimate, each pool against its own capacity), [`family`] (the exposition data model),
 //!   [`readout`] (the numbers `top` and the live page pick out of families) and [`export`]:
-//!   encoders (`metrics`, `openmetrics`, `valid`), the Pushgateway, the live page, `--once`'s
+//!   encoders (`metrics`, `openmetrics`, `valid`; `format`: each scrape's format and metric
+//!   names, negotiated as SGLang's own `/metrics` does, `--web.names`), the Pushgateway, the live page, `--once`'s
 //!   summary, and `export::server` (listen addresses, admission, TLS and basic auth, routes).
 //! * Commands beside the main job: [`backfill`], [`check`], [`top`], [`generate`].
-//! * [`clock`] (the wall clock for timestamps, the monotonic one for ages), [`duration`]
+//! * [`clock`] (the wall clock for timestamps, the monotonic one for ages; the program's one
+//!   [`clock::Clock`] is the state's, [`state::State::clock`], so tests step it), [`duration`]
 //!   (durations in Prometheus's units, `d` and `w` included), [`cli`] (the
 //!   command line, clap only), [`app`] (turns it into each part's configuration and runs the
 //!   mode), [`stop`] (one stop signal for every thread), [`optfile`] (the one bounded reader of
