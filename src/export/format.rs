@@ -278,13 +278,24 @@ fn escape(s: &str, escaping: Escaping, valid: fn(char, usize) -> bool) -> Cow<'_
     Cow::Owned(out)
 }
 
+/// A name under `e` as prometheus_client's `escape_metric_name` and `escape_label_name` write
+/// one: a legal name (`legacy`) as it is, except under `dots`, which escapes every name.
+fn escape_name(
+    s: &str,
+    e: Escaping,
+    rune: fn(char, usize) -> bool,
+    legacy: fn(&str) -> bool,
+) -> Cow<'_, str> {
+    if e != Escaping::Dots && legacy(s) {
+        Cow::Borrowed(s)
+    } else {
+        escape(s, e, rune)
+    }
+}
+
 /// A family's name on its `# HELP`/`# TYPE` lines (prometheus_client's `escape_metric_name`).
 fn family_name(s: &str, e: Escaping) -> Cow<'_, str> {
-    match e {
-        Escaping::Dots => escape(s, e, metric_rune),
-        _ if legacy_metric(s) => Cow::Borrowed(s),
-        _ => escape(s, e, metric_rune),
-    }
+    escape_name(s, e, metric_rune, legacy_metric)
 }
 
 /// A sample's name: in the text format as [`family_name`]; in OpenMetrics escaped as a label
@@ -299,11 +310,7 @@ fn sample_name(s: &str, v: Variant) -> Cow<'_, str> {
 
 /// A label's name (prometheus_client's `escape_label_name`).
 fn label_name(s: &str, e: Escaping) -> Cow<'_, str> {
-    match e {
-        Escaping::Dots => escape(s, e, label_rune),
-        _ if legacy_label(s) => Cow::Borrowed(s),
-        _ => escape(s, e, label_rune),
-    }
+    escape_name(s, e, label_rune, legacy_label)
 }
 
 /// `name` with each `:` an `_` where the variant says so.
