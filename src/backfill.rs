@@ -34,7 +34,6 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::app::{load_patterns, parse_inputs, timezone, ConfigError, Input};
 use crate::cli::BackfillArgs;
-use crate::clock::now_unix;
 use crate::export::openmetrics::{render_labels, OpenMetrics};
 use crate::family::{Family, Labels};
 use crate::parse::patterns::Class;
@@ -175,7 +174,7 @@ pub fn backfill(a: &BackfillArgs) -> Result<Summary, BackfillError> {
         .collect();
     let catalog = view::rank_catalog(&patterns);
     let bar = progress_bar(&inputs);
-    let now = now_unix();
+    let now = state.clock().now().wall;
     let mut idle_written = IdleWritten::new();
     // The latest time of all inputs: their end, when every rank is judged.
     let mut end: Option<f64> = None;

@@ -781,13 +781,13 @@ impl Discovery {
 
     fn retire(&mut self, f: Follower, now: Instant) {
         f.handle.join();
-        let at = crate::clock::now_unix();
         let server = &f.follow.server;
         let shared = self
             .followers
             .values()
             .any(|o| !o.closing && o.follow.server == *server);
         let mut s = lock(&self.state);
+        let at = s.clock().now().wall;
         s.set_self(SelfMetric::SourceUp, &f.follow.source, 0.0);
         s.retire_source(&f.follow.source, Some(at));
         if !shared {
