@@ -33,7 +33,7 @@
 //!   command line, clap only), [`app`] (turns it into each part's configuration and runs the
 //!   mode), [`stop`] (one stop signal for every thread), [`optfile`] (the one bounded reader of
 //!   the files options name: keys, passwords, patterns, configs, PEM, the state file), [`ca`]
-//!   (the one loader of CA certificates).
+//!   (the one loader of CA certificates), [`auth`] (basic auth as the HTTP clients send it).
 //!
 //! No import circle, no lower module importing a higher one (sources never import exporters nor
 //! the pipeline, the pipeline never imports exporters, the state never imports sources):
@@ -63,6 +63,7 @@
 #![warn(missing_docs)]
 
 pub mod app;
+pub mod auth;
 pub mod backfill;
 pub mod ca;
 pub mod catalog;

@@ -74,30 +74,23 @@ impl PushConfig {
             ));
         }
         // user:password in the URL is basic auth; keep it out of the request line and logs.
-        let mut user = None;
-        let mut pass = None;
-        if !url.username().is_empty() {
-            user = Some(decode_pct(url.username()));
-            pass = url.password().map(decode_pct);
-            let _ = url.set_username("");
-            let _ = url.set_password(None);
-        }
+        let (mut user, mut pass) = match crate::auth::take_userinfo(&mut url) {
+            Some((u, p)) => (Some(u), p),
+            None => (None, None),
+        };
         if let Some(u) = &a.basic_auth_user {
             user = Some(u.clone());
         }
         if let Some(f) = &a.basic_auth_password_file {
-            let p = crate::optfile::read_text(f, crate::optfile::Kind::Secret)
-                .map_err(|e| format!("--push.basic-auth-password-file {}: {e}", f.display()))?;
-            pass = Some(p.trim_end_matches(['\n', '\r']).to_string());
+            pass = Some(crate::auth::password_file(
+                "--push.basic-auth-password-file",
+                f,
+            )?);
         }
         if pass.is_some() && user.is_none() {
             return Err("a push password needs --push.basic-auth-user".into());
         }
-        let auth = user.map(|u| {
-            let token = base64::engine::general_purpose::STANDARD
-                .encode(format!("{u}:{}", pass.unwrap_or_default()));
-            format!("Basic {token}")
-        });
+        let auth = user.map(|u| crate::auth::basic(&u, pass.as_deref()));
         if a.job.is_empty() {
             return Err("--push.job must not be empty".into());
         }
@@ -132,13 +125,6 @@ impl PushConfig {
             },
         }))
     }
-}
-
-/// Decodes URL userinfo: percent escapes only (`+` is a plus here, not a space as in a form).
-pub fn decode_pct(s: &str) -> String {
-    percent_encoding::percent_decode_str(s)
-        .decode_utf8_lossy()
-        .into_owned()
 }
 
 /// This host's name (`localhost` when it cannot be read).
@@ -370,8 +356,8 @@ mod tests {
 
     #[test]
     fn userinfo_is_decoded_as_userinfo_not_as_a_form() {
-        assert_eq!(decode_pct("a+b%2Bc%40d%3A"), "a+b+c@d:");
-        assert_eq!(decode_pct("p%20w"), "p w");
+        assert_eq!(crate::auth::decode_pct("a+b%2Bc%40d%3A"), "a+b+c@d:");
+        assert_eq!(crate::auth::decode_pct("p%20w"), "p w");
     }
     use clap::Parser as _;
 

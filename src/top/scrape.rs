@@ -6,11 +6,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
-
 use super::prom_text;
 use crate::ca::client_tls;
-use crate::export::push::decode_pct;
 use crate::family::Family;
 use crate::readout::INSTANCE;
 use crate::stop::Stop;
@@ -62,12 +59,10 @@ impl Scraper {
     /// A message naming the bad URL, password file or CA file.
     pub fn new(urls: &[String], a: &ClientArgs) -> Result<Scraper, String> {
         let password = match &a.password_file {
-            Some(f) => Some(
-                crate::optfile::read_text(f, crate::optfile::Kind::Secret)
-                    .map_err(|e| format!("--url.basic-auth-password-file {}: {e}", f.display()))?
-                    .trim_end_matches(['\n', '\r'])
-                    .to_string(),
-            ),
+            Some(f) => Some(crate::auth::password_file(
+                "--url.basic-auth-password-file",
+                f,
+            )?),
             None => None,
         };
         if password.is_some() && a.user.is_none() {
@@ -135,17 +130,10 @@ fn target(raw: &str, user: Option<&str>, password: Option<&str>) -> Result<Targe
     if url.path() == "/" || url.path().is_empty() {
         url.set_path("/metrics");
     }
-    let mut creds = user.map(|u| (u.to_string(), password.unwrap_or("").to_string()));
-    if !url.username().is_empty() {
-        let pass = url.password().map(decode_pct).unwrap_or_default();
-        creds = Some((decode_pct(url.username()), pass));
-        let _ = url.set_username("");
-        let _ = url.set_password(None);
-    }
-    let auth = creds.map(|(u, p)| {
-        let token = base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"));
-        format!("Basic {token}")
-    });
+    let auth = match crate::auth::take_userinfo(&mut url) {
+        Some((u, p)) => Some(crate::auth::basic(&u, p.as_deref())),
+        None => user.map(|u| crate::auth::basic(u, password)),
+    };
     let host = url.host_str().unwrap_or_default();
     let instance = match url.port_or_known_default() {
         Some(p) => format!("{host}:{p}"),
@@ -238,6 +226,7 @@ mod tests {
         let t = target("https://us%40r:p%3Ass@gw.example:9443", None, None).unwrap();
         assert_eq!(t.url, "https://gw.example:9443/metrics");
         assert_eq!(t.instance, "gw.example:9443");
+        use base64::Engine as _;
         let token = base64::engine::general_purpose::STANDARD.encode("us@r:p:ss");
         assert_eq!(t.auth, Some(format!("Basic {token}")));
         assert!(!format!("{t:?}").contains(&token));
