@@ -60,6 +60,7 @@ pub struct GenerateArgs {
     pub what: Generated,
     /// The directory to write into (created if missing); for `metrics-contract`, the contract
     /// file whose generated section is rewritten (`docs/metrics-contract.md`).
+    #[arg(value_name = "PATH")]
     pub dir: PathBuf,
 }
 
@@ -131,8 +132,9 @@ pub struct RunArgs {
     /// Also serve the three families renamed in this release under their old names, until
     /// the next release: `sglang_swa_used_tokens` (now `sglang_swa_pool_used_tokens`),
     /// `sglang_http_requests_total` (now `sglang_access_log_requests_total`) and
-    /// `sglang_max_running_requests` (now `sglang_running_requests_limit`). Their old names met
-    /// SGLang's own once colons become underscores.
+    /// `sglang_max_running_requests` (now `sglang_running_requests_limit`), on `/metrics`, in
+    /// `--once` and in the push. Their old names met SGLang's own once colons become
+    /// underscores: under such a style an old name that is one of SGLang's is left out.
     #[arg(long = "web.old-names")]
     pub old_names: bool,
 

@@ -89,9 +89,19 @@ pub fn rewrite_contract(path: &Path) -> std::io::Result<()> {
 
 /// `text` with what lies between its [`BEGIN`] and [`END`] lines replaced by `section`.
 ///
+/// The section is written with the file's own line ending (`\r\n` where its [`BEGIN`] line
+/// ends so).
+///
 /// # Errors
-/// Where either marker is missing, or they come in the wrong order.
+/// Where either marker is missing, comes more than once, or they come in the wrong order.
 pub fn with_section(text: &str, section: &str) -> Result<String, String> {
+    for m in [BEGIN, END] {
+        if text.matches(m).count() > 1 {
+            return Err(format!(
+                "{m:?} comes more than once: which section is meant?"
+            ));
+        }
+    }
     let begin = text
         .find(BEGIN)
         .ok_or_else(|| format!("no {BEGIN:?} line"))?;
@@ -100,7 +110,12 @@ pub fn with_section(text: &str, section: &str) -> Result<String, String> {
         .find(END)
         .map(|p| body + p)
         .ok_or_else(|| format!("no {END:?} line after {BEGIN:?}"))?;
-    Ok(format!("{}\n{section}{}", &text[..body], &text[end..]))
+    let (nl, section) = if text[body..].starts_with("\r\n") {
+        ("\r\n", section.replace('\n', "\r\n"))
+    } else {
+        ("\n", section.to_string())
+    };
+    Ok(format!("{}{nl}{section}{}", &text[..body], &text[end..]))
 }
 
 /// The generated section: one table row per family, in `/metrics` order.
@@ -199,5 +214,26 @@ mod tests {
         assert!(!bash.contains("--gpu.retry-interval"), "{bash}");
         assert!(dir.path().join("_sglang-log-exporter").exists());
         assert!(dir.path().join("sglang-log-exporter.fish").exists());
+    }
+
+    /// The generated section keeps the file's line endings, and a file with two sections is
+    /// refused rather than half rewritten (trial of this stop).
+    #[test]
+    fn the_section_keeps_the_files_line_endings_and_one_section_is_asked() {
+        let lf = format!("a\n{BEGIN}\nold\n{END}\nz\n");
+        assert_eq!(
+            with_section(&lf, "x\ny\n").unwrap(),
+            format!("a\n{BEGIN}\nx\ny\n{END}\nz\n")
+        );
+        let crlf = lf.replace('\n', "\r\n");
+        assert_eq!(
+            with_section(&crlf, "x\ny\n").unwrap(),
+            format!("a\r\n{BEGIN}\r\nx\r\ny\r\n{END}\r\nz\r\n")
+        );
+        let twice = format!("{lf}{lf}");
+        assert!(with_section(&twice, "x\n")
+            .unwrap_err()
+            .contains("more than once"));
+        assert!(with_section("a\n", "x\n").unwrap_err().contains("no "));
     }
 }

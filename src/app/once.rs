@@ -17,8 +17,10 @@ use crate::state::{Shared, State};
 use crate::stop::Stop;
 
 /// The exposition text of the state: "now" is the log clock when `input_clock` (a finished
-/// input), else the wall clock. Expired engines and retired servers are removed first.
-pub fn render(state: &Shared, input_clock: bool) -> String {
+/// input), else the wall clock. Expired engines and retired servers are removed first. Text
+/// 0.0.4 in the fixed style of `--web.names` (colons under `upstream`), with the renamed
+/// families' old names under `--web.old-names`.
+pub fn render(state: &Shared, input_clock: bool, http: &super::config::HttpConfig) -> String {
     let mut s = crate::state::lock(state);
     let wall = s.clock().now().wall;
     let now = if input_clock {
@@ -27,9 +29,13 @@ pub fn render(state: &Shared, input_clock: bool) -> String {
         wall
     };
     s.expire(now);
-    let fams = metrics::families(&s, now);
+    let mut fams = metrics::families(&s, now);
     drop(s);
-    metrics::encode_text(&fams)
+    let v = crate::export::format::negotiate("", http.names).variant;
+    if http.old_names {
+        metrics::add_old_names(&mut fams, v);
+    }
+    metrics::encode(&fams, v)
 }
 
 /// How the file at `path` is parsed (by its size now; see [`crate::pipeline::parallel::plan`]).
@@ -110,7 +116,7 @@ pub fn run_once(cfg: &Config) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let text = render(&state, true);
+    let text = render(&state, true, &cfg.http);
     if let Some(p) = &cfg.push {
         // Cron-style: one push (with retries), no delete; the exit status tells the outcome.
         let ok = push::Pusher::new(p.clone(), state.clone()).push(&text, |d| {

@@ -105,9 +105,11 @@ pub fn registry() -> impl Iterator<Item = &'static FamilyDef> {
     GROUPS.iter().flat_map(|(_, defs)| defs.iter().copied())
 }
 
-/// The declaration named `name`, if the registry has one.
+/// The declaration named `name`, or named so once colons are underscores ([`underscored`]),
+/// if the registry has one: a name no pattern-file metric may take.
 pub fn reserved(name: &str) -> Option<&'static FamilyDef> {
-    registry().find(|d| d.name == name)
+    let under = underscored(name);
+    registry().find(|d| underscored(d.name) == under)
 }
 
 /// `name` as it is written where colons are not allowed: each `:` turned into `_` (what

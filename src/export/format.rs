@@ -206,15 +206,77 @@ fn choose(accept: &str) -> Negotiated {
     }
 }
 
-/// Whether a `version=` value is 1.0.0 or later, as prometheus_client's `parse_version` reads
-/// it: dot-separated integers compared as a tuple; a part that is no integer ends the tuple
-/// there (so `2.x` is `(2,)`, and an empty or unreadable version is `()`, before 1.0.0).
+/// Whether a `version=` value is 1.0.0 or later as prometheus_client compares it:
+/// `parse_version` splits it at `.`, reads each part with Python's `int()` (whitespace around
+/// it, a sign, `_` between digits, decimal digits of any script; any size), keeps a part it
+/// cannot read as text, and the tuple is compared with `(1, 0, 0)`. Where that comparison
+/// reaches a text part Python raises (prometheus_client answers 500): here such a version
+/// settles nothing.
 fn at_least_1(version: &str) -> bool {
-    let parts: Vec<u64> = version
-        .split('.')
-        .map_while(|p| p.parse::<u64>().ok())
-        .collect();
-    parts.as_slice() >= [1, 0, 0].as_slice()
+    use std::cmp::Ordering;
+    let mut parts = version.split('.');
+    for r in [1u8, 0, 0] {
+        // A shorter tuple, equal so far, is the smaller.
+        let Some(p) = parts.next() else {
+            return false;
+        };
+        match py_int_cmp(p, r) {
+            Some(Ordering::Greater) => return true,
+            Some(Ordering::Less) | None => return false,
+            Some(Ordering::Equal) => {}
+        }
+    }
+    true
+}
+
+/// `part` read as Python's `int()` reads it, compared with `r`; `None` when `int()` refuses it.
+fn py_int_cmp(part: &str, r: u8) -> Option<std::cmp::Ordering> {
+    use std::cmp::Ordering;
+    let s = part.trim();
+    let (negative, digits) = match s.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, s.strip_prefix('+').unwrap_or(s)),
+    };
+    if digits.is_empty()
+        || digits.starts_with('_')
+        || digits.ends_with('_')
+        || digits.contains("__")
+    {
+        return None;
+    }
+    // The number's significant digits, leading zeros dropped.
+    let mut significant = 0usize;
+    let mut low: u32 = 0;
+    for c in digits.chars().filter(|&c| c != '_') {
+        let d = decimal_digit(c)?;
+        if significant > 0 || d > 0 {
+            significant += 1;
+            if significant <= 3 {
+                low = low * 10 + u32::from(d);
+            }
+        }
+    }
+    Some(match (significant, negative) {
+        (0, _) => 0.cmp(&r),
+        (_, true) => Ordering::Less,
+        (1..=3, false) => low.cmp(&u32::from(r)),
+        _ => Ordering::Greater,
+    })
+}
+
+/// The value of a decimal digit as Python's `int()` reads it: ASCII, and the Unicode digit
+/// blocks in use (Arabic-Indic, Devanagari and the other Indic scripts, Thai, Lao, Tibetan,
+/// Myanmar, Khmer, Mongolian, full-width).
+fn decimal_digit(c: char) -> Option<u8> {
+    const ZEROS: [u32; 21] = [
+        0x30, 0x660, 0x6F0, 0x7C0, 0x966, 0x9E6, 0xA66, 0xAE6, 0xB66, 0xBE6, 0xC66, 0xCE6, 0xD66,
+        0xDE6, 0xE50, 0xED0, 0xF20, 0x1040, 0x17E0, 0x1810, 0xFF10,
+    ];
+    let u = c as u32;
+    ZEROS
+        .iter()
+        .find(|&&z| (z..z + 10).contains(&u))
+        .map(|&z| (u - z) as u8)
 }
 
 /// Whether `c` at index `i` may stand in a legacy label name (`[a-zA-Z_][a-zA-Z0-9_]*`).
@@ -320,6 +382,35 @@ fn styled(name: &str, v: Variant) -> Cow<'_, str> {
     } else {
         Cow::Borrowed(name)
     }
+}
+
+/// The families of `families` whose samples `v` would write under one name with another
+/// family's (a name of a pattern file or `--web.old-names` that meets another once colons are
+/// underscores): each of them, since which one is right is not known. Empty for our own
+/// families, whose names never meet in any style (the registry's tests).
+pub fn clashes(families: &[Family], v: Variant) -> Vec<usize> {
+    let mut first: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut out = Vec::new();
+    for (i, f) in families.iter().enumerate().filter(|(_, f)| !f.is_empty()) {
+        let name = written_name(&f.name, v);
+        match first.get(&name) {
+            None => {
+                first.insert(name, i);
+            }
+            Some(&j) => {
+                if !out.contains(&j) {
+                    out.push(j);
+                }
+                out.push(i);
+            }
+        }
+    }
+    out
+}
+
+/// A family's name as `v` writes its samples.
+pub fn written_name(name: &str, v: Variant) -> String {
+    sample_name(&styled(name, v), v).into_owned()
 }
 
 /// `families` encoded as `v` says. [`Variant::TEXT`] is the caller's to encode with the text
@@ -518,6 +609,25 @@ mod tests {
             ct("application/openmetrics-text; version=2.0.0; escaping=values"),
             "application/openmetrics-text; version=2.0.0; charset=utf-8; escaping=values"
         );
+        // Versions as Python's int() reads their parts: any size, whitespace, `_`, other
+        // scripts' digits; a part it cannot read settles nothing (prometheus_client fails).
+        for v in [
+            "999999999999999999999",
+            " 1.0.0",
+            "1_0.0.0",
+            "\u{FF11}.0.0",
+            "1.0.0.0",
+            "01.00.00",
+            "2",
+        ] {
+            assert!(at_least_1(v), "{v}");
+        }
+        for v in [
+            "0.0.4", "0.9", "1.0", "1", "", "1.0.x", "x", "-1.0.0", "1__0.0.0", "_1.0.0", "=1.0.0",
+        ] {
+            assert!(!at_least_1(v), "{v}");
+        }
+        assert!(at_least_1("1.1.x"), "decided before the text part");
         // q weights are not read: the first entry that settles it wins.
         assert_eq!(
             ct("text/plain;version=0.0.4;q=1,application/openmetrics-text;q=0.1").as_str(),
@@ -546,6 +656,21 @@ mod tests {
              # TYPE sglang:token_usage gauge\n\
              U__sglang_3a_token__usage{model_name=\"m\"} 0.08\n"
         );
+    }
+
+    /// Two families that one style writes under one name (a pattern file's `a:b` beside
+    /// `a_b`, under underscores) are both withheld and counted, never written twice.
+    #[test]
+    fn families_a_style_writes_under_one_name_are_withheld() {
+        let f = |n: &str, v: f64| Family::new(n, "h", Kind::Gauge).with(vec![], v);
+        let fams = vec![f("x:b", 1.0), f("x_b", 2.0), f("x:c", 3.0)];
+        let under = negotiate("", Names::Underscores).variant;
+        assert_eq!(clashes(&fams, under), [0, 1]);
+        assert!(clashes(&fams, Variant::TEXT).is_empty());
+        let before = crate::export::valid::withheld();
+        let body = crate::export::metrics::encode(&fams, under);
+        assert_eq!(body, "# HELP x_c h\n# TYPE x_c gauge\nx_c 3\n");
+        assert!(crate::export::valid::withheld() >= before + 2);
     }
 
     #[test]

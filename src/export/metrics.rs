@@ -40,14 +40,24 @@ pub fn families(state: &State, now: f64) -> Vec<Family> {
     out
 }
 
-/// Appends a copy of each [`crate::catalog::RENAMED`] family under its old name (`--web.old-names`).
-pub fn add_old_names(families: &mut Vec<Family>) {
+/// Appends a copy of each [`crate::catalog::RENAMED`] family under its old name
+/// (`--web.old-names`), except where `v` writes the old name as a family's name already: under
+/// underscores `sglang_swa_used_tokens` is SGLang's `sglang:swa_used_tokens` (the same series)
+/// and `sglang_http_requests_total` SGLang's `sglang:http_requests_total` (other labels).
+pub fn add_old_names(families: &mut Vec<Family>, v: Variant) {
+    let taken: std::collections::HashSet<String> = families
+        .iter()
+        .map(|f| super::format::written_name(&f.name, v))
+        .collect();
     let old: Vec<Family> = families
         .iter()
         .filter_map(|f| {
             let (new, old) = crate::catalog::RENAMED
                 .iter()
                 .find(|(new, _)| *new == f.name)?;
+            if taken.contains(&super::format::written_name(old, v)) {
+                return None;
+            }
             let mut f = f.clone();
             f.name = old.to_string();
             f.help = format!("{} (the old name of {new}, until the next release)", f.help);
@@ -258,7 +268,24 @@ fn self_families(state: &State) -> Vec<Family> {
 
 /// `families` in the body `v` (see [`super::format`]): [`Variant::TEXT`] by the text encoder
 /// below, every other variant by [`super::format::encode`], ended by `# EOF` in OpenMetrics.
+///
+/// Families that `v` would write under one name (a pattern file's names, or `--web.old-names`,
+/// meeting once colons are underscores) are withheld, each of them, and their samples counted
+/// in [`valid::withheld`]: a scrape never holds one name twice.
 pub fn encode(families: &[Family], v: Variant) -> String {
+    let clashes = super::format::clashes(families, v);
+    if !clashes.is_empty() {
+        let withheld: usize = clashes
+            .iter()
+            .map(|&i| families[i].samples.len() + families[i].histograms.len())
+            .sum();
+        valid::count_withheld(withheld as u64);
+        let kept: Vec<Family> = (families.iter().enumerate())
+            .filter(|(i, _)| !clashes.contains(i))
+            .map(|(_, f)| f.clone())
+            .collect();
+        return encode(&kept, v);
+    }
     if v.body() == Variant::TEXT {
         encode_text(families)
     } else {

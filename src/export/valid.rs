@@ -121,17 +121,24 @@ pub fn enforce(families: &mut Vec<Family>) -> u64 {
         dropped += withhold_repeats(&mut f.samples);
         dropped += withhold_repeats(&mut f.histograms);
     }
-    if dropped > 0 {
-        WITHHELD.fetch_add(dropped, Ordering::Relaxed);
-        if !WARNED.swap(true, Ordering::Relaxed) {
-            tracing::error!(
-                samples = dropped,
-                "an exposition held two samples of one series; each copy is withheld \
-                 (sglang_log_exporter_exposition_samples_withheld_total); please report the input"
-            );
-        }
-    }
+    count_withheld(dropped);
     dropped
+}
+
+/// Counts `n` samples withheld (in [`withheld`]), logged once: by [`enforce`], and by an encoding
+/// whose names style two families into one name ([`crate::export::metrics::encode`]).
+pub fn count_withheld(n: u64) {
+    if n == 0 {
+        return;
+    }
+    WITHHELD.fetch_add(n, Ordering::Relaxed);
+    if !WARNED.swap(true, Ordering::Relaxed) {
+        tracing::error!(
+            samples = n,
+            "an exposition held two samples of one series; each copy is withheld \
+             (sglang_log_exporter_exposition_samples_withheld_total); please report the input"
+        );
+    }
 }
 
 /// Removes every entry whose label set repeats (sorted by name), or that names a label twice;

@@ -497,11 +497,18 @@ fn compile_metrics(
                 def.name
             )));
         }
-        // One name, one family: never another metric's, never one of the exporter's own.
-        if let Some(other) = metrics.iter().find(|m: &&MetricDef| m.name == def.name) {
+        // One name, one family: never another metric's, never one of the exporter's own, also
+        // once colons are underscores (`--web.names underscores`, a Prometheus 2 under
+        // `upstream`, relabel rules): two names that meet there would be one family.
+        let under = crate::catalog::underscored(&def.name);
+        if let Some(other) = metrics
+            .iter()
+            .find(|m: &&MetricDef| crate::catalog::underscored(&m.name) == under)
+        {
             return Err(PatternError::Invalid(format!(
-                "metric {id}: name {:?} is metric {}'s already (each metric needs its own name)",
-                def.name, other.id
+                "metric {id}: name {:?} is metric {}'s already ({:?}; each metric needs its own \
+                 name, also once colons are underscores)",
+                def.name, other.id, other.name
             )));
         }
         if let Some(own) = crate::catalog::reserved(&def.name) {

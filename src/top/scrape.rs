@@ -114,12 +114,48 @@ impl Scraper {
                 });
             }
         };
-        let parsed = prom_text::parse(&body, &vec![(INSTANCE, t.instance.clone())]);
+        let mut parsed = prom_text::parse(&body, &vec![(INSTANCE, t.instance.clone())]);
         if parsed.families.is_empty() && parsed.bad_lines > 0 {
             return Err(format!("{}: not the Prometheus text format", t.url));
         }
+        for f in &mut parsed.families {
+            if let Some(colon) = with_colon(&f.name) {
+                f.name = colon.to_string();
+            }
+        }
         Ok(parsed.families)
     }
+}
+
+/// The name with its colon of a family an exporter under `--web.names underscores` writes
+/// with an underscore (`sglang_token_usage` for `sglang:token_usage`), so `top` reads it as the
+/// same family: no two families of ours meet once colons are underscores (the registry's
+/// tests), so the name is the one it stands for.
+fn with_colon(name: &str) -> Option<&'static str> {
+    static COLON_NAMES: std::sync::OnceLock<std::collections::HashMap<String, &'static str>> =
+        std::sync::OnceLock::new();
+    let names = COLON_NAMES.get_or_init(|| {
+        let pat = crate::parse::patterns::Patterns::embedded().ok();
+        let leaked: Vec<&'static str> = pat
+            .iter()
+            .flat_map(|p| p.metrics.iter())
+            .filter(|m| m.name.contains(':'))
+            .map(|m| &*m.name.clone().leak())
+            .chain(
+                crate::catalog::registry()
+                    .map(|d| d.name)
+                    .filter(|n| n.contains(':')),
+            )
+            .collect();
+        leaked
+            .into_iter()
+            .map(|n| (crate::catalog::underscored(n), n))
+            .collect()
+    });
+    if name.contains(':') {
+        return None;
+    }
+    names.get(name).copied()
 }
 
 fn target(raw: &str, user: Option<&str>, password: Option<&str>) -> Result<Target, String> {
@@ -219,6 +255,21 @@ impl Drop for Background {
 
 #[cfg(test)]
 mod tests {
+
+    /// `top --url` against `--web.names underscores`: the underscored names read as the
+    /// families they stand for (trial of this stop: every figure read `-`).
+    #[test]
+    fn underscored_names_read_as_the_families_they_stand_for() {
+        assert_eq!(with_colon("sglang_token_usage"), Some("sglang:token_usage"));
+        assert_eq!(
+            with_colon("sglang_num_running_reqs"),
+            Some("sglang:num_running_reqs")
+        );
+        assert_eq!(with_colon("sglang:token_usage"), None);
+        assert_eq!(with_colon("sglang_idle"), None);
+        assert_eq!(with_colon("sglang_swa_pool_used_tokens"), None);
+    }
+
     use super::*;
 
     #[test]

@@ -323,4 +323,58 @@ fn renamed_families_meet_nothing_and_old_names_are_served_on_request() {
         crate::common::value(&s, &format!("sglang:swa_used_tokens{labels}")),
         Some(380000.0)
     );
+    drop(e);
+
+    // Old names under underscores (the trial of this step: `sglang_swa_used_tokens` came twice,
+    // HELP and series): an old name that a family of SGLang's is written as already is not
+    // added; every name once, in every body.
+    let e = Exporter::start(&[
+        "--gpu.disable",
+        "--idle-after",
+        "1000d",
+        "--web.names",
+        "underscores",
+        "--web.old-names",
+        log.to_str().unwrap(),
+    ]);
+    let s = e.scrape_until(30, |s| s.contains("sglang_max_running_requests{"));
+    assert_eq!(
+        s.matches("# HELP sglang_swa_used_tokens ").count(),
+        1,
+        "{s}"
+    );
+    assert_eq!(
+        crate::common::samples(&s, "sglang_swa_used_tokens"),
+        [format!("sglang_swa_used_tokens{labels} 380000")]
+    );
+    assert_eq!(
+        crate::common::value(&s, "sglang_log_exporter_exposition_samples_withheld_total"),
+        Some(0.0)
+    );
+    drop(e);
+    let e = Exporter::start(&[
+        "--gpu.disable",
+        "--idle-after",
+        "1000d",
+        "--web.names",
+        "upstream",
+        "--web.old-names",
+        log.to_str().unwrap(),
+    ]);
+    e.scrape_until(30, |s| s.contains("sglang_max_running_requests{"));
+    for (who, accept) in ACCEPTS {
+        let body = get(e.port, accept).1;
+        let mut seen = BTreeSet::new();
+        for l in body.lines().filter(|l| !l.starts_with('#')) {
+            let series = l.rsplit_once(' ').map_or(l, |(s, _)| s);
+            assert!(seen.insert(series.to_string()), "{who}: {series} twice");
+        }
+        let mut help = BTreeSet::new();
+        for l in body.lines().filter(|l| l.starts_with("# HELP ")) {
+            assert!(
+                help.insert(l.split(' ').nth(2).unwrap().to_string()),
+                "{who}: {l}"
+            );
+        }
+    }
 }

@@ -246,9 +246,15 @@ impl Exposition {
         }
     }
 
-    /// The text exposition ([`Variant::TEXT`]).
+    /// The text exposition (what the push sends): text 0.0.4 in the fixed style of
+    /// `--web.names` (colons under `upstream`).
     pub fn text(&self) -> Bytes {
-        self.text_for(Variant::TEXT, self.clock.now().mono)
+        self.text_for(self.plain(), self.clock.now().mono)
+    }
+
+    /// The text 0.0.4 variant of the names' style.
+    fn plain(&self) -> Variant {
+        crate::export::format::negotiate("", self.names).variant
     }
 
     /// The exposition in body variant `v` for a scrape asked at `asked`.
@@ -258,7 +264,7 @@ impl Exposition {
 
     /// The text exposition, gzip-compressed (compressed once per encoding).
     pub fn gzip(&self) -> Bytes {
-        self.gzip_for(Variant::TEXT, self.clock.now().mono)
+        self.gzip_for(self.plain(), self.clock.now().mono)
     }
 
     /// [`Exposition::text_for`], gzip-compressed (compressed once per encoding).
@@ -291,7 +297,7 @@ fn encode(
 ) -> Encoded {
     let mut families = metrics::families(s, now.wall);
     if old_names {
-        metrics::add_old_names(&mut families);
+        metrics::add_old_names(&mut families, v);
     }
     let text = metrics::encode(&families, v);
     let until = s.next_idle_change(now.wall).and_then(|t| {

@@ -205,10 +205,12 @@ fn wants_gzip(headers: &HeaderMap) -> Option<&'static str> {
 /// The format and names the scraper's `Accept` header gets ([`format::negotiate`]: as
 /// SGLang's own `/metrics` answers it, unless `--web.names` fixes a style).
 fn negotiated(x: &Exposition, headers: &HeaderMap) -> Negotiated {
-    let accept: Vec<&str> = headers
+    // Bytes past ASCII (prometheus_client reads the header as Latin-1) never name a format:
+    // read around them, not the header dropped.
+    let accept: Vec<std::borrow::Cow<'_, str>> = headers
         .get_all(header::ACCEPT)
         .iter()
-        .filter_map(|v| v.to_str().ok())
+        .map(|v| String::from_utf8_lossy(v.as_bytes()))
         .collect();
     format::negotiate(&accept.join(","), x.names())
 }

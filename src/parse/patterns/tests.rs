@@ -308,4 +308,17 @@ fn a_metric_name_given_twice_or_reserved_by_the_exporter_is_refused() {
         "running_alt: {name: sglang_log_exporter_lines_read_total,",
     );
     assert!(e.contains("is a family of the exporter's own"), "{e}");
+    // Names that meet once colons are underscores (the trial of issue 36's step: a file that
+    // named a metric `sglang_num_running_reqs` beside `sglang:num_running_reqs` loaded, and
+    // `--web.names underscores` wrote one series twice).
+    let e = refused(
+        "pool: {name: pool_tokens,",
+        "pool: {name: sglang_num_running_reqs,",
+    );
+    assert!(
+        e.contains("name \"sglang_num_running_reqs\" is metric running's already"),
+        "{e}"
+    );
+    let e = refused("pool: {name: pool_tokens,", "pool: {name: \"sglang:idle\",");
+    assert!(e.contains("is a family of the exporter's own"), "{e}");
 }
