@@ -89,8 +89,8 @@ pub fn rewrite_contract(path: &Path) -> std::io::Result<()> {
 
 /// `text` with what lies between its [`BEGIN`] and [`END`] lines replaced by `section`.
 ///
-/// The section is written with the file's own line ending (`\r\n` where its [`BEGIN`] line
-/// ends so).
+/// The section is written with the file's own line ending (`\r\n` where the file's lines end
+/// so).
 ///
 /// # Errors
 /// Where either marker is missing, comes more than once, or they come in the wrong order.
@@ -110,7 +110,7 @@ pub fn with_section(text: &str, section: &str) -> Result<String, String> {
         .find(END)
         .map(|p| body + p)
         .ok_or_else(|| format!("no {END:?} line after {BEGIN:?}"))?;
-    let (nl, section) = if text[body..].starts_with("\r\n") {
+    let (nl, section) = if text.contains("\r\n") {
         ("\r\n", section.replace('\n', "\r\n"))
     } else {
         ("\n", section.to_string())
@@ -230,6 +230,12 @@ mod tests {
             with_section(&crlf, "x\ny\n").unwrap(),
             format!("a\r\n{BEGIN}\r\nx\r\ny\r\n{END}\r\nz\r\n")
         );
+        // Blanks after the marker: still the file's endings.
+        let blank = crlf.replace(&format!("{BEGIN}\r\n"), &format!("{BEGIN} \r\n"));
+        assert!(!with_section(&blank, "x\ny\n")
+            .unwrap()
+            .replace("\r\n", "")
+            .contains('\n'));
         let twice = format!("{lf}{lf}");
         assert!(with_section(&twice, "x\n")
             .unwrap_err()

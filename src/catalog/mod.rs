@@ -105,11 +105,45 @@ pub fn registry() -> impl Iterator<Item = &'static FamilyDef> {
     GROUPS.iter().flat_map(|(_, defs)| defs.iter().copied())
 }
 
-/// The declaration named `name`, or named so once colons are underscores ([`underscored`]),
-/// if the registry has one: a name no pattern-file metric may take.
-pub fn reserved(name: &str) -> Option<&'static FamilyDef> {
-    let under = underscored(name);
-    registry().find(|d| underscored(d.name) == under)
+/// Every name a family of `name` and `kind` writes, each [`underscored`]: its own; a
+/// histogram's `_bucket`, `_count` and `_sum` samples; a counter's OpenMetrics family name (its
+/// name without `_total`). A family whose forms meet another's would write one name twice in
+/// some style or format.
+pub fn forms(name: &str, kind: Kind) -> Vec<String> {
+    forms_of(&underscored(name), kind)
+}
+
+/// The names a family of `base` and `kind` writes, as they are.
+fn forms_of(base: &str, kind: Kind) -> Vec<String> {
+    let base = base.to_string();
+    let mut out = vec![base.clone()];
+    match kind {
+        Kind::Histogram => out.extend(["_bucket", "_count", "_sum"].map(|s| format!("{base}{s}"))),
+        Kind::Counter => out.extend(base.strip_suffix("_total").map(str::to_string)),
+        Kind::Gauge => {}
+    }
+    out
+}
+
+/// The family that a family of `name` and `kind` would meet ([`forms`]): a registry
+/// declaration, or a renamed family's old name (`--web.old-names` serves it; as it is: under
+/// underscores an old name is SGLang's own family's, and is then left out).
+pub fn taken_by(name: &str, kind: Kind) -> Option<String> {
+    let mine = forms(name, kind);
+    let meets = |n: &str, k: Kind| forms(n, k).iter().any(|f| mine.contains(f));
+    if let Some(d) = registry().find(|d| meets(d.name, d.kind)) {
+        return Some(format!("{} ({})", d.name, d.reads));
+    }
+    let exact = forms_of(name, kind);
+    let meets = |n: &str, k: Kind| forms_of(n, k).iter().any(|f| exact.contains(f));
+    RENAMED.iter().find_map(|(new, old)| {
+        let kind = if old.ends_with("_total") {
+            Kind::Counter
+        } else {
+            Kind::Gauge
+        };
+        meets(old, kind).then(|| format!("{old} (the old name of {new}, --web.old-names)"))
+    })
 }
 
 /// `name` as it is written where colons are not allowed: each `:` turned into `_` (what

@@ -264,13 +264,17 @@ fn py_int_cmp(part: &str, r: u8) -> Option<std::cmp::Ordering> {
     })
 }
 
-/// The value of a decimal digit as Python's `int()` reads it: ASCII, and the Unicode digit
-/// blocks in use (Arabic-Indic, Devanagari and the other Indic scripts, Thai, Lao, Tibetan,
-/// Myanmar, Khmer, Mongolian, full-width).
+/// The value of a decimal digit as Python's `int()` reads it: any character of Unicode's
+/// decimal digits (general category Nd), each script's ten in a row from its zero.
 fn decimal_digit(c: char) -> Option<u8> {
-    const ZEROS: [u32; 21] = [
+    /// The zero of every run of decimal digits (Unicode 14, as Python 3.11's `unicodedata`).
+    const ZEROS: [u32; 66] = [
         0x30, 0x660, 0x6F0, 0x7C0, 0x966, 0x9E6, 0xA66, 0xAE6, 0xB66, 0xBE6, 0xC66, 0xCE6, 0xD66,
-        0xDE6, 0xE50, 0xED0, 0xF20, 0x1040, 0x17E0, 0x1810, 0xFF10,
+        0xDE6, 0xE50, 0xED0, 0xF20, 0x1040, 0x1090, 0x17E0, 0x1810, 0x1946, 0x19D0, 0x1A80, 0x1A90,
+        0x1B50, 0x1BB0, 0x1C40, 0x1C50, 0xA620, 0xA8D0, 0xA900, 0xA9D0, 0xA9F0, 0xAA50, 0xABF0,
+        0xFF10, 0x104A0, 0x10D30, 0x11066, 0x110F0, 0x11136, 0x111D0, 0x112F0, 0x11450, 0x114D0,
+        0x11650, 0x116C0, 0x11730, 0x118E0, 0x11950, 0x11C50, 0x11D50, 0x11DA0, 0x16A60, 0x16AC0,
+        0x16B50, 0x1D7CE, 0x1D7D8, 0x1D7E2, 0x1D7EC, 0x1D7F6, 0x1E140, 0x1E2F0, 0x1E950, 0x1FBF0,
     ];
     let u = c as u32;
     ZEROS
@@ -388,23 +392,40 @@ fn styled(name: &str, v: Variant) -> Cow<'_, str> {
 /// family's (a name of a pattern file or `--web.old-names` that meets another once colons are
 /// underscores): each of them, since which one is right is not known. Empty for our own
 /// families, whose names never meet in any style (the registry's tests).
+///
+/// Every name a family writes counts: its samples' (a histogram's `_bucket`, `_count` and
+/// `_sum`) and a counter's OpenMetrics family name (without `_total`).
 pub fn clashes(families: &[Family], v: Variant) -> Vec<usize> {
     let mut first: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     let mut out = Vec::new();
     for (i, f) in families.iter().enumerate().filter(|(_, f)| !f.is_empty()) {
-        let name = written_name(&f.name, v);
-        match first.get(&name) {
-            None => {
-                first.insert(name, i);
+        let mut names = vec![written_name(&f.name, v)];
+        match f.kind {
+            Kind::Histogram => names.extend(
+                ["_bucket", "_count", "_sum"].map(|s| written_name(&format!("{}{s}", f.name), v)),
+            ),
+            Kind::Counter => {
+                names.extend(f.name.strip_suffix("_total").map(|s| written_name(s, v)))
             }
-            Some(&j) => {
-                if !out.contains(&j) {
-                    out.push(j);
+            Kind::Gauge => {}
+        }
+        for name in names {
+            match first.get(&name) {
+                Some(&j) if j != i => {
+                    for k in [j, i] {
+                        if !out.contains(&k) {
+                            out.push(k);
+                        }
+                    }
                 }
-                out.push(i);
+                Some(_) => {}
+                None => {
+                    first.insert(name, i);
+                }
             }
         }
     }
+    out.sort_unstable();
     out
 }
 
@@ -616,6 +637,8 @@ mod tests {
             " 1.0.0",
             "1_0.0.0",
             "\u{FF11}.0.0",
+            "\u{1D7CF}.0.0",
+            "\u{1947}.0.0",
             "1.0.0.0",
             "01.00.00",
             "2",
@@ -667,6 +690,20 @@ mod tests {
         let under = negotiate("", Names::Underscores).variant;
         assert_eq!(clashes(&fams, under), [0, 1]);
         assert!(clashes(&fams, Variant::TEXT).is_empty());
+        // Every name a family writes: a histogram's samples, a counter's OpenMetrics name.
+        let mut h = Family::new("y", "h", Kind::Histogram);
+        h.push_histogram(
+            vec![],
+            crate::family::Histogram {
+                bounds: &[1.0],
+                cumulative: vec![1],
+                sum: 1.0,
+                count: 1,
+            },
+        );
+        let c = Family::new("z_total", "h", Kind::Counter).with(vec![], 1.0);
+        let written = vec![h, f("y_count", 1.0), c, f("z", 2.0), f("w", 3.0)];
+        assert_eq!(clashes(&written, Variant::TEXT), [0, 1, 2, 3]);
         let before = crate::export::valid::withheld();
         let body = crate::export::metrics::encode(&fams, under);
         assert_eq!(body, "# HELP x_c h\n# TYPE x_c gauge\nx_c 3\n");

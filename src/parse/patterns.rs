@@ -497,24 +497,31 @@ fn compile_metrics(
                 def.name
             )));
         }
-        // One name, one family: never another metric's, never one of the exporter's own, also
-        // once colons are underscores (`--web.names underscores`, a Prometheus 2 under
-        // `upstream`, relabel rules): two names that meet there would be one family.
-        let under = crate::catalog::underscored(&def.name);
-        if let Some(other) = metrics
-            .iter()
-            .find(|m: &&MetricDef| crate::catalog::underscored(&m.name) == under)
-        {
+        // One name, one family: never another metric's, never one of the exporter's own, in
+        // any name it writes (a histogram's `_bucket`/`_count`/`_sum`, a counter's OpenMetrics
+        // name without `_total`), also once colons are underscores (`--web.names underscores`,
+        // a Prometheus 2 under `upstream`, relabel rules): two that meet would be one family.
+        let family_kind = |k: MetricKind| match k {
+            MetricKind::Gauge => crate::family::Kind::Gauge,
+            MetricKind::Counter => crate::family::Kind::Counter,
+        };
+        let mine = crate::catalog::forms(&def.name, family_kind(def.kind));
+        if let Some(other) = metrics.iter().find(|m: &&MetricDef| {
+            crate::catalog::forms(&m.name, family_kind(m.kind))
+                .iter()
+                .any(|f| mine.contains(f))
+        }) {
             return Err(PatternError::Invalid(format!(
                 "metric {id}: name {:?} is metric {}'s already ({:?}; each metric needs its own \
                  name, also once colons are underscores)",
                 def.name, other.id, other.name
             )));
         }
-        if let Some(own) = crate::catalog::reserved(&def.name) {
+        if let Some(own) = crate::catalog::taken_by(&def.name, family_kind(def.kind)) {
             return Err(PatternError::Invalid(format!(
-                "metric {id}: name {:?} is a family of the exporter's own ({}); pick another name",
-                def.name, own.reads
+                "metric {id}: name {:?} meets a family of the exporter's own, {own}; pick another \
+                 name",
+                def.name
             )));
         }
         def.id = id;

@@ -300,14 +300,14 @@ fn a_metric_name_given_twice_or_reserved_by_the_exporter_is_refused() {
     // A name of the registry's (the rank extras, the exporter's own).
     let e = refused("pool: {name: pool_tokens,", "pool: {name: sglang_idle,");
     assert!(
-        e.contains("metric pool: name \"sglang_idle\" is a family of the exporter's own"),
+        e.contains("metric pool: name \"sglang_idle\" meets a family of the exporter's own"),
         "{e}"
     );
     let e = refused(
         "running_alt: {name: running_alt,",
         "running_alt: {name: sglang_log_exporter_lines_read_total,",
     );
-    assert!(e.contains("is a family of the exporter's own"), "{e}");
+    assert!(e.contains("meets a family of the exporter's own"), "{e}");
     // Names that meet once colons are underscores (the trial of issue 36's step: a file that
     // named a metric `sglang_num_running_reqs` beside `sglang:num_running_reqs` loaded, and
     // `--web.names underscores` wrote one series twice).
@@ -320,5 +320,37 @@ fn a_metric_name_given_twice_or_reserved_by_the_exporter_is_refused() {
         "{e}"
     );
     let e = refused("pool: {name: pool_tokens,", "pool: {name: \"sglang:idle\",");
-    assert!(e.contains("is a family of the exporter's own"), "{e}");
+    assert!(e.contains("meets a family of the exporter's own"), "{e}");
+    // Every name a family writes (the second trial): a histogram's samples, a counter's
+    // OpenMetrics name without `_total`, a renamed family's old name.
+    for (name, other) in [
+        (
+            "sglang:e2e_request_latency_seconds_count",
+            "sglang:e2e_request_latency_seconds",
+        ),
+        (
+            "sglang_time_to_first_token_seconds_bucket",
+            "sglang:time_to_first_token_seconds",
+        ),
+        ("sglang_prefill_batches", "sglang_prefill_batches_total"),
+        (
+            "sglang_max_running_requests",
+            "the old name of sglang_running_requests_limit",
+        ),
+    ] {
+        let e = refused(
+            "pool: {name: pool_tokens,",
+            &format!("pool: {{name: \"{name}\","),
+        );
+        assert!(
+            e.contains("meets a family of the exporter's own") && e.contains(other),
+            "{e}"
+        );
+    }
+    // A counter whose OpenMetrics name is another metric's name.
+    let e = refused(
+        "running_alt: {name: running_alt, kind: gauge,",
+        "running_alt: {name: \"sglang:num_running_reqs_total\", kind: counter,",
+    );
+    assert!(e.contains("is metric running's already"), "{e}");
 }
