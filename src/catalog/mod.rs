@@ -129,21 +129,40 @@ fn forms_of(base: &str, kind: Kind) -> Vec<String> {
 /// declaration, or a renamed family's old name (`--web.old-names` serves it; as it is: under
 /// underscores an old name is SGLang's own family's, and is then left out).
 pub fn taken_by(name: &str, kind: Kind) -> Option<String> {
-    let mine = forms(name, kind);
-    let meets = |n: &str, k: Kind| forms(n, k).iter().any(|f| mine.contains(f));
-    if let Some(d) = registry().find(|d| meets(d.name, d.kind)) {
-        return Some(format!("{} ({})", d.name, d.reads));
-    }
-    let exact = forms_of(name, kind);
-    let meets = |n: &str, k: Kind| forms_of(n, k).iter().any(|f| exact.contains(f));
-    RENAMED.iter().find_map(|(new, old)| {
-        let kind = if old.ends_with("_total") {
-            Kind::Counter
-        } else {
-            Kind::Gauge
-        };
-        meets(old, kind).then(|| format!("{old} (the old name of {new}, --web.old-names)"))
-    })
+    // Every form the registry and the old names write, built once (a pattern file asks for
+    // each of its metrics).
+    static TAKEN: std::sync::OnceLock<[std::collections::HashMap<String, String>; 2]> =
+        std::sync::OnceLock::new();
+    let [registry_forms, old_forms] = TAKEN.get_or_init(|| {
+        let mut by_form = std::collections::HashMap::new();
+        for d in registry() {
+            for f in forms(d.name, d.kind) {
+                by_form.insert(f, format!("{} ({})", d.name, d.reads));
+            }
+        }
+        let mut old_forms = std::collections::HashMap::new();
+        for (new, old) in RENAMED {
+            let kind = if old.ends_with("_total") {
+                Kind::Counter
+            } else {
+                Kind::Gauge
+            };
+            for f in forms_of(old, kind) {
+                old_forms.insert(f, format!("{old} (the old name of {new}, --web.old-names)"));
+            }
+        }
+        [by_form, old_forms]
+    });
+    let in_registry = forms(name, kind)
+        .into_iter()
+        .find_map(|f| registry_forms.get(&f));
+    in_registry
+        .or_else(|| {
+            forms_of(name, kind)
+                .into_iter()
+                .find_map(|f| old_forms.get(&f))
+        })
+        .cloned()
 }
 
 /// `name` as it is written where colons are not allowed: each `:` turned into `_` (what

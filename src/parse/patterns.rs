@@ -484,6 +484,8 @@ fn compile_metrics(
     raw: indexmap_like::OrderedMap<MetricDef>,
 ) -> Result<(Vec<MetricDef>, HashMap<String, MetricId>), PatternError> {
     let mut metrics = Vec::new();
+    // Every name the metrics so far write ([`crate::catalog::forms`]) → the metric's index.
+    let mut written: HashMap<String, usize> = HashMap::new();
     let mut ids = HashMap::new();
     for (id, mut def) in raw.0 {
         if ids.insert(id.clone(), metrics.len() as MetricId).is_some() {
@@ -506,16 +508,16 @@ fn compile_metrics(
             MetricKind::Counter => crate::family::Kind::Counter,
         };
         let mine = crate::catalog::forms(&def.name, family_kind(def.kind));
-        if let Some(other) = metrics.iter().find(|m: &&MetricDef| {
-            crate::catalog::forms(&m.name, family_kind(m.kind))
-                .iter()
-                .any(|f| mine.contains(f))
-        }) {
+        if let Some(&i) = mine.iter().find_map(|f| written.get(f)) {
+            let other: &MetricDef = &metrics[i];
             return Err(PatternError::Invalid(format!(
                 "metric {id}: name {:?} is metric {}'s already ({:?}; each metric needs its own \
                  name, also once colons are underscores)",
                 def.name, other.id, other.name
             )));
+        }
+        for f in mine {
+            written.insert(f, metrics.len());
         }
         if let Some(own) = crate::catalog::taken_by(&def.name, family_kind(def.kind)) {
             return Err(PatternError::Invalid(format!(
