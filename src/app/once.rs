@@ -29,13 +29,10 @@ pub fn render(state: &Shared, input_clock: bool, http: &super::config::HttpConfi
         wall
     };
     s.expire(now);
-    let mut fams = metrics::families(&s, now);
+    let fams = metrics::families(&s, now);
     drop(s);
-    let v = crate::export::format::negotiate("", http.names).variant;
-    if http.old_names {
-        metrics::add_old_names(&mut fams, v);
-    }
-    metrics::encode(&fams, v)
+    let v = crate::export::format::plain(http.names);
+    metrics::encode_served(fams, v, http.old_names)
 }
 
 /// How the file at `path` is parsed (by its size now; see [`crate::pipeline::parallel::plan`]).

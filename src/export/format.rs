@@ -146,6 +146,12 @@ pub fn negotiate(accept: &str, names: Names) -> Negotiated {
     }
 }
 
+/// The text 0.0.4 variant of a style (colons under [`Names::Upstream`]): what `--once` and the
+/// push write, whatever any scraper asks.
+pub fn plain(names: Names) -> Variant {
+    negotiate("", names).variant
+}
+
 /// prometheus_client 0.26's `choose_encoder` (see the module).
 fn choose(accept: &str) -> Negotiated {
     for entry in accept.split(',') {

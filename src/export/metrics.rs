@@ -40,11 +40,21 @@ pub fn families(state: &State, now: f64) -> Vec<Family> {
     out
 }
 
+/// `families` encoded as `v` says ([`encode`]), with the renamed families also under their old
+/// names when `old_names` (`--web.old-names`, [`add_old_names`]): what `/metrics`, `--once` and
+/// the push write.
+pub fn encode_served(mut families: Vec<Family>, v: Variant, old_names: bool) -> String {
+    if old_names {
+        add_old_names(&mut families, v);
+    }
+    encode(&families, v)
+}
+
 /// Appends a copy of each [`crate::catalog::RENAMED`] family under its old name
 /// (`--web.old-names`), except where `v` writes the old name as a family's name already: under
 /// underscores `sglang_swa_used_tokens` is SGLang's `sglang:swa_used_tokens` (the same series)
 /// and `sglang_http_requests_total` SGLang's `sglang:http_requests_total` (other labels).
-pub fn add_old_names(families: &mut Vec<Family>, v: Variant) {
+fn add_old_names(families: &mut Vec<Family>, v: Variant) {
     let taken: std::collections::HashSet<String> = families
         .iter()
         .map(|f| super::format::written_name(&f.name, v))
@@ -286,10 +296,17 @@ pub fn encode(families: &[Family], v: Variant) -> String {
             .collect();
         return encode(&kept, v);
     }
+    encode_part(families, v, true)
+}
+
+/// `families` in the body `v`, without [`encode`]'s check: [`Variant::TEXT`] by the text
+/// encoder below, every other variant by [`super::format::encode`], ended by OpenMetrics'
+/// `# EOF` when `eof` (a part put in front of another body, the process families, has none).
+pub fn encode_part(families: &[Family], v: Variant, eof: bool) -> String {
     if v.body() == Variant::TEXT {
         encode_text(families)
     } else {
-        super::format::encode(families, v, true)
+        super::format::encode(families, v, eof)
     }
 }
 

@@ -117,10 +117,7 @@ pub fn families() -> Vec<Family> {
 /// the process families are left out rather than risk a body no one can read.
 pub fn body(cached: Bytes, gzip: bool, v: super::format::Variant) -> Parts {
     // Before the cached body, which ends OpenMetrics' `# EOF` once.
-    let text = match v.body() {
-        super::format::Variant::TEXT => super::metrics::encode_text(&families()),
-        v => super::format::encode(&families(), v, false),
-    };
+    let text = super::metrics::encode_part(&families(), v, false);
     if !gzip {
         return Parts(vec![Bytes::from(text), cached]);
     }

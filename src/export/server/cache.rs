@@ -249,12 +249,10 @@ impl Exposition {
     /// The text exposition (what the push sends): text 0.0.4 in the fixed style of
     /// `--web.names` (colons under `upstream`).
     pub fn text(&self) -> Bytes {
-        self.text_for(self.plain(), self.clock.now().mono)
-    }
-
-    /// The text 0.0.4 variant of the names' style.
-    fn plain(&self) -> Variant {
-        crate::export::format::negotiate("", self.names).variant
+        self.text_for(
+            crate::export::format::plain(self.names),
+            self.clock.now().mono,
+        )
     }
 
     /// The exposition in body variant `v` for a scrape asked at `asked`.
@@ -264,7 +262,10 @@ impl Exposition {
 
     /// The text exposition, gzip-compressed (compressed once per encoding).
     pub fn gzip(&self) -> Bytes {
-        self.gzip_for(self.plain(), self.clock.now().mono)
+        self.gzip_for(
+            crate::export::format::plain(self.names),
+            self.clock.now().mono,
+        )
     }
 
     /// [`Exposition::text_for`], gzip-compressed (compressed once per encoding).
@@ -295,11 +296,7 @@ fn encode(
     clock: &Clock,
     held: &Arc<AtomicUsize>,
 ) -> Encoded {
-    let mut families = metrics::families(s, now.wall);
-    if old_names {
-        metrics::add_old_names(&mut families, v);
-    }
-    let text = metrics::encode(&families, v);
+    let text = metrics::encode_served(metrics::families(s, now.wall), v, old_names);
     let until = s.next_idle_change(now.wall).and_then(|t| {
         let wait = Duration::try_from_secs_f64((t - now.wall).max(0.0)).ok()?;
         // Beyond what an Instant holds: never.
