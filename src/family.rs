@@ -82,6 +82,19 @@ pub fn le_value(bound: f64) -> String {
     }
 }
 
+/// Appends `value` to `out` as a label value is written between its quotes, in the text format
+/// and in OpenMetrics alike: `\`, `"` and newlines escaped.
+pub fn push_label_value(out: &mut String, value: &str) {
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+}
+
 /// One metric family: name, HELP sentence, type and samples.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Family {

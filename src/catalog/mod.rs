@@ -110,11 +110,13 @@ pub fn registry() -> impl Iterator<Item = &'static FamilyDef> {
 /// name without `_total`). A family whose forms meet another's would write one name twice in
 /// some style or format.
 pub fn forms(name: &str, kind: Kind) -> Vec<String> {
-    forms_of(&underscored(name), kind)
+    names_written(&underscored(name), kind)
 }
 
-/// The names a family of `base` and `kind` writes, as they are.
-fn forms_of(base: &str, kind: Kind) -> Vec<String> {
+/// The names a family of `base` and `kind` writes, as they are: its own; a histogram's
+/// `_bucket`, `_count` and `_sum` samples; a counter's OpenMetrics family name (without
+/// `_total`).
+pub fn names_written(base: &str, kind: Kind) -> Vec<String> {
     let base = base.to_string();
     let mut out = vec![base.clone()];
     match kind {
@@ -147,7 +149,7 @@ pub fn taken_by(name: &str, kind: Kind) -> Option<String> {
             } else {
                 Kind::Gauge
             };
-            for f in forms_of(old, kind) {
+            for f in names_written(old, kind) {
                 old_forms.insert(f, format!("{old} (the old name of {new}, --web.old-names)"));
             }
         }
@@ -158,7 +160,7 @@ pub fn taken_by(name: &str, kind: Kind) -> Option<String> {
         .find_map(|f| registry_forms.get(&f));
     in_registry
         .or_else(|| {
-            forms_of(name, kind)
+            names_written(name, kind)
                 .into_iter()
                 .find_map(|f| old_forms.get(&f))
         })

@@ -399,23 +399,13 @@ fn styled(name: &str, v: Variant) -> Cow<'_, str> {
 /// underscores): each of them, since which one is right is not known. Empty for our own
 /// families, whose names never meet in any style (the registry's tests).
 ///
-/// Every name a family writes counts: its samples' (a histogram's `_bucket`, `_count` and
-/// `_sum`) and a counter's OpenMetrics family name (without `_total`).
+/// Every name a family writes counts ([`crate::catalog::names_written`]).
 pub fn clashes(families: &[Family], v: Variant) -> Vec<usize> {
     let mut first: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     let mut out = Vec::new();
     for (i, f) in families.iter().enumerate().filter(|(_, f)| !f.is_empty()) {
-        let mut names = vec![written_name(&f.name, v)];
-        match f.kind {
-            Kind::Histogram => names.extend(
-                ["_bucket", "_count", "_sum"].map(|s| written_name(&format!("{}{s}", f.name), v)),
-            ),
-            Kind::Counter => {
-                names.extend(f.name.strip_suffix("_total").map(|s| written_name(s, v)))
-            }
-            Kind::Gauge => {}
-        }
-        for name in names {
+        let names = crate::catalog::names_written(&f.name, f.kind);
+        for name in names.iter().map(|n| written_name(n, v)) {
             match first.get(&name) {
                 Some(&j) if j != i => {
                     for k in [j, i] {
@@ -522,14 +512,7 @@ fn write_sample(
         first = false;
         out.push_str(&label_name(k, v.escaping));
         out.push_str("=\"");
-        for c in val.chars() {
-            match c {
-                '\\' => out.push_str("\\\\"),
-                '"' => out.push_str("\\\""),
-                '\n' => out.push_str("\\n"),
-                c => out.push(c),
-            }
-        }
+        crate::family::push_label_value(out, val);
         out.push('"');
     }
     if !first {

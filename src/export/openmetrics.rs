@@ -244,14 +244,7 @@ pub fn render_labels(labels: &Labels) -> String {
         }
         s.push_str(k);
         s.push_str("=\"");
-        for c in v.chars() {
-            match c {
-                '\\' => s.push_str("\\\\"),
-                '"' => s.push_str("\\\""),
-                '\n' => s.push_str("\\n"),
-                c => s.push(c),
-            }
-        }
+        crate::family::push_label_value(&mut s, v);
         s.push('"');
     }
     s.push('}');
