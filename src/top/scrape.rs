@@ -132,30 +132,25 @@ impl Scraper {
 /// same family: no two families of ours meet once colons are underscores (the registry's
 /// tests), so the name is the one it stands for.
 fn with_colon(name: &str) -> Option<&'static str> {
-    static COLON_NAMES: std::sync::OnceLock<std::collections::HashMap<String, &'static str>> =
+    static COLON_NAMES: std::sync::OnceLock<std::collections::HashMap<String, String>> =
         std::sync::OnceLock::new();
     let names = COLON_NAMES.get_or_init(|| {
         let pat = crate::parse::patterns::Patterns::embedded().ok();
-        let leaked: Vec<&'static str> = pat
+        let pattern_names = pat
             .iter()
             .flat_map(|p| p.metrics.iter())
-            .filter(|m| m.name.contains(':'))
-            .map(|m| &*m.name.clone().leak())
-            .chain(
-                crate::catalog::registry()
-                    .map(|d| d.name)
-                    .filter(|n| n.contains(':')),
-            )
-            .collect();
-        leaked
-            .into_iter()
-            .map(|n| (crate::catalog::underscored(n), n))
+            .map(|m| m.name.clone());
+        let registry_names = crate::catalog::registry().map(|d| d.name.to_string());
+        pattern_names
+            .chain(registry_names)
+            .filter(|n| n.contains(':'))
+            .map(|n| (crate::catalog::underscored(&n), n))
             .collect()
     });
     if name.contains(':') {
         return None;
     }
-    names.get(name).copied()
+    names.get(name).map(String::as_str)
 }
 
 fn target(raw: &str, user: Option<&str>, password: Option<&str>) -> Result<Target, String> {
