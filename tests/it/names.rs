@@ -260,17 +260,22 @@ fn a_real_prometheus_stores_the_same_names_from_both() {
 /// `--web.old-names` serves the old names beside the new, with the same values.
 #[test]
 fn renamed_families_meet_nothing_and_old_names_are_served_on_request() {
-    let log = crate::common::root().join("tests/data/startup/swa-both-pools-busy.log");
+    // An exporter over a hybrid SWA log (the renamed families all have values there) with
+    // `flags`, once `until` holds of its scrape.
+    let start = |flags: &[&str], until: &str| {
+        let log = crate::common::root().join("tests/data/startup/swa-both-pools-busy.log");
+        let mut args = vec!["--gpu.disable", "--idle-after", "1000d"];
+        args.extend_from_slice(flags);
+        args.push(log.to_str().unwrap());
+        let e = Exporter::start(&args);
+        let s = e.scrape_until(30, |s| s.contains(until));
+        (e, s)
+    };
     let labels = r#"{server="swa-both-pools-busy",model_name="",engine_type="unified",pp_rank="0",tp_rank="0",moe_ep_rank="0"}"#;
-    let e = Exporter::start(&[
-        "--gpu.disable",
-        "--idle-after",
-        "1000d",
-        "--web.names",
-        "underscores",
-        log.to_str().unwrap(),
-    ]);
-    let s = e.scrape_until(30, |s| s.contains("sglang_running_requests_limit{"));
+    let (e, s) = start(
+        &["--web.names", "underscores"],
+        "sglang_running_requests_limit{",
+    );
     // Each series once: the upstream family underscored, and ours under its new name.
     let swa = crate::common::samples(&s, "sglang_swa_used_tokens");
     assert_eq!(
@@ -290,14 +295,7 @@ fn renamed_families_meet_nothing_and_old_names_are_served_on_request() {
     assert!(crate::common::samples(&s, "sglang_max_running_requests").is_empty());
     drop(e);
 
-    let e = Exporter::start(&[
-        "--gpu.disable",
-        "--idle-after",
-        "1000d",
-        "--web.old-names",
-        log.to_str().unwrap(),
-    ]);
-    let s = e.scrape_until(30, |s| s.contains("sglang_max_running_requests{"));
+    let (e, s) = start(&["--web.old-names"], "sglang_max_running_requests{");
     for (new, old, v) in [
         (
             "sglang_swa_pool_used_tokens",
@@ -328,16 +326,10 @@ fn renamed_families_meet_nothing_and_old_names_are_served_on_request() {
     // Old names under underscores (the trial of this step: `sglang_swa_used_tokens` came twice,
     // HELP and series): an old name that a family of SGLang's is written as already is not
     // added; every name once, in every body.
-    let e = Exporter::start(&[
-        "--gpu.disable",
-        "--idle-after",
-        "1000d",
-        "--web.names",
-        "underscores",
-        "--web.old-names",
-        log.to_str().unwrap(),
-    ]);
-    let s = e.scrape_until(30, |s| s.contains("sglang_max_running_requests{"));
+    let (e, s) = start(
+        &["--web.names", "underscores", "--web.old-names"],
+        "sglang_max_running_requests{",
+    );
     assert_eq!(
         s.matches("# HELP sglang_swa_used_tokens ").count(),
         1,
@@ -352,16 +344,10 @@ fn renamed_families_meet_nothing_and_old_names_are_served_on_request() {
         Some(0.0)
     );
     drop(e);
-    let e = Exporter::start(&[
-        "--gpu.disable",
-        "--idle-after",
-        "1000d",
-        "--web.names",
-        "upstream",
-        "--web.old-names",
-        log.to_str().unwrap(),
-    ]);
-    e.scrape_until(30, |s| s.contains("sglang_max_running_requests{"));
+    let (e, _) = start(
+        &["--web.names", "upstream", "--web.old-names"],
+        "sglang_max_running_requests{",
+    );
     for (who, accept) in ACCEPTS {
         let body = get(e.port, accept).1;
         let mut seen = BTreeSet::new();
