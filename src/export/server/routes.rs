@@ -226,34 +226,18 @@ fn respond(body: bytes::Bytes, label: Option<&'static str>, n: Negotiated) -> Re
         label.is_some(),
         n.variant,
     ));
-    let vary = (header::VARY, "Accept-Encoding, Accept");
     let ct = match n.content_type {
         std::borrow::Cow::Borrowed(s) => header::HeaderValue::from_static(s),
         std::borrow::Cow::Owned(s) => header::HeaderValue::from_str(&s)
             .unwrap_or(header::HeaderValue::from_static(TEXT_CONTENT_TYPE)),
     };
-    match label {
-        Some(label) => (
-            [
-                (header::CONTENT_TYPE, ct),
-                (
-                    header::CONTENT_ENCODING,
-                    header::HeaderValue::from_static(label),
-                ),
-                (vary.0, header::HeaderValue::from_static(vary.1)),
-            ],
-            body,
-        )
-            .into_response(),
-        None => (
-            [
-                (header::CONTENT_TYPE, ct),
-                (vary.0, header::HeaderValue::from_static(vary.1)),
-            ],
-            body,
-        )
-            .into_response(),
+    let vary = header::HeaderValue::from_static("Accept-Encoding, Accept");
+    let mut r = ([(header::CONTENT_TYPE, ct), (header::VARY, vary)], body).into_response();
+    if let Some(label) = label {
+        let encoding = header::HeaderValue::from_static(label);
+        r.headers_mut().insert(header::CONTENT_ENCODING, encoding);
     }
+    r
 }
 
 /// The response from an encoding at hand for a scrape asked at `asked`
