@@ -5,7 +5,7 @@
 //! each line's time) all read the state through here, so they cannot drift apart.
 
 use crate::catalog::{self, FamilyDef};
-use crate::family::{Family, Kind, Labels};
+use crate::family::{Family, Labels};
 use crate::parse::patterns::{MetricKind, Patterns};
 use crate::record::Ranks;
 use crate::state::{RankState, ServerKey, ServerState, State};
@@ -66,13 +66,7 @@ pub fn rank_catalog(pat: &Patterns) -> Vec<Family> {
     let mut out: Vec<Family> = pat
         .metrics
         .iter()
-        .map(|d| {
-            let kind = match d.kind {
-                MetricKind::Gauge => Kind::Gauge,
-                MetricKind::Counter => Kind::Counter,
-            };
-            Family::new(d.name.clone(), d.help.clone(), kind)
-        })
+        .map(|d| Family::new(d.name.clone(), d.help.clone(), d.kind.into()))
         .collect();
     out.extend(RankFamily::ALL.iter().map(|f| Family::of(f.def())));
     out

@@ -80,6 +80,16 @@ pub enum MetricKind {
     Counter,
 }
 
+impl From<MetricKind> for crate::family::Kind {
+    /// The exposition type of a pattern-file metric.
+    fn from(k: MetricKind) -> Self {
+        match k {
+            MetricKind::Gauge => crate::family::Kind::Gauge,
+            MetricKind::Counter => crate::family::Kind::Counter,
+        }
+    }
+}
+
 /// One exported metric, from the `metrics:` section.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -503,11 +513,7 @@ fn compile_metrics(
         // any name it writes (a histogram's `_bucket`/`_count`/`_sum`, a counter's OpenMetrics
         // name without `_total`), also once colons are underscores (`--web.names underscores`,
         // a Prometheus 2 under `upstream`, relabel rules): two that meet would be one family.
-        let family_kind = |k: MetricKind| match k {
-            MetricKind::Gauge => crate::family::Kind::Gauge,
-            MetricKind::Counter => crate::family::Kind::Counter,
-        };
-        let mine = crate::catalog::forms(&def.name, family_kind(def.kind));
+        let mine = crate::catalog::forms(&def.name, def.kind.into());
         if let Some(&i) = mine.iter().find_map(|f| written.get(f)) {
             let other: &MetricDef = &metrics[i];
             return Err(PatternError::Invalid(format!(
@@ -519,7 +525,7 @@ fn compile_metrics(
         for f in mine {
             written.insert(f, metrics.len());
         }
-        if let Some(own) = crate::catalog::taken_by(&def.name, family_kind(def.kind)) {
+        if let Some(own) = crate::catalog::taken_by(&def.name, def.kind.into()) {
             return Err(PatternError::Invalid(format!(
                 "metric {id}: name {:?} meets a family of the exporter's own, {own}; pick another \
                  name",

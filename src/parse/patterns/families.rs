@@ -1,9 +1,8 @@
 //! The pattern file's metrics as entries of the whole list of families
 //! ([`crate::catalog::every_family`]).
 
-use super::{FieldTarget, MetricKind, Patterns};
+use super::{FieldTarget, Patterns};
 use crate::catalog::{self, Entry};
-use crate::family::Kind;
 
 impl Patterns {
     /// Every metric of the file as a family of the whole list, in file order (their exposition
@@ -16,10 +15,7 @@ impl Patterns {
             .map(|(i, d)| Entry {
                 name: d.name.clone(),
                 help: d.help.clone(),
-                kind: match d.kind {
-                    MetricKind::Gauge => Kind::Gauge,
-                    MetricKind::Counter => Kind::Counter,
-                },
+                kind: d.kind.into(),
                 unit: catalog::unit_of_name(&d.name).to_string(),
                 labels: catalog::RANK_LABELS.to_vec(),
                 reads: self.reads(i),
