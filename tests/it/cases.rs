@@ -113,3 +113,35 @@ fn the_label_rule_is_strict_where_the_log_names_the_rank() {
     assert!(!close(6055903988.0, 6055903887.0));
     assert!(!close(0.0001, 0.0));
 }
+
+/// Our copies are the shared cases (`../shared/cases/`, beside the checkout as CI lays it) with
+/// the families issue 36 renamed under their new names (`catalog::RENAMED`), and none is
+/// missing: a case added there and not here fails.
+#[test]
+fn our_copies_are_the_shared_cases_with_the_renamed_names() {
+    let shared = root().join("../shared/cases");
+    let Ok(entries) = std::fs::read_dir(&shared) else {
+        eprintln!(
+            "note: {} is not beside this checkout; not compared",
+            shared.display()
+        );
+        return;
+    };
+    let mut compared = 0;
+    for e in entries {
+        let path = e.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_string();
+        if !(name.ends_with(".log") || name.ends_with(".expected")) {
+            continue;
+        }
+        let mut want = std::fs::read_to_string(&path).unwrap();
+        for (new, old) in sglang_log_exporter::catalog::RENAMED {
+            want = want.replace(&format!("{old}\t"), &format!("{new}\t"));
+        }
+        let ours = std::fs::read_to_string(root().join("tests/data/cases").join(&name))
+            .unwrap_or_else(|e| panic!("tests/data/cases/{name}: {e} (copy it from {shared:?})"));
+        assert_eq!(ours, want, "tests/data/cases/{name}");
+        compared += 1;
+    }
+    assert!(compared >= 26, "{compared} files compared");
+}
