@@ -243,6 +243,20 @@ pub struct ApiArgs {
     /// as `Authorization: Bearer KEY`.
     #[arg(long = "sglang.api-key-file", value_name = "PATH")]
     pub api_key_file: Option<PathBuf>,
+
+    /// Poll the HTTP API of each server the logs show running on this host, at the host and
+    /// port its `server_args` line logs (a wildcard bind on loopback; a restart with another
+    /// port moves the poll). A log of another host (a journal record's `_HOSTNAME`, a node
+    /// prefix) or of a Kubernetes pod is never polled from here. A key a release logs in
+    /// `server_args` is never used: give it with --sglang.api-key-file. [default: true without
+    /// --sglang.url, which then polls only the servers it names; false with it]
+    #[arg(long = "sglang.from-logs", value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", require_equals = true)]
+    pub from_logs: Option<bool>,
+
+    /// PEM file of the CA certificates that an `https://` API's certificate must chain to
+    /// (a private CA); without it, the system's trust roots.
+    #[arg(long = "sglang.ca-file", value_name = "PATH")]
+    pub api_ca_file: Option<PathBuf>,
 }
 
 /// `--log.format`.

@@ -252,6 +252,12 @@ pub struct ServerArgs {
     /// (no speculative decoding) reads `"None"`, so that a server known to run without a draft
     /// model tells apart from one whose arguments were not seen.
     pub speculative_algorithm: Option<String>,
+    /// `host`: the address the server's HTTP API binds (`127.0.0.1` by default; `0.0.0.0` or
+    /// `::` bind every address). Read to poll the API (`--sglang.from-logs`) and for the `url`
+    /// of `sglang_server_info`; never a label of its own.
+    pub host: Option<String>,
+    /// `port`: the HTTP API's port (under `SGLANG_RUST_SERVER=1`, DP rank r's is `port + r`).
+    pub port: Option<u16>,
 }
 
 impl ServerArgs {
@@ -276,6 +282,10 @@ impl ServerArgs {
             base_gpu_id: self.base_gpu_id,
             gpu_id_step: self.gpu_id_step,
             enable_dp_attention: self.enable_dp_attention,
+            // A host name is at most 253 bytes (RFC 1035); a longer text is no address to poll,
+            // and a shortened one would name another.
+            host: self.host.clone().filter(|h| h.len() <= 253),
+            port: self.port,
         }
     }
 

@@ -230,16 +230,21 @@ impl Config {
     }
 }
 
-/// The API pollers from `--sglang.*`; `None` without `--sglang.url`.
+/// The API pollers from `--sglang.*`; `None` without `--sglang.url` and `--sglang.from-logs`
+/// (on by default without `--sglang.url`, off in `--once`).
 fn api_config(a: &RunArgs) -> Result<Option<ApiConfig>, ConfigError> {
     let x = &a.api;
-    if x.api_urls.is_empty() {
+    if a.once {
+        if !x.api_urls.is_empty() || x.from_logs == Some(true) {
+            return Err(ConfigError(
+                "--sglang.url and --sglang.from-logs poll live servers: they have no place in --once (which reads logs to their end)".into(),
+            ));
+        }
         return Ok(None);
     }
-    if a.once {
-        return Err(ConfigError(
-            "--sglang.url polls live servers: it has no place in --once (which reads logs to their end)".into(),
-        ));
+    let from_logs = x.from_logs.unwrap_or(x.api_urls.is_empty());
+    if x.api_urls.is_empty() && !from_logs {
+        return Ok(None);
     }
     let mut targets: Vec<ApiTarget> = Vec::new();
     for u in &x.api_urls {
@@ -285,11 +290,19 @@ fn api_config(a: &RunArgs) -> Result<Option<ApiConfig>, ConfigError> {
         }
         None => None,
     };
+    let tls = match &x.api_ca_file {
+        Some(p) => Some(std::sync::Arc::new(
+            crate::ca::client_tls(p, "--sglang.ca-file").map_err(ConfigError)?,
+        )),
+        None => None,
+    };
     Ok(Some(ApiConfig {
         targets,
         interval: x.api_interval,
         timeout,
         api_key,
+        from_logs,
+        tls,
     }))
 }
 

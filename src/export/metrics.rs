@@ -94,6 +94,7 @@ pub fn collect(state: &State, now: f64) -> Vec<Family> {
 
 fn server_families(state: &State) -> Vec<Family> {
     let mut info = Family::of(&catalog::server::INFO);
+    let mut values_from = Family::of(&catalog::server::VALUES_FROM);
     let mut http = Family::of(&catalog::server::HTTP_REQUESTS);
     let mut up_requests = Family::of(&catalog::server::UPSTREAM_HTTP_REQUESTS);
     let mut up_responses = Family::of(&catalog::server::UPSTREAM_HTTP_RESPONSES);
@@ -112,7 +113,15 @@ fn server_families(state: &State) -> Vec<Family> {
             ("dp_size", size(|a| a.dp_size)),
             ("pp_size", size(|a| a.pp_size)),
         ]);
+        if let Some(url) = state.server_url(key, srv) {
+            l.push(("url", url));
+        }
         info.push(l, 1.0);
+        if let Some((from, since)) = state.values_from(srv) {
+            let mut l = labels.clone();
+            l.push(("from", from.as_str().to_string()));
+            values_from.push(l, since);
+        }
         // SGLang's own names carry SGLang's labels, plus those that tell servers apart (an
         // `engine` is what upstream would add if it ran several).
         let origin = view::origin_labels(key, srv);
@@ -145,7 +154,7 @@ fn server_families(state: &State) -> Vec<Family> {
             up_requests.push(l, n as f64);
         }
     }
-    vec![info, http, up_requests, up_responses]
+    vec![info, values_from, http, up_requests, up_responses]
 }
 
 /// How a per-source family reads a source's counters.

@@ -43,6 +43,8 @@ pub fn parse_server_args(s: &str) -> ServerArgs {
             "node_rank" => out.node_rank = num(),
             "base_gpu_id" => out.base_gpu_id = num(),
             "gpu_id_step" => out.gpu_id_step = num(),
+            "host" => out.host = text.map(str::to_string),
+            "port" => out.port = raw.parse().ok(),
             "enable_dp_attention" => out.enable_dp_attention = Some(raw == "True"),
             "speculative_algorithm" => {
                 out.speculative_algorithm = text
@@ -170,12 +172,14 @@ mod tests {
         let dataclass = "model_path='/models/DeepSeek-V3.2', tokenizer_path='/models/x', \
             tp_size=8, dp_size=8, pp_size=1, nnodes=2, node_rank=1, base_gpu_id=4, gpu_id_step=1, \
             json_model_override_args='{\"tp_size\": 99}', served_model_name='deepseek-v3.2', \
-            enable_dp_attention=True, speculative_algorithm='EAGLE', disaggregation_mode='decode', api_key=None)";
+            enable_dp_attention=True, speculative_algorithm='EAGLE', disaggregation_mode='decode', \
+            host='0.0.0.0', port=30001, api_key='sk-secret', bootstrap_port=8998)";
         let dict = "'model_path': '/models/DeepSeek-V3.2', 'tokenizer_path': '/models/x', \
             'tp_size': 8, 'dp_size': 8, 'pp_size': 1, 'nnodes': 2, 'node_rank': 1, \
             'base_gpu_id': 4, 'gpu_id_step': 1, 'model_loader_extra_config': {'tp_size': 99, \
             'nnodes': [1, 2]}, 'lora_paths': ['a', 'b'], 'served_model_name': 'deepseek-v3.2', \
-            'enable_dp_attention': True, 'speculative_algorithm': 'EAGLE', 'disaggregation_mode': 'decode', 'api_key': None}";
+            'enable_dp_attention': True, 'speculative_algorithm': 'EAGLE', 'disaggregation_mode': 'decode', \
+            'host': '0.0.0.0', 'port': 30001, 'api_key': 'sk-secret', 'bootstrap_port': 8998}";
         let want = ServerArgs {
             model_name: Some("deepseek-v3.2".into()),
             disaggregation_mode: Some("decode".into()),
@@ -188,6 +192,8 @@ mod tests {
             gpu_id_step: Some(1),
             enable_dp_attention: Some(true),
             speculative_algorithm: Some("EAGLE".into()),
+            host: Some("0.0.0.0".into()),
+            port: Some(30001),
         };
         assert_eq!(parse_server_args(dataclass), want);
         assert_eq!(parse_server_args(dict), want);
@@ -222,5 +228,8 @@ mod tests {
         assert_eq!(g.model_name.as_deref(), Some("a'b\"c\\d\u{e9}"));
         let h = parse_server_args(r#"served_model_name="it's", tp_size=1)"#);
         assert_eq!(h.model_name.as_deref(), Some("it's"));
+        // A port that is no TCP port reads as none; IPv6 hosts as printed.
+        let i = parse_server_args("host='::', port=70000)");
+        assert_eq!((i.host.as_deref(), i.port), (Some("::"), None));
     }
 }

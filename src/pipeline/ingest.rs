@@ -520,6 +520,10 @@ impl LineApplier {
                     let mut st = lock(state);
                     st.add_source_counts(source, &d);
                     st.apply_to(key, rec, ts, clock);
+                    if rec.class == crate::parse::patterns::Class::ServerArgs {
+                        // Another host's server is never polled from here (--sglang.from-logs).
+                        st.set_args_host(key, node.filter(|n| !nodes::is_this_host(n)));
+                    }
                 });
                 std::panic::catch_unwind(apply).is_ok()
             }

@@ -30,6 +30,21 @@ use std::hash::{Hash, Hasher};
 use crate::parse::patterns::Class;
 use crate::record::{Ranks, Record};
 
+/// Whether `name`, a journal record's `_HOSTNAME` or a stream prefix's node, is this host: its
+/// host name, or the first label of either where one is a domain name (`gpu-1` and
+/// `gpu-1.example.com`), compared without case.
+pub fn is_this_host(name: &str) -> bool {
+    static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let me = HOST.get_or_init(|| {
+        gethostname::gethostname()
+            .to_string_lossy()
+            .to_ascii_lowercase()
+    });
+    let short = |h: &str| h.split('.').next().unwrap_or("").to_string();
+    let name = name.to_ascii_lowercase();
+    !name.is_empty() && (name == *me || short(&name) == short(me))
+}
+
 /// Nodes told apart per source; more are each their own engine.
 const MAX_NODES: usize = 64;
 

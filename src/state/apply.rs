@@ -251,6 +251,7 @@ impl State {
         };
         if let Some(t) = ts {
             srv.last_seen = Some(srv.last_seen.map_or(t, |l| l.max(t)));
+            srv.first_seen.get_or_insert(t);
         }
         srv.clock = clock;
         // A line of it: its source exists (a restored server is no one else's).

@@ -77,15 +77,19 @@ impl State {
         let ep_size = r.info.as_ref().and_then(|i| i.ep_size);
         let status = srv.api.get_or_insert_with(|| {
             Box::new(ApiStatus {
-                up: true,
+                up: false,
                 last_success: None,
+                changed_at: now,
                 ep_size,
                 args_from_api: false,
                 warned: false,
                 capacity_from_api: false,
             })
         });
-        status.up = true;
+        if !status.up {
+            status.up = true;
+            status.changed_at = now;
+        }
         status.last_success = Some(now);
         if ep_size.is_some() {
             status.ep_size = ep_size;
@@ -219,9 +223,11 @@ impl State {
     pub fn api_failed(&mut self, server: &str) {
         // Bounded as `apply_api` keeps it.
         let key = ServerKey::plain(server);
+        let now = self.clock().now().wall;
         if let Some(status) = self.servers.get_mut(&key).and_then(|s| s.api.as_mut()) {
             if status.up {
                 status.up = false;
+                status.changed_at = now;
                 self.generation += 1;
             }
         }

@@ -19,6 +19,7 @@ mod lifecycle;
 mod line_metrics;
 pub mod live;
 pub mod persist;
+pub mod polled;
 mod readings;
 pub mod ready;
 pub mod requests;
@@ -158,6 +159,10 @@ pub struct State {
     /// (server, host) → the user (service manager, `user@1000`) whose user unit of that name
     /// logged first on that host (see [`State::first_user`]; kept in the state file).
     first_users: BTreeMap<(String, String), String>,
+    /// Server name → the base URL its HTTP API is polled at (`--sglang.url`, or from its
+    /// log's `server_args` under `--sglang.from-logs`), without the trailing `/`: the `url` of
+    /// `sglang_server_info` (see [`State::server_url`]).
+    api_urls: BTreeMap<String, String>,
 }
 
 impl State {
@@ -175,6 +180,7 @@ impl State {
             apart: apart::Apart::new(),
             dropped: None,
             first_users: BTreeMap::new(),
+            api_urls: BTreeMap::new(),
             dropped_series: 0,
             dropped_by_cap: BTreeMap::new(),
             warned_caps: caps::Warned::default(),

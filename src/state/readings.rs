@@ -45,6 +45,8 @@ pub struct ApiStatus {
     pub up: bool,
     /// Unix seconds (wall clock) of the last answer read.
     pub last_success: Option<f64>,
+    /// Unix seconds (wall clock) when `up` last changed (or the first answer).
+    pub changed_at: f64,
     /// `ep_size` from `/server_info`, for the rank a DP rank's values go to.
     pub(super) ep_size: Option<u32>,
     /// Whether the server's arguments came from `/server_info` (then a new answer replaces

@@ -245,6 +245,13 @@ pub struct ServerState {
     pub dumped_nodes: u64,
     /// The server's HTTP API probe (`--sglang.url`), once it answered.
     pub api: Option<Box<readings::ApiStatus>>,
+    /// Time of its first line (Unix seconds): since when its log gives values.
+    pub first_seen: Option<f64>,
+    /// The host whose process printed its last `server_args` dump, where that is not this
+    /// host (a journal record's `_HOSTNAME`, a stream prefix's node); `None`: this host, or
+    /// not known to be another. A server of another host is never polled from here unless
+    /// `--sglang.url` names it ([`super::State::from_logs_targets`]).
+    pub args_host: Option<String>,
     /// Its runs before the current one (restarts).
     pub runs: super::runs::Runs,
 }
@@ -295,6 +302,8 @@ impl ServerState {
             restored_ranks: 0,
             dumped_nodes: 0,
             api: None,
+            first_seen: None,
+            args_host: None,
             runs: super::runs::Runs::default(),
         }
     }

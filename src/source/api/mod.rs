@@ -19,10 +19,16 @@
 //! `serde_json::Value`: what else a body holds is skipped, and lists are kept up to the
 //! per-server rank cap, so an answer costs its bytes (at most [`MAX_BODY`]) and little more.
 //!
-//! HTTP is [`ureq`] (blocking, rustls for `https://`), as for the Pushgateway.
+//! HTTP is [`ureq`] (blocking, rustls for `https://`; a private CA with `--sglang.ca-file`,
+//! loaded by [`crate::ca`] as for the Pushgateway).
+//!
+//! `--sglang.from-logs` ([`follow_logs`]) polls, with no URL given, each server the logs show
+//! running on this host, at the host and port its own `server_args` line logs
+//! ([`crate::state::State::from_logs_targets`]); a restart with another port moves the poll.
 
 pub mod shapes;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -44,6 +50,10 @@ pub struct ApiConfig {
     pub timeout: Duration,
     /// `--sglang.api-key-file`: sent as `Authorization: Bearer KEY`.
     pub api_key: Option<String>,
+    /// `--sglang.from-logs`: also poll the servers the logs show on this host.
+    pub from_logs: bool,
+    /// `--sglang.ca-file`: the TLS settings trusting its CAs; `None`: the system's roots.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 /// One server to poll.
@@ -121,12 +131,104 @@ pub fn spawn(cfg: ApiConfig, state: Shared, stop: Arc<Stop>) -> std::io::Result<
         readiness.expect(&source_of(&t.server));
     }
     for t in cfg.targets.clone() {
-        let (cfg, state, stop) = (cfg.clone(), state.clone(), stop.clone());
+        lock(&state).set_api_url(&t.server, t.base.as_str());
+        spawn_poller(&cfg, t, max_ranks, &state, stop.clone())?;
+    }
+    if cfg.from_logs {
+        let (cfg, state) = (cfg.clone(), state.clone());
         std::thread::Builder::new()
-            .name(format!("sglang api {}", t.server))
-            .spawn(move || Poller::new(&cfg, t, max_ranks).run(&state, &stop))?;
+            .name("sglang api from logs".into())
+            .spawn(move || follow_logs(&cfg, &state, &stop, max_ranks))?;
     }
     Ok(())
+}
+
+fn spawn_poller(
+    cfg: &Arc<ApiConfig>,
+    t: ApiTarget,
+    max_ranks: usize,
+    state: &Shared,
+    stop: Arc<Stop>,
+) -> std::io::Result<()> {
+    let (cfg, state) = (cfg.clone(), state.clone());
+    std::thread::Builder::new()
+        .name(format!("sglang api {}", t.server))
+        .spawn(move || Poller::new(&cfg, t, max_ranks).run(&state, &stop))?;
+    Ok(())
+}
+
+/// How often `--sglang.from-logs` looks for servers to poll, moved or gone.
+const FOLLOW_EVERY: Duration = Duration::from_secs(1);
+
+/// `--sglang.from-logs`: once the logs are read to their end at start (so a restart's old port
+/// in history is never polled), and then every [`FOLLOW_EVERY`], starts a poller for each
+/// server of this host whose `server_args` gave a port, and stops a poller whose server moved
+/// (a restart on another port: the new one is started) or is gone. At most `max_servers`
+/// pollers run at once.
+fn follow_logs(cfg: &Arc<ApiConfig>, state: &Shared, stop: &Arc<Stop>, max_ranks: usize) {
+    let configured: Vec<String> = cfg.targets.iter().map(|t| t.server.clone()).collect();
+    let (readiness, max_servers) = {
+        let s = lock(state);
+        (s.readiness().clone(), s.config().max_servers)
+    };
+    while !readiness.wait(FOLLOW_EVERY) {
+        if stop.is_set() {
+            return;
+        }
+    }
+    // Server → (the URL polled, the poller's own stop).
+    let mut running: BTreeMap<String, (String, Arc<Stop>)> = BTreeMap::new();
+    let mut capped = false;
+    loop {
+        let want = lock(state).from_logs_targets(&configured);
+        running.retain(|server, (url, own)| {
+            let now = want.iter().find(|(s, _)| s == server).map(|(_, u)| u);
+            if now == Some(url) {
+                return true;
+            }
+            match now {
+                Some(new) => tracing::info!(server = %server, from = %url, to = %new, "the server's log names another address: its API poll moves"),
+                None => tracing::info!(server = %server, url = %url, "the server is gone from the logs: its API is no longer polled"),
+            }
+            own.set();
+            false
+        });
+        for (server, url) in want {
+            if running.contains_key(&server) {
+                continue;
+            }
+            if running.len() >= max_servers {
+                if !std::mem::replace(&mut capped, true) {
+                    tracing::warn!(max_servers, "--sglang.from-logs: more servers than --limits.max-servers; the others are not polled");
+                }
+                break;
+            }
+            let base = match url::Url::parse(&format!("{url}/")) {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::warn!(server = %server, url = %url, "--sglang.from-logs: the logged address is no URL ({e}); not polled");
+                    continue;
+                }
+            };
+            let own = Arc::new(Stop::new());
+            let t = ApiTarget {
+                server: server.clone(),
+                base,
+            };
+            lock(state).set_api_url(&server, &url);
+            if let Err(e) = spawn_poller(cfg, t, max_ranks, state, own.clone()) {
+                tracing::warn!(server = %server, "--sglang.from-logs: cannot start a poller: {e}");
+                continue;
+            }
+            running.insert(server, (url, own));
+        }
+        if !stop.wait(FOLLOW_EVERY) {
+            for (_, own) in running.values() {
+                own.set();
+            }
+            return;
+        }
+    }
 }
 
 /// The name of a server's poller among the sources (self metrics, readiness).
@@ -218,10 +320,13 @@ impl Poller {
     fn new(cfg: &ApiConfig, target: ApiTarget, max_ranks: usize) -> Poller {
         Poller {
             target,
-            agent: ureq::AgentBuilder::new()
-                .timeout(cfg.timeout)
-                .redirects(0)
-                .build(),
+            agent: {
+                let mut b = ureq::AgentBuilder::new().timeout(cfg.timeout).redirects(0);
+                if let Some(tls) = &cfg.tls {
+                    b = b.tls_config(tls.clone());
+                }
+                b.build()
+            },
             api_key: cfg.api_key.clone(),
             interval: cfg.interval,
             timeout: cfg.timeout,
@@ -248,6 +353,10 @@ impl Poller {
                 (Err(Failure::Bug), 0)
             });
             let took = t0.elapsed().as_secs_f64();
+            // Stopped while asking (the server moved to another port): this answer is not its.
+            if stop.is_set() {
+                return;
+            }
             {
                 let mut s = lock(state);
                 s.add_self(SelfMetric::ApiRequests, &server, requests as f64);

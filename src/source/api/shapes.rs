@@ -700,6 +700,9 @@ pub fn server_info(body: &[u8]) -> Result<ServerInfo, ShapeError> {
             Scalar::Text(s) => Some(s.clone()),
             _ => None,
         },
+        // Where it listens is what was asked: the URL polled.
+        host: None,
+        port: None,
     };
     Ok(ServerInfo {
         args,
