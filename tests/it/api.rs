@@ -8,16 +8,16 @@ use std::time::{Duration, Instant};
 use crate::common::{free_port, parse_exposition, value, Exporter};
 
 /// A stand-in SGLang server: SGLang's released endpoint code over a data file of ours.
-struct SglangApi {
+pub struct SglangApi {
     child: Option<Child>,
-    port: u16,
+    pub port: u16,
     release: &'static str,
     data: PathBuf,
     api_key: Option<String>,
     _dir: tempfile::TempDir,
 }
 
-fn api_root() -> PathBuf {
+pub fn api_root() -> PathBuf {
     let root = crate::common::root().join("target/sglang-api");
     assert!(
         root.join("venv/bin/python").exists() && root.join("sglang-0.5.23/.done").exists(),
@@ -27,7 +27,11 @@ fn api_root() -> PathBuf {
 }
 
 impl SglangApi {
-    fn start(release: &'static str, data: &serde_json::Value, api_key: Option<&str>) -> SglangApi {
+    pub fn start(
+        release: &'static str,
+        data: &serde_json::Value,
+        api_key: Option<&str>,
+    ) -> SglangApi {
         let dir = tempfile::tempdir().unwrap();
         let mut s = SglangApi {
             child: None,
@@ -43,7 +47,7 @@ impl SglangApi {
     }
 
     /// Starts (again) on the same port.
-    fn up(&mut self) {
+    pub fn up(&mut self) {
         let root = api_root();
         let mut cmd = Command::new(root.join("venv/bin/python"));
         cmd.args(["-W", "ignore"])
@@ -65,7 +69,7 @@ impl SglangApi {
         }
     }
 
-    fn down(&mut self) {
+    pub fn down(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
@@ -73,7 +77,7 @@ impl SglangApi {
     }
 
     /// What the server says from now on.
-    fn set(&self, data: &serde_json::Value) {
+    pub fn set(&self, data: &serde_json::Value) {
         let tmp = self.data.with_extension("tmp");
         std::fs::write(&tmp, serde_json::to_vec(data).unwrap()).unwrap();
         std::fs::rename(&tmp, &self.data).unwrap();
@@ -91,7 +95,7 @@ impl Drop for SglangApi {
 }
 
 /// Polled every 200 ms with a 150 ms timeout: outages show within a scrape or two.
-fn exporter(extra: &[&str]) -> Exporter {
+pub fn exporter(extra: &[&str]) -> Exporter {
     let mut args = vec![
         "--sglang.interval",
         "200ms",
@@ -107,7 +111,7 @@ fn exporter(extra: &[&str]) -> Exporter {
 
 /// A v0.5.23 PD decode server with DP attention (tp 4, dp 2): per DP rank what the scheduler's
 /// load inquirer fills in.
-fn decode_v0523() -> serde_json::Value {
+pub fn decode_v0523() -> serde_json::Value {
     let load = |dp: u32, running: u32, used: u32, waiting: u32, prealloc: u32, transfer: u32| {
         serde_json::json!({
             "dp_rank": dp, "timestamp": 1780000000.5, "num_running_reqs": running,
@@ -130,10 +134,10 @@ fn decode_v0523() -> serde_json::Value {
     })
 }
 
-const DP0: &str = r#"server="decode",model_name="deepseek-ai/DeepSeek-V3",engine_type="decode",dp_rank="0",pp_rank="0",tp_rank="0",moe_ep_rank="0""#;
-const DP1: &str = r#"server="decode",model_name="deepseek-ai/DeepSeek-V3",engine_type="decode",dp_rank="1",pp_rank="0",tp_rank="2",moe_ep_rank="0""#;
+pub const DP0: &str = r#"server="decode",model_name="deepseek-ai/DeepSeek-V3",engine_type="decode",dp_rank="0",pp_rank="0",tp_rank="0",moe_ep_rank="0""#;
+pub const DP1: &str = r#"server="decode",model_name="deepseek-ai/DeepSeek-V3",engine_type="decode",dp_rank="1",pp_rank="0",tp_rank="2",moe_ep_rank="0""#;
 
-fn at(name: &str, labels: &str) -> String {
+pub fn at(name: &str, labels: &str) -> String {
     format!("{name}{{{labels}}}")
 }
 

@@ -14,6 +14,7 @@ mod follow;
 mod follow_many;
 mod foreign;
 mod formats;
+mod from_logs;
 pub mod gpu;
 mod hostile;
 mod hostile21;

@@ -132,7 +132,7 @@ pub fn spawn(cfg: ApiConfig, state: Shared, stop: Arc<Stop>) -> std::io::Result<
     }
     for t in cfg.targets.clone() {
         lock(&state).set_api_url(&t.server, t.base.as_str());
-        spawn_poller(&cfg, t, max_ranks, &state, stop.clone())?;
+        spawn_poller(&cfg, t, max_ranks, &state, stop.clone(), false)?;
     }
     if cfg.from_logs {
         let (cfg, state) = (cfg.clone(), state.clone());
@@ -149,11 +149,16 @@ fn spawn_poller(
     max_ranks: usize,
     state: &Shared,
     stop: Arc<Stop>,
+    from_logs: bool,
 ) -> std::io::Result<()> {
     let (cfg, state) = (cfg.clone(), state.clone());
     std::thread::Builder::new()
         .name(format!("sglang api {}", t.server))
-        .spawn(move || Poller::new(&cfg, t, max_ranks).run(&state, &stop))?;
+        .spawn(move || {
+            let mut p = Poller::new(&cfg, t, max_ranks);
+            p.from_logs = from_logs;
+            p.run(&state, &stop)
+        })?;
     Ok(())
 }
 
@@ -216,7 +221,7 @@ fn follow_logs(cfg: &Arc<ApiConfig>, state: &Shared, stop: &Arc<Stop>, max_ranks
                 base,
             };
             lock(state).set_api_url(&server, &url);
-            if let Err(e) = spawn_poller(cfg, t, max_ranks, state, own.clone()) {
+            if let Err(e) = spawn_poller(cfg, t, max_ranks, state, own.clone(), true) {
                 tracing::warn!(server = %server, "--sglang.from-logs: cannot start a poller: {e}");
                 continue;
             }
@@ -314,6 +319,12 @@ struct Poller {
     down: bool,
     /// Whether the server info's failure was logged (once, until it is read again).
     info_warned: bool,
+    /// Polled because its log names its address (`--sglang.from-logs`), not `--sglang.url`:
+    /// its `sglang_up` shows only once it answered (a log of a server long stopped must not
+    /// read as an API that went down).
+    from_logs: bool,
+    /// Whether it answered since the poller started.
+    answered: bool,
 }
 
 impl Poller {
@@ -336,6 +347,8 @@ impl Poller {
             info_at: None,
             down: false,
             info_warned: false,
+            from_logs: false,
+            answered: false,
         }
     }
 
@@ -377,10 +390,13 @@ impl Poller {
                         }
                         s.set_self(SelfMetric::ApiUp, &server, 1.0);
                         s.set_self(SelfMetric::ApiLastSuccess, &server, now);
+                        self.answered = true;
                     }
                     Err(_) => {
                         s.api_failed(&server);
-                        s.set_self(SelfMetric::ApiUp, &server, 0.0);
+                        if self.answered || !self.from_logs {
+                            s.set_self(SelfMetric::ApiUp, &server, 0.0);
+                        }
                         s.add_self(SelfMetric::ApiFailures, &server, 1.0);
                     }
                 }
@@ -393,7 +409,14 @@ impl Poller {
                 }
                 Ok(_) => {}
                 Err(e) => {
-                    if !self.down {
+                    if !self.down && self.from_logs && !self.answered {
+                        tracing::warn!(
+                            server = %server,
+                            url = %self.target.base,
+                            "the SGLang API at the address the server's log names does not answer: {e}; \
+                             polled again every --sglang.interval (sglang_up shows once it answered)"
+                        );
+                    } else if !self.down {
                         tracing::warn!(
                             server = %server,
                             url = %self.target.base,
