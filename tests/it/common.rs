@@ -278,6 +278,28 @@ impl Drop for Exporter {
     }
 }
 
+/// `systemd-analyze security --offline=true` on the unit file `path`: its overall exposure
+/// score (`None` when the report has none) and the report (stdout, then stderr).
+pub fn unit_exposure(path: &Path) -> (Option<f64>, String) {
+    let out = Command::new("systemd-analyze")
+        .args(["security", "--offline=true", "--no-pager"])
+        .arg(path)
+        .output()
+        .expect("systemd-analyze");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let score = text
+        .lines()
+        .find_map(|l| l.split("Overall exposure level for ").nth(1))
+        .and_then(|r| r.split(": ").nth(1))
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|s| s.parse().ok());
+    (score, text)
+}
+
 /// Appends `data` to `path` (creating it).
 pub fn append(path: &Path, data: &[u8]) {
     use std::io::Write;

@@ -502,27 +502,8 @@ fn units_security_exposure_is_the_readmes_1_6() {
     let root = unit_root();
     for unit in UNITS {
         let path = root.path().join("etc/systemd/system").join(unit);
-        let out = Command::new("systemd-analyze")
-            .args(["security", "--offline=true", "--no-pager"])
-            .arg(&path)
-            .output()
-            .expect("systemd-analyze");
-        let text = String::from_utf8_lossy(&out.stdout);
-        let line = text
-            .lines()
-            .find(|l| l.contains("Overall exposure level"))
-            .unwrap_or_else(|| {
-                panic!(
-                    "{unit}: no score: {text}{}",
-                    String::from_utf8_lossy(&out.stderr)
-                )
-            });
-        let score: f64 = line
-            .split(':')
-            .nth(1)
-            .and_then(|r| r.split_whitespace().next())
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| panic!("{unit}: unreadable score line {line:?}"));
+        let (score, text) = crate::common::unit_exposure(&path);
+        let score = score.unwrap_or_else(|| panic!("{unit}: no score: {text}"));
         println!("{unit}: systemd-analyze security exposure {score}");
         assert_eq!(
             score, 1.6,

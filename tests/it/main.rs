@@ -1,6 +1,7 @@
 //! Integration tests: one binary, one module per behaviour. They run the real binary
 //! (`CARGO_BIN_EXE_sglang-log-exporter`) on real files and real sockets.
 
+mod agent;
 mod api;
 mod backfill;
 mod cases;

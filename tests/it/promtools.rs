@@ -31,7 +31,8 @@ pub fn get(url: &str) -> (u16, String) {
     }
 }
 
-fn wait_ready(p: &mut Proc, what: &str) {
+/// Waits until `p` answers `/-/ready` (up to 60 s); panics when it exits first.
+pub fn wait_ready(p: &mut Proc, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
     let url = format!("http://127.0.0.1:{}/-/ready", p.port);
     while Instant::now() < deadline {
@@ -85,7 +86,12 @@ pub fn pushgateway_with_web_config(web_config: &Path) -> Proc {
 
 /// Starts `prometheus` with `config` (YAML) and its TSDB in `dir`, old data kept for 10 years.
 pub fn prometheus(config: &str, dir: &Path) -> Proc {
-    let port = free_port();
+    prometheus_on(config, dir, free_port(), &[])
+}
+
+/// Like [`prometheus`], on `port` and with the `extra` flags; started again on the same port
+/// and `dir`, it keeps its data.
+pub fn prometheus_on(config: &str, dir: &Path, port: u16, extra: &[&str]) -> Proc {
     let cfg = dir.join("prometheus.yml");
     std::fs::write(&cfg, config).expect("write prometheus.yml");
     let child = Command::new("prometheus")
@@ -96,6 +102,7 @@ pub fn prometheus(config: &str, dir: &Path) -> Proc {
         ))
         .arg("--storage.tsdb.retention.time=10y")
         .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
