@@ -48,6 +48,8 @@ pub fn is_exported_label(name: &str) -> bool {
         "call",
         "label",
         "cap",
+        "router",
+        "worker",
     ];
     OURS.contains(&name) || name.ends_with("_rank") || name.ends_with("_size")
 }

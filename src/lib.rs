@@ -81,6 +81,7 @@ pub mod logging;
 pub mod optfile;
 pub mod parse;
 pub mod pipeline;
+pub mod prom_text;
 pub mod readout;
 pub mod record;
 pub mod source;

@@ -13,6 +13,7 @@ pub mod journald;
 pub mod linebuf;
 mod names;
 pub mod pool;
+pub mod router;
 pub mod stdin;
 pub mod watch;
 pub mod writer;

@@ -8,16 +8,16 @@ use std::time::{Duration, Instant};
 use crate::common::{free_port, parse_exposition, value, Exporter};
 
 /// A stand-in SGLang server: SGLang's released endpoint code over a data file of ours.
-struct SglangApi {
+pub(crate) struct SglangApi {
     child: Option<Child>,
-    port: u16,
+    pub(crate) port: u16,
     release: &'static str,
     data: PathBuf,
     api_key: Option<String>,
     _dir: tempfile::TempDir,
 }
 
-fn api_root() -> PathBuf {
+pub(crate) fn api_root() -> PathBuf {
     let root = crate::common::root().join("target/sglang-api");
     assert!(
         root.join("venv/bin/python").exists() && root.join("sglang-0.5.23/.done").exists(),
@@ -27,7 +27,11 @@ fn api_root() -> PathBuf {
 }
 
 impl SglangApi {
-    fn start(release: &'static str, data: &serde_json::Value, api_key: Option<&str>) -> SglangApi {
+    pub(crate) fn start(
+        release: &'static str,
+        data: &serde_json::Value,
+        api_key: Option<&str>,
+    ) -> SglangApi {
         let dir = tempfile::tempdir().unwrap();
         let mut s = SglangApi {
             child: None,
@@ -73,13 +77,13 @@ impl SglangApi {
     }
 
     /// What the server says from now on.
-    fn set(&self, data: &serde_json::Value) {
+    pub(crate) fn set(&self, data: &serde_json::Value) {
         let tmp = self.data.with_extension("tmp");
         std::fs::write(&tmp, serde_json::to_vec(data).unwrap()).unwrap();
         std::fs::rename(&tmp, &self.data).unwrap();
     }
 
-    fn url(&self, name: &str) -> String {
+    pub(crate) fn url(&self, name: &str) -> String {
         format!("{name}=http://127.0.0.1:{}", self.port)
     }
 }

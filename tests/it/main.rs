@@ -40,6 +40,7 @@ mod push;
 mod repro;
 mod requests;
 mod resilience;
+mod router;
 mod startup;
 mod streams;
 mod top;
