@@ -293,9 +293,9 @@ impl RouterWorker {
     /// The circuit breaker's state in words: `closed`, `open`, `half-open` (`-` unknown).
     pub fn circuit_text(&self) -> &'static str {
         match self.circuit {
-            Some(v) if v == 0.0 => "closed",
-            Some(v) if v == 1.0 => "open",
-            Some(v) if v == 2.0 => "half-open",
+            Some(0.0) => "closed",
+            Some(1.0) => "open",
+            Some(2.0) => "half-open",
             _ => "-",
         }
     }
@@ -303,7 +303,7 @@ impl RouterWorker {
     /// Health in words: `healthy`, `unhealthy` (`-` unknown).
     pub fn health_text(&self) -> &'static str {
         match self.healthy {
-            Some(v) if v == 1.0 => "healthy",
+            Some(1.0) => "healthy",
             Some(_) => "unhealthy",
             None => "-",
         }

@@ -162,7 +162,8 @@ fn server_families(state: &State) -> Vec<Family> {
 /// at its address (`server` empty where none is: not covered).
 fn router_families(state: &State) -> Vec<Family> {
     use crate::state::router::{address, RouterWorker};
-    let defs: [(&catalog::FamilyDef, fn(&RouterWorker) -> Option<f64>); 3] = [
+    type Get = fn(&RouterWorker) -> Option<f64>;
+    let defs: [(&catalog::FamilyDef, Get); 3] = [
         (&catalog::router::WORKER_REQUESTS_ACTIVE, |w| {
             w.requests_active
         }),

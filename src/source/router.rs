@@ -24,8 +24,11 @@ use crate::stop::Stop;
 
 pub use super::api::MAX_BODY;
 
+/// Where a worker's value goes.
+type Slot = fn(&mut RouterWorker) -> &mut Option<f64>;
+
 /// The router's families read, each with where its value goes.
-const READ: [(&str, fn(&mut RouterWorker) -> &mut Option<f64>); 3] = [
+const READ: [(&str, Slot); 3] = [
     ("smg_worker_requests_active", |w| &mut w.requests_active),
     ("smg_worker_health", |w| &mut w.healthy),
     ("smg_worker_cb_state", |w| &mut w.circuit),

@@ -80,6 +80,29 @@ impl Router {
         }
     }
 
+    /// Once every one of `workers` reads healthy on the router, an exporter reading the API
+    /// `api` (`NAME=URL`) and this router (named `gw`), both every 200 ms.
+    fn exporter_beside(&self, workers: &[&str], api: &str) -> Exporter {
+        self.metrics_until("every worker healthy", |m| {
+            workers
+                .iter()
+                .all(|w| router_value(m, "smg_worker_health", w) == Some(1.0))
+        });
+        let e = Exporter::start(&[
+            "--gpu.disable",
+            "--sglang.url",
+            api,
+            "--sglang.interval",
+            "200ms",
+            "--router.url",
+            &format!("gw=http://127.0.0.1:{}", self.metrics_port),
+            "--router.interval",
+            "200ms",
+        ]);
+        e.wait_ready();
+        e
+    }
+
     /// POSTs a `/generate` through the router on a thread of its own; its status.
     fn generate(&self) -> std::thread::JoinHandle<u16> {
         let url = format!("http://127.0.0.1:{}/generate", self.port);
@@ -137,22 +160,7 @@ fn router_workers_join_their_servers_by_url() {
         format!("http://127.0.0.1:{}", b.port),
     );
     let router = Router::start(&[wa.clone(), wb.clone()], &[]);
-    router.metrics_until("both workers healthy", |m| {
-        router_value(m, "smg_worker_health", &wa) == Some(1.0)
-            && router_value(m, "smg_worker_health", &wb) == Some(1.0)
-    });
-    let e = Exporter::start(&[
-        "--gpu.disable",
-        "--sglang.url",
-        &a.url("a"),
-        "--sglang.interval",
-        "200ms",
-        "--router.url",
-        &format!("gw=http://127.0.0.1:{}", router.metrics_port),
-        "--router.interval",
-        "200ms",
-    ]);
-    e.wait_ready();
+    let e = router.exporter_beside(&[&wa, &wb], &a.url("a"));
     let (sa, sb) = (ours("a", &wa), ours("", &wb));
 
     // Four requests held by the servers, sent one after the other: round robin gives each
@@ -260,6 +268,58 @@ fn router_workers_join_their_servers_by_url() {
     assert!(dom[section_a..uncovered].contains(&format!("data-worker=\"{wa}\"")));
     assert!(dom[uncovered..].contains(&format!("data-worker=\"{wb}\"")));
 
+    // A real Prometheus scraping the exporter and the router answers the dashboard's router
+    // panels: the exporter's joined series, and the router's own joined by URL.
+    let prom = crate::promtools::prometheus(
+        &format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: sglang\n    static_configs:\n      - targets: ['127.0.0.1:{}']\n  - job_name: smg\n    static_configs:\n      - targets: ['127.0.0.1:{}']\n",
+            e.port, router.metrics_port
+        ),
+        dir.path(),
+    );
+    crate::promtools::poll(
+        60,
+        "Prometheus to scrape the exporter and the router",
+        || {
+            let q = |e: &str| crate::promtools::query(&prom, e, None).len();
+            (q("sglang_router_worker_requests_active == 2") == 2
+                && q("smg_worker_requests_active == 2") == 2
+                && q("sglang:token_usage") == 1)
+                .then_some(())
+        },
+    );
+    let panels: Vec<(String, String)> = crate::monitoring::dashboard_queries()
+        .into_iter()
+        .filter(|(p, _)| p.starts_with("Router: "))
+        .collect();
+    let answers: Vec<Vec<(String, String, f64)>> = panels
+        .iter()
+        .map(|(_, q)| {
+            let mut r: Vec<(String, String, f64)> = crate::promtools::query(&prom, q, None)
+                .into_iter()
+                .map(|(l, v)| {
+                    let get = |k: &str| l.get(k).cloned().unwrap_or_default();
+                    (get("server"), get("worker"), v)
+                })
+                .collect();
+            r.sort_by(|x, y| x.partial_cmp(y).unwrap());
+            r
+        })
+        .collect();
+    let row = |s: &str, w: &str, v: f64| (s.to_string(), w.to_string(), v);
+    assert_eq!(
+        answers,
+        [
+            vec![row("", &wb, 2.0), row("a", &wa, 2.0)],
+            vec![row("a", &wa, 2.0)],
+            vec![row("", &wb, 1.0), row("a", &wa, 1.0)],
+            vec![row("", &wb, 0.0), row("a", &wa, 0.0)],
+            vec![row("a", "", 0.5)],
+        ],
+        "{panels:?}"
+    );
+    drop(prom);
+
     // Released: nothing in flight.
     a.set(&server(false));
     b.set(&server(false));
@@ -327,4 +387,38 @@ fn router_workers_join_their_servers_by_url() {
             >= 1.0,
         "{s}"
     );
+}
+
+/// `--dp-aware`: the router makes a worker of each DP rank (`URL@RANK`, from the server's
+/// `dp_size`); both join the one server, each with its `dp_rank`.
+#[test]
+fn a_dp_aware_routers_rank_workers_join_their_server_with_their_rank() {
+    let mut data = server(false);
+    data["server_info"]["dp_size"] = serde_json::json!(2);
+    data["server_info"]["enable_dp_attention"] = serde_json::json!(true);
+    let rank = data["loads"][0].clone();
+    data["loads"] = serde_json::json!([rank, rank]);
+    data["loads"][1]["dp_rank"] = serde_json::json!(1);
+    let d = SglangApi::start("0.5.23", &data, None);
+    let base = format!("http://127.0.0.1:{}", d.port);
+    let router = Router::start(std::slice::from_ref(&base), &["--dp-aware"]);
+    let (w0, w1) = (format!("{base}@0"), format!("{base}@1"));
+    let e = router.exporter_beside(&[&w0, &w1], &d.url("d"));
+    let series = |w: &str, r: u32| {
+        format!("sglang_router_worker_healthy{{server=\"d\",router=\"gw\",worker=\"{w}\",dp_rank=\"{r}\"}}")
+    };
+    let s = e.scrape_until(30, |s| {
+        value(s, &series(&w0, 0)) == Some(1.0) && value(s, &series(&w1, 1)) == Some(1.0)
+    });
+    assert_eq!(s.matches("sglang_router_worker_healthy{").count(), 2, "{s}");
+    let (_, _, body) = e.get("/api/v1/status");
+    let st: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let workers: Vec<&str> = st["servers"][0]["router_workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["worker"].as_str().unwrap())
+        .collect();
+    assert_eq!(workers, [w0.as_str(), w1.as_str()], "{st}");
+    assert_eq!(st["uncovered_workers"], serde_json::json!([]));
 }
