@@ -218,6 +218,27 @@ pub struct RunArgs {
     /// SGLang HTTP API options.
     #[command(flatten)]
     pub api: ApiArgs,
+
+    /// SGLang router options.
+    #[command(flatten)]
+    pub router: RouterArgs,
+}
+
+/// SGLang's router as a source of the main mode (see the README's "The router").
+#[derive(Debug, Clone, Args)]
+pub struct RouterArgs {
+    /// Read this SGLang router's `/metrics` (repeatable): its Prometheus listener
+    /// (`--prometheus-port`, 29000 by default; `/metrics` unless the URL names a path). Each
+    /// worker it routes to is joined by URL to the server listening there: in-flight requests,
+    /// health and circuit-breaker state per worker. `NAME=` names the router (the `router`
+    /// label); without it, HOST:PORT.
+    #[arg(long = "router.url", value_name = "[NAME=]URL")]
+    pub router_urls: Vec<String>,
+
+    /// Time between two reads of a router's `/metrics` (the timeout of one: the shorter of
+    /// this and 3s).
+    #[arg(long = "router.interval", default_value = "5s", value_name = "DURATION", value_parser = parse_duration)]
+    pub router_interval: std::time::Duration,
 }
 
 /// The SGLang HTTP API as a source of the main mode (see the README's "SGLang's HTTP API").

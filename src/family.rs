@@ -50,6 +50,7 @@ pub fn is_exported_label(name: &str) -> bool {
         "cap",
         "url",
         "from",
+        "router",
         "worker",
     ];
     OURS.contains(&name) || name.ends_with("_rank") || name.ends_with("_size")

@@ -4,7 +4,7 @@
 //! Pipeline, each top-level module in its place:
 //!
 //! * [`source`]: where lines come from (followed files and their rotation, stdin, journald
-//!   units, pod-log discovery, the servers' API); a source hands its lines to a
+//!   units, pod-log discovery, the servers' API, the router's `/metrics`); a source hands its lines to a
 //!   [`source::LineSink`] and never imports the pipeline.
 //! * [`pipeline`]: the glue that carries a line from a source to the state (`Pipeline`: wrapper
 //!   framing, stream prefixes, cleaning, parsing; `Ingest`: counting and applying, in log
@@ -33,7 +33,8 @@
 //!   command line, clap only), [`app`] (turns it into each part's configuration and runs the
 //!   mode), [`stop`] (one stop signal for every thread), [`optfile`] (the one bounded reader of
 //!   the files options name: keys, passwords, patterns, configs, PEM, the state file), [`ca`]
-//!   (the one loader of CA certificates), [`auth`] (basic auth as the HTTP clients send it).
+//!   (the one loader of CA certificates), [`auth`] (basic auth as the HTTP clients send it),
+//!   [`prom_text`] (the one reader of the Prometheus text format: `top --url`, the router).
 //!
 //! No import circle, no lower module importing a higher one (sources never import exporters nor
 //! the pipeline, the pipeline never imports exporters, the state never imports sources):
@@ -81,6 +82,7 @@ pub mod logging;
 pub mod optfile;
 pub mod parse;
 pub mod pipeline;
+pub mod prom_text;
 pub mod readout;
 pub mod record;
 pub mod source;

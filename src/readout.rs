@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::catalog::{exporter, gpu, rank, server};
+use crate::catalog::{exporter, gpu, rank, router, server};
 use crate::family::{Family, Labels};
 
 /// A share (0-1) as `top` and the live page write it: a percentage with one decimal, `45.2%`.
@@ -266,6 +266,73 @@ pub struct Server {
     pub engine_type: String,
     /// Its ranks, in rank order.
     pub ranks: Vec<Rank>,
+    /// What routers say of it as their worker (`--router.url`), by router and worker.
+    pub router_workers: Vec<RouterWorker>,
+}
+
+/// One worker of a router (`sglang_router_worker_*`): what the router says of it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RouterWorker {
+    /// The scraped exporter (`host:port`); empty for local inputs.
+    pub instance: String,
+    /// The `router` label.
+    pub router: String,
+    /// The `worker` label: the worker's URL as the router prints it.
+    pub worker: String,
+    /// The `server` label: the server at the worker's URL; empty where none is (not covered).
+    pub server: String,
+    /// `sglang_router_worker_requests_active`: requests in flight to it.
+    pub requests_active: Option<f64>,
+    /// `sglang_router_worker_healthy` (1 healthy, 0 not).
+    pub healthy: Option<f64>,
+    /// `sglang_router_worker_circuit_state` (0 closed, 1 open, 2 half-open).
+    pub circuit: Option<f64>,
+}
+
+impl RouterWorker {
+    /// The circuit breaker's state in words: `closed`, `open`, `half-open` (`-` unknown).
+    pub fn circuit_text(&self) -> &'static str {
+        match self.circuit {
+            Some(0.0) => "closed",
+            Some(1.0) => "open",
+            Some(2.0) => "half-open",
+            _ => "-",
+        }
+    }
+
+    /// Health in words: `healthy`, `unhealthy` (`-` unknown).
+    pub fn health_text(&self) -> &'static str {
+        match self.healthy {
+            Some(1.0) => "healthy",
+            Some(_) => "unhealthy",
+            None => "-",
+        }
+    }
+
+    /// As `top` and the live page write it: `router gw: 2 in flight, healthy, circuit closed`.
+    pub fn summary(&self) -> String {
+        let flight = self
+            .requests_active
+            .map_or("-".to_string(), |v| format!("{v}"));
+        format!(
+            "router {}: {flight} in flight, {}, circuit {}",
+            self.router,
+            self.health_text(),
+            self.circuit_text()
+        )
+    }
+
+    fn slot(&mut self, family: &str) -> Option<&mut Option<f64>> {
+        const ACTIVE: &str = router::WORKER_REQUESTS_ACTIVE.name;
+        const HEALTHY: &str = router::WORKER_HEALTHY.name;
+        const CIRCUIT: &str = router::WORKER_CIRCUIT_STATE.name;
+        Some(match family {
+            ACTIVE => &mut self.requests_active,
+            HEALTHY => &mut self.healthy,
+            CIRCUIT => &mut self.circuit,
+            _ => return None,
+        })
+    }
 }
 
 /// One GPU (when the exposition has the `sglang_gpu_*` families).
@@ -302,6 +369,8 @@ pub struct Model {
     pub api_down: Vec<String>,
     /// Whether `sglang_log_exporter_nvml_up` reads 0 (GPU memory is not read).
     pub nvml_down: bool,
+    /// Router workers that no server this exporter reads listens at (not covered).
+    pub uncovered_workers: Vec<RouterWorker>,
 }
 
 /// A label's value, empty when absent.
@@ -318,6 +387,7 @@ impl Model {
     /// Picks the model out of `families`.
     pub fn from_families(families: &[Family]) -> Model {
         let mut servers: BTreeMap<ServerKey, (Server, BTreeMap<RankId, Rank>)> = BTreeMap::new();
+        let mut workers: BTreeMap<(String, String, String), RouterWorker> = BTreeMap::new();
         let mut down = Vec::new();
         let (mut api_down, mut nvml_down) = (Vec::new(), false);
         for fam in families {
@@ -331,6 +401,26 @@ impl Model {
                 }
                 if fam.name == gpu::NVML_UP.name && *v == 0.0 {
                     nvml_down = true;
+                }
+                if RouterWorker::default().slot(&fam.name).is_some() {
+                    let (i, r, w) = (
+                        label(labels, INSTANCE),
+                        label(labels, "router"),
+                        label(labels, "worker"),
+                    );
+                    let rw = workers
+                        .entry((i.to_string(), r.to_string(), w.to_string()))
+                        .or_insert_with(|| RouterWorker {
+                            instance: i.to_string(),
+                            router: r.to_string(),
+                            worker: w.to_string(),
+                            server: server.to_string(),
+                            ..RouterWorker::default()
+                        });
+                    if let Some(slot) = rw.slot(&fam.name) {
+                        *slot = Some(*v);
+                    }
+                    continue;
                 }
                 if server.is_empty() || !(fam.name == server::INFO.name || is_rank(&fam.name)) {
                     continue;
@@ -381,6 +471,16 @@ impl Model {
             })
             .collect();
         servers.sort_by(|a, b| (&a.instance, &a.name).cmp(&(&b.instance, &b.name)));
+        let mut uncovered_workers = Vec::new();
+        for w in workers.into_values() {
+            match servers
+                .iter_mut()
+                .find(|s| !w.server.is_empty() && s.name == w.server && s.instance == w.instance)
+            {
+                Some(s) => s.router_workers.push(w),
+                None => uncovered_workers.push(w),
+            }
+        }
         let gpus = gpus(families, &servers);
         down.sort();
         down.dedup();
@@ -392,6 +492,7 @@ impl Model {
             down_sources: down,
             api_down,
             nvml_down,
+            uncovered_workers,
         }
     }
 

@@ -20,6 +20,7 @@ use crate::source::api::{ApiConfig, ApiTarget};
 use crate::source::discover::DiscoverConfig;
 use crate::source::file::TailConfig;
 use crate::source::journald::{self, JournalConfig};
+use crate::source::router::{RouterConfig, RouterTarget};
 use crate::state::{persist, Shared, StateConfig};
 
 /// Everything the main mode needs, validated.
@@ -46,6 +47,8 @@ pub struct Config {
     pub push: Option<push::PushConfig>,
     /// `--sglang.url` pollers; `None` without one.
     pub api: Option<ApiConfig>,
+    /// `--router.url` pollers; `None` without one.
+    pub router: Option<RouterConfig>,
     /// `--input.json-message-key`.
     pub json_message_key: Option<String>,
     /// The metrics endpoint.
@@ -191,6 +194,7 @@ impl Config {
             gpu,
             push: push::PushConfig::from_args(&a.push).map_err(ConfigError)?,
             api: api_config(a)?,
+            router: router_config(a)?,
             json_message_key: a.read.json_message_key.clone(),
             http: HttpConfig::from_args(a)?,
             // `--once` only reads the state file: no write probe.
@@ -228,6 +232,38 @@ impl Config {
             TimeResolver::new(self.tz.clone(), self.date),
         )
     }
+}
+
+/// The router pollers from `--router.*`; `None` without `--router.url`.
+fn router_config(a: &RunArgs) -> Result<Option<RouterConfig>, ConfigError> {
+    let x = &a.router;
+    if x.router_urls.is_empty() {
+        return Ok(None);
+    }
+    if a.once {
+        return Err(ConfigError(
+            "--router.url polls a live router: it has no place in --once (which reads logs to their end)".into(),
+        ));
+    }
+    if x.router_interval < std::time::Duration::from_millis(100) {
+        return Err(ConfigError("--router.interval: at least 100ms".into()));
+    }
+    let mut targets: Vec<RouterTarget> = Vec::new();
+    for u in &x.router_urls {
+        let t = RouterTarget::parse(u).map_err(ConfigError)?;
+        if targets.iter().any(|o| o.name == t.name) {
+            return Err(ConfigError(format!(
+                "--router.url {u:?}: a second router named {:?} (name them with NAME=URL)",
+                t.name
+            )));
+        }
+        targets.push(t);
+    }
+    Ok(Some(RouterConfig {
+        targets,
+        interval: x.router_interval,
+        timeout: x.router_interval.min(std::time::Duration::from_secs(3)),
+    }))
 }
 
 /// The API pollers from `--sglang.*`; `None` without `--sglang.url` and `--sglang.from-logs`

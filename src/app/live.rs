@@ -49,6 +49,10 @@ pub fn run_live(cfg: Config) -> Result<(), ConfigError> {
         api::spawn(a.clone(), state.clone(), stop.clone())
             .map_err(|e| ConfigError(format!("cannot start the SGLang API poller: {e}")))?;
     }
+    if let Some(r) = &cfg.router {
+        crate::source::router::spawn(r.clone(), state.clone(), stop.clone())
+            .map_err(|e| ConfigError(format!("cannot start the router poller: {e}")))?;
+    }
     spawn_sources(&cfg, &state, &stop)?;
     if let Some(g) = &cfg.gpu {
         crate::gpu::spawn(g.clone(), state.clone(), stop.clone())
@@ -116,6 +120,9 @@ pub fn inputs_text(cfg: &Config) -> String {
         let mut u = t.base.clone();
         let _ = u.set_password(None);
         out.push(format!("api {u}"));
+    }
+    for t in cfg.router.iter().flat_map(|r| &r.targets) {
+        out.push(format!("router {}", t.url));
     }
     if out.is_empty() {
         return "none".into();

@@ -332,6 +332,26 @@ pub const API_UP: FamilyDef = FamilyDef {
     reads: "the HTTP API poller (--sglang.url)",
 };
 
+/// `sglang_router_up`.
+pub const ROUTER_UP: FamilyDef = FamilyDef {
+    name: "sglang_router_up",
+    help: "1 while the router's /metrics (--router.url) answers, 0 while it does not (refused, timed out, an error status, an answer that cannot be read); its worker series are then withdrawn.",
+    kind: Kind::Gauge,
+    unit: "",
+    labels: &["router"],
+    reads: "the router poller (--router.url)",
+};
+
+/// `sglang_log_exporter_router_failures_total`.
+pub const ROUTER_FAILURES: FamilyDef = FamilyDef {
+    name: "sglang_log_exporter_router_failures_total",
+    help: "Polls of the router's /metrics that failed (no answer, timeout, an error status or an answer that cannot be read).",
+    kind: Kind::Counter,
+    unit: "",
+    labels: &["router"],
+    reads: "the router poller (--router.url)",
+};
+
 /// `sglang_log_exporter_api_requests_total`.
 pub const API_REQUESTS: FamilyDef = FamilyDef {
     name: "sglang_log_exporter_api_requests_total",
@@ -413,7 +433,7 @@ pub const RESTORED_REFUSED: FamilyDef = FamilyDef {
 };
 
 /// Every one, in exposition order.
-pub const ALL: [&FamilyDef; 41] = [
+pub const ALL: [&FamilyDef; 43] = [
     &BUILD_INFO,
     &SAMPLES_WITHHELD,
     &LINES_READ,
@@ -453,6 +473,8 @@ pub const ALL: [&FamilyDef; 41] = [
     &API_POLL_DURATION,
     &API_BAD_VALUES,
     &API_CONTRADICTIONS,
+    &ROUTER_UP,
+    &ROUTER_FAILURES,
     &RESTORED_GAVE_WAY,
     &RESTORED_REFUSED,
 ];

@@ -16,6 +16,7 @@ pub mod gpu;
 pub mod process;
 pub mod rank;
 pub mod request;
+pub mod router;
 pub mod server;
 
 use crate::family::{Family, Kind};
@@ -91,11 +92,12 @@ pub const RANK_LABELS: &[&str] = &join::<13>(SERVER_LABELS, RANK_PAIRS);
 
 /// The groups, each by the collector that fills it, in the order the exposition of `/metrics`
 /// shows them (the pattern file's metrics come between [`process`] and [`rank`]).
-pub const GROUPS: [(&str, &[&FamilyDef]); 6] = [
+pub const GROUPS: [(&str, &[&FamilyDef]); 7] = [
     ("process", &process::ALL),
     ("rank", &rank::ALL),
     ("request", &request::ALL),
     ("server", &server::ALL),
+    ("router", &router::ALL),
     ("exporter", &exporter::ALL),
     ("gpu", &gpu::ALL),
 ];

@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use super::ring::{KvRing, POINTS};
 use crate::clock::{self, Clock};
-use crate::readout::{percent, Model, Rank, RANK_LABELS};
+use crate::readout::{percent, Model, Rank, RouterWorker, RANK_LABELS};
 use crate::state::ready::Readiness;
 use crate::state::Shared;
 use crate::stop::Stop;
@@ -75,6 +75,39 @@ pub struct Status {
     /// Why GPU memory is unavailable (NVML could not be loaded or read), `null` when it is
     /// read or not asked for (`--gpu.disable`).
     pub gpu_unavailable: Option<String>,
+    /// Workers a router (`--router.url`) sends to that no server read here listens at (not
+    /// covered).
+    pub uncovered_workers: Vec<WorkerStatus>,
+}
+
+/// One worker of a router, as the router says of it.
+#[derive(Debug, Serialize)]
+pub struct WorkerStatus {
+    /// The `router` label.
+    pub router: String,
+    /// The worker's URL as the router prints it (`http://HOST:PORT`, `…@RANK`).
+    pub worker: String,
+    /// Requests the router has in flight to it.
+    pub requests_active: Option<f64>,
+    /// `healthy`, `unhealthy` or `-`.
+    pub health: &'static str,
+    /// The router's circuit breaker: `closed`, `open`, `half-open` or `-`.
+    pub circuit: &'static str,
+    /// As `top` writes it: `router gw: 2 in flight, healthy, circuit closed`.
+    pub summary: String,
+}
+
+impl From<&RouterWorker> for WorkerStatus {
+    fn from(w: &RouterWorker) -> WorkerStatus {
+        WorkerStatus {
+            router: w.router.clone(),
+            worker: w.worker.clone(),
+            requests_active: w.requests_active,
+            health: w.health_text(),
+            circuit: w.circuit_text(),
+            summary: w.summary(),
+        }
+    }
 }
 
 /// One input that cannot be read.
@@ -97,6 +130,8 @@ pub struct ServerStatus {
     pub engine_type: String,
     /// Its ranks.
     pub ranks: Vec<RankStatus>,
+    /// What routers (`--router.url`) say of it as their worker.
+    pub router_workers: Vec<WorkerStatus>,
 }
 
 /// One rank. Numbers are `null` where the exposition has none.
@@ -257,6 +292,7 @@ impl Live {
                     .iter()
                     .map(|r| rank_status(r, ring.of(&s.name, &r.id)))
                     .collect(),
+                router_workers: s.router_workers.iter().map(WorkerStatus::from).collect(),
             })
             .collect();
         drop(ring);
@@ -295,6 +331,7 @@ impl Live {
                     .clone()
                     .unwrap_or_else(|| "NVML is not read".into())
             }),
+            uncovered_workers: m.uncovered_workers.iter().map(WorkerStatus::from).collect(),
         }
     }
 }

@@ -86,6 +86,7 @@ pub fn collect(state: &State, now: f64) -> Vec<Family> {
     let mut out = view::rank_families(state, now);
     out.extend(view::request_families(state));
     out.extend(server_families(state));
+    out.extend(router_families(state));
     out.extend(self_families(state));
     out.extend(state.collected.values().flatten().cloned());
     out.retain(|f| !f.is_empty());
@@ -155,6 +156,49 @@ fn server_families(state: &State) -> Vec<Family> {
         }
     }
     vec![info, values_from, http, up_requests, up_responses]
+}
+
+/// What each router says of its workers ([`catalog::router`]), each worker joined to the server
+/// at its address (`server` empty where none is: not covered).
+fn router_families(state: &State) -> Vec<Family> {
+    use crate::state::router::{address, RouterWorker};
+    type Get = fn(&RouterWorker) -> Option<f64>;
+    let defs: [(&catalog::FamilyDef, Get); 3] = [
+        (&catalog::router::WORKER_REQUESTS_ACTIVE, |w| {
+            w.requests_active
+        }),
+        (&catalog::router::WORKER_HEALTHY, |w| w.healthy),
+        (&catalog::router::WORKER_CIRCUIT_STATE, |w| w.circuit),
+    ];
+    let mut out: Vec<Family> = defs.iter().map(|(d, _)| Family::of(d)).collect();
+    if state.routers().is_empty() {
+        return out;
+    }
+    let servers = state.servers_by_address();
+    for (router, r) in state.routers() {
+        for w in &r.workers {
+            let at = address(&w.worker);
+            let server = at
+                .as_ref()
+                .and_then(|(a, _)| servers.get(a))
+                .cloned()
+                .unwrap_or_default();
+            let mut l = vec![
+                ("server", server),
+                ("router", router.clone()),
+                ("worker", w.worker.clone()),
+            ];
+            if let Some((_, Some(rank))) = at {
+                l.push(("dp_rank", rank.to_string()));
+            }
+            for ((_, get), f) in defs.iter().zip(&mut out) {
+                if let Some(v) = get(w) {
+                    f.push(l.clone(), v);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// How a per-source family reads a source's counters.

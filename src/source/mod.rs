@@ -1,5 +1,5 @@
 //! Sources: where lines come from (followed files, stdin, journald units, pod-log discovery,
-//! the servers' HTTP API). A source yields whole lines (never a partial one) to a
+//! the servers' HTTP API, the router's `/metrics`). A source yields whole lines (never a partial one) to a
 //! [`LineSink`]; the pipeline's ingest ([`crate::pipeline`]) turns each into state updates.
 
 pub mod access;
@@ -13,6 +13,7 @@ pub mod journald;
 pub mod linebuf;
 mod names;
 pub mod pool;
+pub mod router;
 pub mod stdin;
 pub mod watch;
 pub mod writer;

@@ -23,6 +23,7 @@ pub mod polled;
 mod readings;
 pub mod ready;
 pub mod requests;
+pub mod router;
 pub mod runs;
 pub mod selfmetric;
 mod series;
@@ -163,6 +164,8 @@ pub struct State {
     /// log's `server_args` under `--sglang.from-logs`), without the trailing `/`: the `url` of
     /// `sglang_server_info` (see [`State::server_url`]).
     api_urls: BTreeMap<String, String>,
+    /// Router name → its workers as its last answer gave them (see [`router`]).
+    routers: BTreeMap<String, router::RouterReading>,
 }
 
 impl State {
@@ -181,6 +184,7 @@ impl State {
             dropped: None,
             first_users: BTreeMap::new(),
             api_urls: BTreeMap::new(),
+            routers: BTreeMap::new(),
             dropped_series: 0,
             dropped_by_cap: BTreeMap::new(),
             warned_caps: caps::Warned::default(),

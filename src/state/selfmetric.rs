@@ -50,6 +50,10 @@ pub enum SelfMetric {
     ApiBadValues,
     /// `sglang_log_exporter_api_contradictions_total{server}`.
     ApiContradictions,
+    /// `sglang_router_up{router}`.
+    RouterUp,
+    /// `sglang_log_exporter_router_failures_total{router}`.
+    RouterFailures,
     /// `sglang_log_exporter_restored_gave_way_total`.
     RestoredGaveWay,
     /// `sglang_log_exporter_restored_refused_total`.
@@ -58,7 +62,7 @@ pub enum SelfMetric {
 
 impl SelfMetric {
     /// Every self metric, in exposition order.
-    pub const ALL: [SelfMetric; 22] = [
+    pub const ALL: [SelfMetric; 24] = [
         SelfMetric::SourceUp,
         SelfMetric::SourcePanics,
         SelfMetric::JournalctlRestarts,
@@ -79,6 +83,8 @@ impl SelfMetric {
         SelfMetric::ApiDuration,
         SelfMetric::ApiBadValues,
         SelfMetric::ApiContradictions,
+        SelfMetric::RouterUp,
+        SelfMetric::RouterFailures,
         SelfMetric::RestoredGaveWay,
         SelfMetric::RestoredRefused,
     ];
@@ -107,6 +113,8 @@ impl SelfMetric {
             S::ApiDuration => &exporter::API_POLL_DURATION,
             S::ApiBadValues => &exporter::API_BAD_VALUES,
             S::ApiContradictions => &exporter::API_CONTRADICTIONS,
+            S::RouterUp => &exporter::ROUTER_UP,
+            S::RouterFailures => &exporter::ROUTER_FAILURES,
             S::RestoredGaveWay => &exporter::RESTORED_GAVE_WAY,
             S::RestoredRefused => &exporter::RESTORED_REFUSED,
         }
@@ -261,7 +269,7 @@ mod tests {
     use crate::family::Kind;
 
     /// One home, one declaration each: no name is declared twice, every one is the exporter's
-    /// (`sglang_log_exporter_*`, or SGLang's own `sglang_up`), and a counter's ends in `_total`.
+    /// (`sglang_log_exporter_*`, or a polled peer's `sglang_up`, `sglang_router_up`), and a counter's ends in `_total`.
     #[test]
     fn every_self_family_is_declared_once() {
         let mut names: Vec<(&str, Kind)> = SelfMetric::ALL
@@ -269,17 +277,18 @@ mod tests {
             .map(|m| (m.def().name, m.def().kind))
             .chain(SelfFamily::ALL.iter().map(|f| (f.def().name, f.def().kind)))
             .collect();
-        assert_eq!(names.len(), 22 + 21);
+        assert_eq!(names.len(), 24 + 21);
         for (n, k) in &names {
             assert!(
-                n.starts_with("sglang_log_exporter_") || *n == "sglang_up",
+                n.starts_with("sglang_log_exporter_")
+                    || ["sglang_up", "sglang_router_up"].contains(n),
                 "{n}"
             );
             assert_eq!(*k == Kind::Counter, n.ends_with("_total"), "{n}");
         }
         names.sort_by_key(|(n, _)| *n);
         names.dedup_by_key(|(n, _)| *n);
-        assert_eq!(names.len(), 22 + 21);
+        assert_eq!(names.len(), 24 + 21);
         assert_eq!(
             SelfFamily::NvmlUp.family().name,
             "sglang_log_exporter_nvml_up"

@@ -8,7 +8,7 @@
 
 pub mod frame;
 pub mod history;
-pub mod prom_text;
+pub use crate::prom_text;
 pub mod scrape;
 pub mod tui;
 pub mod view;

@@ -7,7 +7,7 @@ use jiff::tz::TimeZone;
 use super::frame::{age, bar, cut, gib, level, num, pad, rpad, Frame, Line, Style};
 use super::history::History;
 use crate::family::Family;
-use crate::readout::{percent, Gpu, Model, Rank, Server};
+use crate::readout::{percent, Gpu, Model, Rank, RouterWorker, Server};
 
 /// How the ranks of each server are ordered (`s` cycles).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -420,6 +420,7 @@ fn ranks_table(m: &Model, now: f64, width: usize, opts: &Opts, retr: &Retr) -> (
     let mut lines = Vec::new();
     for (s, first, n) in groups {
         lines.push(group_line(s));
+        lines.extend(s.router_workers.iter().map(worker_line));
         if n == 0 {
             lines.push(Line::new().with("  (no stats line yet)", Style::Dim));
         }
@@ -427,7 +428,48 @@ fn ranks_table(m: &Model, now: f64, width: usize, opts: &Opts, retr: &Retr) -> (
             lines.push(row_line(row, &widths, gap, kv_w, short));
         }
     }
+    if !m.uncovered_workers.is_empty() {
+        lines.push(
+            Line::new()
+                .with("router workers not covered", Style::Title)
+                .with(
+                    "  no log or API read here is the server at these URLs",
+                    Style::Dim,
+                ),
+        );
+        lines.extend(m.uncovered_workers.iter().map(worker_line));
+    }
     (head, lines)
+}
+
+/// A router's word on a worker, under its server: `  router gw → http://h:30000: 2 in flight,
+/// healthy, circuit closed` (unhealthy or an open circuit in the error style).
+fn worker_line(w: &RouterWorker) -> Line {
+    let style = if w.healthy == Some(0.0) || w.circuit == Some(1.0) {
+        Style::Bad
+    } else if w.circuit == Some(2.0) {
+        Style::Warn
+    } else {
+        Style::Normal
+    };
+    let at = match w.instance.as_str() {
+        "" => String::new(),
+        i => format!(" @ {i}"),
+    };
+    let flight = w.requests_active.map_or("-".into(), num);
+    Line::new()
+        .with(
+            format!("  router {}{at} → {}: ", w.router, w.worker),
+            Style::Dim,
+        )
+        .with(
+            format!(
+                "{flight} in flight, {}, circuit {}",
+                w.health_text(),
+                w.circuit_text()
+            ),
+            style,
+        )
 }
 
 fn head_text(c: Col, retr: &Retr) -> String {

@@ -83,7 +83,7 @@ impl SglangApi {
         std::fs::rename(&tmp, &self.data).unwrap();
     }
 
-    fn url(&self, name: &str) -> String {
+    pub(crate) fn url(&self, name: &str) -> String {
         format!("{name}=http://127.0.0.1:{}", self.port)
     }
 }

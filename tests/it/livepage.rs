@@ -196,7 +196,7 @@ fn status_json_has_each_rank_with_exact_values() {
 }
 
 /// The text of the first element after `marker` in `html` whose opening tag contains `tag`.
-fn text_after<'a>(html: &'a str, marker: &str, tag: &str) -> &'a str {
+pub(crate) fn text_after<'a>(html: &'a str, marker: &str, tag: &str) -> &'a str {
     let at = html
         .find(marker)
         .unwrap_or_else(|| panic!("no {marker:?} in\n{html}"));

@@ -42,6 +42,7 @@ mod push;
 mod repro;
 mod requests;
 mod resilience;
+mod router;
 mod startup;
 mod streams;
 mod top;

@@ -23,8 +23,8 @@ fn alert_rules_pass_promtool_check_and_unit_tests_that_cover_every_alert() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // 9 alerts and the recording rule that tells the exporter's targets from the others.
-    assert!(String::from_utf8_lossy(&out.stdout).contains("SUCCESS: 10 rules found"));
+    // 10 alerts and the recording rule that tells the exporter's targets from the others.
+    assert!(String::from_utf8_lossy(&out.stdout).contains("SUCCESS: 11 rules found"));
     let out = Command::new("promtool")
         .args(["test", "rules", "alerts_test.yml"])
         .current_dir(&dir)
@@ -43,7 +43,7 @@ fn alert_rules_pass_promtool_check_and_unit_tests_that_cover_every_alert() {
         .lines()
         .filter_map(|l| l.trim().strip_prefix("- alert: "))
         .collect();
-    assert_eq!(alerts.len(), 9);
+    assert_eq!(alerts.len(), 10);
     for a in alerts {
         let firing = tests.split("alertname: ").skip(1).any(|t| {
             t.starts_with(a) && t.lines().nth(1).is_some_and(|l| l.trim() == "exp_alerts:")
@@ -101,7 +101,7 @@ fn every_alert_has_a_runbook_section() {
         );
         seen.push(name);
     }
-    assert_eq!(seen.len(), 9);
+    assert_eq!(seen.len(), 10);
     assert!(
         !rules.contains(" DP{{ $labels.dp_rank }}"),
         "a bare DP prefix"
@@ -111,7 +111,7 @@ fn every_alert_has_a_runbook_section() {
 }
 
 /// Every `expr` of the dashboard, with the template variables for all hosts and servers.
-fn dashboard_queries() -> Vec<(String, String)> {
+pub(crate) fn dashboard_queries() -> Vec<(String, String)> {
     let dash: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(root().join("monitoring/grafana-dashboard.json")).unwrap(),
     )
@@ -174,8 +174,10 @@ fn every_dashboard_query_answers_per_host_from_two_exporters() {
         format!("127.0.0.1:{}", b.port),
     ];
     let queries = dashboard_queries();
-    assert_eq!(queries.len(), 19);
-    for (panel, q) in &queries {
+    assert_eq!(queries.len(), 24);
+    // The router panels need a router (`--router.url`, or the router scraped itself):
+    // tests/it/router.rs answers them from the real one.
+    for (panel, q) in queries.iter().filter(|(p, _)| !p.starts_with("Router: ")) {
         // `query` asserts Prometheus accepted it: a many-to-many match is answered 422.
         let r = query(&prom, q, None);
         assert!(!r.is_empty(), "{panel}: no data for {q}");
@@ -370,7 +372,10 @@ fn every_shipped_join_matches_on_instance_and_job() {
                 let args = &text[i + kw.len()..];
                 let args = &args[..args.find(')').unwrap()];
                 let labels: Vec<&str> = args.split(',').map(str::trim).collect();
-                let named = labels.contains(&"instance") && labels.contains(&"job");
+                // The router's own series carry the router's `instance` and `job`: they join
+                // the exporter's `sglang_server_info` by the worker's URL alone.
+                let named =
+                    labels.contains(&"instance") && labels.contains(&"job") || labels == ["url"];
                 if must {
                     assert!(
                         named,
@@ -386,6 +391,7 @@ fn every_shipped_join_matches_on_instance_and_job() {
             }
         }
     }
-    // The README's three GPU joins and its across-hosts join; the rules' three.
-    assert_eq!(joins, 7);
+    // The README's three GPU joins and its across-hosts join; the rules' three; the router's:
+    // the rule's two, the dashboard's two (one by URL) and monitoring/README.md's by URL.
+    assert_eq!(joins, 12);
 }

@@ -150,6 +150,52 @@ def main():
         v1 = load("sglang.srt.entrypoints.v1_loads", os.path.join(src, "srt", "entrypoints", "v1_loads.py"))
         app.include_router(v1.router)
 
+        # `/health` (and `/health_generate`): the handler of that release's http_server.py
+        # itself (its source, run over our app), over a tokenizer manager that is up and not
+        # exiting; without SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION it answers `/health` 200
+        # without generating, as SGLang does by default. A test fails it with `statuses`.
+        import ast
+        import enum
+        from fastapi import Request
+
+        with open(os.path.join(src, "srt", "entrypoints", "http_server.py")) as f:
+            tree = ast.parse(f.read())
+        handler = [n for n in tree.body if isinstance(n, ast.AsyncFunctionDef) and n.name == "health_generate"]
+        status = enum.Enum("ServerStatus", "Up Starting UnHealthy")
+        flag = types.SimpleNamespace(get=lambda: False)
+        ns = {
+            "app": app,
+            "Request": Request,
+            "Response": Response,
+            "ServerStatus": status,
+            "envs": types.SimpleNamespace(
+                SGLANG_DIAG_BYPASS_HEALTH_GENERATE=flag, SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=flag
+            ),
+            "_global_state": types.SimpleNamespace(
+                tokenizer_manager=types.SimpleNamespace(gracefully_exit=False, server_status=status.Up)
+            ),
+        }
+        exec(compile(ast.Module(body=handler, type_ignores=[]), "http_server.py", "exec"), ns)
+
+        @app.post("/generate")
+        async def generate(request: Request):
+            """Ours: the engine behind SGLang's `/generate` (for a router in front of this
+            server), holding each request while the data says `"hold": true`, then answering
+            as SGLang answers a non-streamed one."""
+            await request.body()
+            while data().get("hold"):
+                await asyncio.sleep(0.02)
+            return {
+                "text": "ok",
+                "meta_info": {
+                    "id": "0",
+                    "finish_reason": {"type": "length", "length": 1},
+                    "prompt_tokens": 1,
+                    "completion_tokens": 1,
+                    "cached_tokens": 0,
+                },
+            }
+
         @app.get("/server_info")
         async def server_info():
             d = data()

@@ -6,7 +6,10 @@
 # (`pip download --no-deps`): v0.5.23 (`/v1/loads`: entrypoints/v1_loads.py,
 # managers/load_snapshot.py; utils/auth.py for --api-key), v0.5.6 (`/get_load`:
 # managers/io_struct.py) and v0.4.1 (no load endpoint; `/get_server_info`: srt/server.py's
-# handler over srt/server_args.py's ServerArgs). Idempotent; `.ci/run` runs it. Usage: setup.sh [DIR] (default
+# handler over srt/server_args.py's ServerArgs; v0.5.23's entrypoints/http_server.py for its
+# /health handler), and SGLang's router, sgl-model-gateway `smg` 1.13.0 from PyPI (its real
+# binary, a Rust extension the `smg` command runs: tests/it/router.rs puts it in front of
+# serve.py's servers). Idempotent; `.ci/run` runs it. Usage: setup.sh [DIR] (default
 # target/sglang-api).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -19,9 +22,12 @@ if [[ ! -x $venv/bin/python ]] || ! "$venv/bin/python" -c 'import fastapi, uvico
     'fastapi==0.165.0' 'uvicorn==0.54.0' 'msgspec==0.23.0' 'orjson==3.13.0' \
     'prometheus_client==0.26.0'
 fi
+if ! "$venv/bin/smg" --version 2>/dev/null | grep -qx 'smg 1.13.0'; then
+  "$venv/bin/pip" install --quiet --disable-pip-version-check 'smg==1.13.0'
+fi
 for v in 0.5.23 0.5.6 0.4.1; do
   out=$dir/sglang-$v
-  [[ -f $out/.done ]] && continue
+  [[ -f $out/.done && ($v != 0.5.23 || -f $out/sglang/srt/entrypoints/http_server.py) ]] && continue
   ls "$dir"/wheels/sglang-$v-*.whl >/dev/null 2>&1 ||
     "$venv/bin/pip" download --quiet --disable-pip-version-check --no-deps "sglang==$v" -d "$dir/wheels"
   rm -rf "$out"
@@ -30,7 +36,7 @@ import sys, zipfile
 wheel, out = sys.argv[1], sys.argv[2]
 want = ("sglang/srt/entrypoints/v1_loads.py", "sglang/srt/managers/load_snapshot.py",
         "sglang/srt/managers/io_struct.py", "sglang/srt/utils/auth.py", "sglang/version.py",
-        "sglang/srt/server.py", "sglang/srt/server_args.py")
+        "sglang/srt/server.py", "sglang/srt/server_args.py", "sglang/srt/entrypoints/http_server.py")
 with zipfile.ZipFile(wheel) as z:
     for name in z.namelist():
         if name in want:

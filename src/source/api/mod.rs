@@ -72,16 +72,9 @@ impl ApiTarget {
     /// # Errors
     /// A message naming the argument when the URL is not `http://` or `https://` with a host.
     pub fn parse(arg: &str) -> Result<ApiTarget, String> {
-        let (name, url) = match arg.split_once('=') {
-            Some((n, u)) if !n.contains(['/', ':']) => (Some(n), u),
-            _ => (None, arg),
-        };
         let bad =
             |why: &str| format!("--sglang.url {arg:?}: {why} (expected [NAME=]http://HOST:PORT)");
-        let mut base = url::Url::parse(url).map_err(|e| bad(&e.to_string()))?;
-        if !matches!(base.scheme(), "http" | "https") || base.host_str().is_none() {
-            return Err(bad("not an http:// or https:// URL with a host"));
-        }
+        let (name, mut base) = named_url(arg, &bad)?;
         // SGLang takes a bearer key, never basic auth; credentials in a URL would be logged.
         if !base.username().is_empty() || base.password().is_some() {
             return Err(
@@ -104,16 +97,49 @@ impl ApiTarget {
             let p = format!("{}/", base.path());
             base.set_path(&p);
         }
-        let server = match name {
-            Some(n) if !n.is_empty() => n.to_string(),
-            Some(_) => return Err(bad("empty NAME")),
-            None => match base.port_or_known_default() {
-                Some(p) => format!("{}:{p}", base.host_str().unwrap_or_default()),
-                None => base.host_str().unwrap_or_default().to_string(),
-            },
-        };
+        let server = target_name(name, &base, &bad)?;
         Ok(ApiTarget { server, base })
     }
+}
+
+/// A poller's `[NAME=]URL` argument (`--sglang.url`, `--router.url`): `NAME` where one is given
+/// (it holds no `/` nor `:`), and the URL, which must be `http://` or `https://` with a host;
+/// `bad` words an error about the argument.
+///
+/// # Errors
+/// `bad`'s message when the URL cannot be read or is not such.
+pub fn named_url<'a>(
+    arg: &'a str,
+    bad: &dyn Fn(&str) -> String,
+) -> Result<(Option<&'a str>, url::Url), String> {
+    let (name, url) = match arg.split_once('=') {
+        Some((n, u)) if !n.contains(['/', ':']) => (Some(n), u),
+        _ => (None, arg),
+    };
+    let url = url::Url::parse(url).map_err(|e| bad(&e.to_string()))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(bad("not an http:// or https:// URL with a host"));
+    }
+    Ok((name, url))
+}
+
+/// A polled target's name: its `NAME` (refused empty), else the URL's `host:port`.
+///
+/// # Errors
+/// `bad`'s message for an empty `NAME`.
+pub fn target_name(
+    name: Option<&str>,
+    url: &url::Url,
+    bad: &dyn Fn(&str) -> String,
+) -> Result<String, String> {
+    Ok(match name {
+        Some("") => return Err(bad("empty NAME")),
+        Some(n) => n.to_string(),
+        None => match url.port_or_known_default() {
+            Some(p) => format!("{}:{p}", url.host_str().unwrap_or_default()),
+            None => url.host_str().unwrap_or_default().to_string(),
+        },
+    })
 }
 
 /// Starts one poller thread per target, until `stop`.

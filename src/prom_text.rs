@@ -1,4 +1,5 @@
-//! Reads the Prometheus text exposition format (0.0.4) back into [`Family`]s, for `top --url`.
+//! Reads the Prometheus text exposition format (0.0.4) back into [`Family`]s: for `top --url`, and
+//! for a router's `/metrics` ([`crate::source::router`]).
 //!
 //! Our own small reader: `prometheus-parse` 0.2.5 (the crate for this) reads metric names with
 //! `\w+`, so it rejects every `sglang:*` name (`:` is legal in metric names), splits label
