@@ -268,6 +268,13 @@ pub struct Server {
     pub ranks: Vec<Rank>,
     /// What routers say of it as their worker (`--router.url`), by router and worker.
     pub router_workers: Vec<RouterWorker>,
+    /// The `url` of `sglang_server_info`: where its HTTP API listens (empty where not known).
+    pub url: String,
+    /// Where its values come from (`sglang_server_source_timestamp_seconds`'s `from`: `log`,
+    /// `api`, `both`; empty where neither gives any).
+    pub values_from: String,
+    /// Since when (Unix seconds).
+    pub values_since: Option<f64>,
 }
 
 /// One worker of a router (`sglang_router_worker_*`): what the router says of it.
@@ -422,7 +429,10 @@ impl Model {
                     }
                     continue;
                 }
-                if server.is_empty() || !(fam.name == server::INFO.name || is_rank(&fam.name)) {
+                let is_source = fam.name == server::VALUES_FROM.name;
+                if server.is_empty()
+                    || !(fam.name == server::INFO.name || is_source || is_rank(&fam.name))
+                {
                     continue;
                 }
                 // Several engines in one log (Ray actors) are servers of their own.
@@ -448,6 +458,12 @@ impl Model {
                     }
                 }
                 if fam.name == server::INFO.name {
+                    srv.url = label(labels, "url").to_string();
+                    continue;
+                }
+                if is_source {
+                    srv.values_from = label(labels, "from").to_string();
+                    srv.values_since = Some(*v);
                     continue;
                 }
                 let id = RankId::of(labels);

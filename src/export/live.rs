@@ -132,6 +132,12 @@ pub struct ServerStatus {
     pub ranks: Vec<RankStatus>,
     /// What routers (`--router.url`) say of it as their worker.
     pub router_workers: Vec<WorkerStatus>,
+    /// The URL its HTTP API listens on (`sglang_server_info`'s `url`); `null` where not known.
+    pub url: Option<String>,
+    /// Where its values come from: `log`, `api` or `both`; `null` where neither gives any.
+    pub values_from: Option<String>,
+    /// Since when `values_from` holds, Unix seconds.
+    pub values_since: Option<f64>,
 }
 
 /// One rank. Numbers are `null` where the exposition has none.
@@ -293,6 +299,9 @@ impl Live {
                     .map(|r| rank_status(r, ring.of(&s.name, &r.id)))
                     .collect(),
                 router_workers: s.router_workers.iter().map(WorkerStatus::from).collect(),
+                url: Some(s.url.clone()).filter(|u| !u.is_empty()),
+                values_from: Some(s.values_from.clone()).filter(|f| !f.is_empty()),
+                values_since: s.values_since,
             })
             .collect();
         drop(ring);

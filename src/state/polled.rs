@@ -109,7 +109,7 @@ impl State {
         let mut out = Vec::new();
         for (key, srv) in &self.servers {
             if !key.engine.is_empty()
-                || configured.iter().any(|c| *c == key.server)
+                || configured.contains(&key.server)
                 || srv.args_host.is_some()
                 || srv.source_labels.iter().any(|(k, _)| *k == "pod")
             {

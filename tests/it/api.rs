@@ -14,6 +14,8 @@ pub struct SglangApi {
     release: &'static str,
     data: PathBuf,
     api_key: Option<String>,
+    /// HTTPS: (certificate, key) PEM files.
+    tls: Option<(PathBuf, PathBuf)>,
     _dir: tempfile::TempDir,
 }
 
@@ -32,6 +34,26 @@ impl SglangApi {
         data: &serde_json::Value,
         api_key: Option<&str>,
     ) -> SglangApi {
+        SglangApi::start_with(release, data, api_key, None)
+    }
+
+    /// Served over HTTPS with this certificate and key (uvicorn's TLS, as SGLang's
+    /// `--ssl-certfile` and `--ssl-keyfile` serve it).
+    pub fn start_tls(
+        release: &'static str,
+        data: &serde_json::Value,
+        cert: &std::path::Path,
+        key: &std::path::Path,
+    ) -> SglangApi {
+        SglangApi::start_with(release, data, None, Some((cert.into(), key.into())))
+    }
+
+    fn start_with(
+        release: &'static str,
+        data: &serde_json::Value,
+        api_key: Option<&str>,
+        tls: Option<(PathBuf, PathBuf)>,
+    ) -> SglangApi {
         let dir = tempfile::tempdir().unwrap();
         let mut s = SglangApi {
             child: None,
@@ -39,6 +61,7 @@ impl SglangApi {
             release,
             data: dir.path().join("data.json"),
             api_key: api_key.map(str::to_string),
+            tls,
             _dir: dir,
         };
         s.set(data);
@@ -60,6 +83,9 @@ impl SglangApi {
             .stderr(Stdio::inherit());
         if let Some(k) = &self.api_key {
             cmd.args(["--api-key", k]);
+        }
+        if let Some((c, k)) = &self.tls {
+            cmd.arg("--ssl-certfile").arg(c).arg("--ssl-keyfile").arg(k);
         }
         self.child = Some(cmd.spawn().expect("start serve.py"));
         let deadline = Instant::now() + Duration::from_secs(30);

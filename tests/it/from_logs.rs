@@ -34,7 +34,7 @@ fn log(dir: &Path, name: &str, text: &str) -> String {
     p.display().to_string()
 }
 
-const INFO: &str = r#"sglang_server_info{server="decode",model_name="deepseek-ai/DeepSeek-V3",engine_type="decode",tp_size="4",dp_size="2",pp_size="1""#;
+const INFO: &str = r#"sglang_server_info{server="decode",model_name="deepseek-ai/DeepSeek-V3",engine_type="decode",tp_size="4",dp_size="2",pp_size="""#;
 
 fn info(url: &str) -> String {
     format!(r#"{INFO},url="{url}"}}"#)

@@ -32,6 +32,7 @@ missing fields take LoadSnapshot's defaults); for 0.5.6 a GetLoadReqOutput's (dp
 num_waiting_reqs, num_tokens). tests/it/api.rs (`decode_v0523`) has a whole example.
 
 usage: serve.py --release R --root ROOT --port N --data FILE [--api-key KEY]
+                [--ssl-certfile PEM --ssl-keyfile KEY]
   ROOT is setup.sh's directory (target/sglang-api); the venv to run it with is ROOT/venv.
 """
 
@@ -72,6 +73,8 @@ def main():
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--data", required=True)
     ap.add_argument("--api-key")
+    ap.add_argument("--ssl-certfile")
+    ap.add_argument("--ssl-keyfile")
     a = ap.parse_args()
     src = os.path.join(a.root, f"sglang-{a.release}", "sglang")
 
@@ -297,7 +300,9 @@ def main():
 
     import uvicorn
 
-    uvicorn.run(app, host="127.0.0.1", port=a.port, log_level="warning")
+    # HTTPS as `sglang serve --ssl-certfile/--ssl-keyfile` serves it: uvicorn's own TLS.
+    uvicorn.run(app, host="127.0.0.1", port=a.port, log_level="warning",
+                ssl_certfile=a.ssl_certfile, ssl_keyfile=a.ssl_keyfile)
 
 
 if __name__ == "__main__":
