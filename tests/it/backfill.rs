@@ -258,11 +258,13 @@ fn missing_input_is_a_clear_error() {
 
 /// Families a scrape shows that backfill does not write (README, "Backfilling history"): the
 /// HTTP counters and `sglang_server_info` are live-only, and so are the exporter's own series.
-const LIVE_ONLY: [&str; 4] = [
+const LIVE_ONLY: [&str; 5] = [
     "sglang:http_requests_total",
     "sglang:http_responses_total",
     "sglang_access_log_requests_total",
     "sglang_server_info",
+    // Where the values come from and since when: a fact of the reading, not of history.
+    "sglang_server_source_timestamp_seconds",
 ];
 
 /// Series text (`name{labels}`) → value of a `--once` exposition.

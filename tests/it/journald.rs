@@ -147,7 +147,7 @@ fn assert_sample_state(m: &str, lines: f64) {
     assert_eq!(
         get(
             m,
-            r#"sglang_server_info{server="sglang-decode",model_name="deepseek-ai/DeepSeek-V3",engine_type="decode",tp_size="4",dp_size="4",pp_size="1"}"#
+            r#"sglang_server_info{server="sglang-decode",model_name="deepseek-ai/DeepSeek-V3",engine_type="decode",tp_size="4",dp_size="4",pp_size="1",url="http://gpu-node-1:30001"}"#
         ),
         Some(1.0)
     );
@@ -582,7 +582,7 @@ fn the_export_format_on_stdin_is_read_entry_by_entry() {
     assert_eq!(
         get(
             &m,
-            r#"sglang_server_info{server="sglang-prefill",model_name="deepseek-ai/DeepSeek-V3",engine_type="prefill",tp_size="4",dp_size="1",pp_size="1"}"#
+            r#"sglang_server_info{server="sglang-prefill",model_name="deepseek-ai/DeepSeek-V3",engine_type="prefill",tp_size="4",dp_size="1",pp_size="1",url="http://gpu-node-1:30000"}"#
         ),
         Some(1.0),
         "{m}"

@@ -320,8 +320,8 @@ fn two_servers_never_collide_and_names_can_be_set() {
     assert_eq!(
         info,
         [
-            "sglang_server_info{server=\"dec\",model_name=\"deepseek-ai/DeepSeek-V3\",engine_type=\"decode\",tp_size=\"4\",dp_size=\"4\",pp_size=\"1\"} 1",
-            "sglang_server_info{server=\"pre\",model_name=\"deepseek-ai/DeepSeek-V3\",engine_type=\"prefill\",tp_size=\"4\",dp_size=\"1\",pp_size=\"1\"} 1",
+            "sglang_server_info{server=\"dec\",model_name=\"deepseek-ai/DeepSeek-V3\",engine_type=\"decode\",tp_size=\"4\",dp_size=\"4\",pp_size=\"1\",url=\"http://127.0.0.1:30001\"} 1",
+            "sglang_server_info{server=\"pre\",model_name=\"deepseek-ai/DeepSeek-V3\",engine_type=\"prefill\",tp_size=\"4\",dp_size=\"1\",pp_size=\"1\",url=\"http://127.0.0.1:30000\"} 1",
         ]
     );
 }
