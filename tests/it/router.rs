@@ -1,8 +1,8 @@
 //! `--router.url`: SGLang's router beside its servers, joined by URL. The router is the real
 //! one, sgl-model-gateway `smg` 1.13.0 from PyPI (its Rust binary, installed by
 //! tests/sglang_api/setup.sh), in front of two stand-in SGLang servers (tests/sglang_api/serve.py:
-//! SGLang's released `/health`, `/v1/loads` and `/server_info` code) that hold `/generate`
-//! requests while the test says so. The exporter reads one server's API (`a`) and the router's
+//! SGLang's released `/health`, `/v1/loads` and `/generate` code, and `/server_info`'s shape)
+//! whose tokenizer-manager stand-in holds `/generate` requests while the test says so. The exporter reads one server's API (`a`) and the router's
 //! `/metrics`; the other server is a worker no log or API covers.
 
 use std::process::{Child, Command, Stdio};

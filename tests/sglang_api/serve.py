@@ -1,4 +1,4 @@
-"""SGLang's own load endpoints, served with the test's numbers behind them.
+"""SGLang's own load, health and generate endpoints, served with the test's numbers behind them.
 
 The stand-in NVML library's idea for SGLang's HTTP API: the endpoint code is SGLang's released
 code, loaded from a wheel's files (setup.sh puts them under ROOT); only what stands behind it —
@@ -10,6 +10,15 @@ server says by rewriting it).
                     written and read through its own shared-memory writer and reader, as the
                     scheduler and the tokenizer manager do. GET /server_info: the handler's shape
                     (build_server_info's resolved args + scheduler info, internal_states, version).
+                    GET /health: http_server.py's own health_generate handler. POST/PUT
+                    /generate (for a router in front): http_server.py's own generate_request and
+                    serve_generate_request (api_contract.py's schema check, json_response.py's
+                    ORJSON answer, streamed or not), the body built by FastAPI into io_struct.py's
+                    own GenerateReqInput, over our tokenizer-manager stand-in, whose
+                    generate_request normalises the request (GenerateReqInput's own
+                    normalize_batch_and_arguments), waits while the data says `"hold": true`
+                    and yields one finished output: text "ok" and meta_info (id = the rid,
+                    finish_reason length, prompt/completion tokens 1, cached 0).
   --release 0.5.6   GET /get_load: io_struct.py's GetLoadReqOutput, serialised by FastAPI as the
                     handler returns it; GET /server_info: that release's handler shape (server
                     args, scheduler info, internal_states, version). No /v1/loads (404).
@@ -20,8 +29,9 @@ server says by rewriting it).
   --api-key KEY     v0.5.23's own add_api_key_middleware (utils/auth.py).
 
 The data file: {"loads": [per-rank fields], "server_info": {...}, "scheduler_info": {...},
-"internal_states": [...], "delay_s": 0, "garbage": false, "status": 200, "redirect": URL,
-"delays": {PATH: s}, "statuses": {PATH: code}}. `delay_s` delays every answer (a slow server),
+"internal_states": [...], "hold": false, "delay_s": 0, "garbage": false, "status": 200,
+"redirect": URL, "delays": {PATH: s}, "statuses": {PATH: code}}. `hold` keeps each /generate
+running until the test sets it false again. `delay_s` delays every answer (a slow server),
 `garbage` answers a body that is no JSON, `status` answers that status with SGLang's error body,
 `redirect` a 302 whose body looks like loads; `delays` and `statuses` do so for one path.
 
@@ -109,8 +119,13 @@ def main():
                 self.dp_rank = None
                 self.load_balance_method = "round_robin"
 
+        # (and io_struct.py: its IPC settings, at SGLang's defaults).
         env_flag = types.SimpleNamespace(get=lambda: False)
-        module("sglang.srt.environ", envs=types.SimpleNamespace(SGLANG_LOAD_SNAPSHOT_USE_ZMQ=env_flag))
+        module("sglang.srt.environ", envs=types.SimpleNamespace(
+            SGLANG_LOAD_SNAPSHOT_USE_ZMQ=env_flag,
+            SGLANG_USE_PICKLE_IPC=types.SimpleNamespace(get=lambda: True),
+            SGLANG_LOG_PICKLE_IPC_OBJECTS=env_flag,
+        ))
         module(
             "sglang.srt.runtime_context",
             get_parallel=lambda: Parallel(data().get("server_info", {})),
@@ -120,12 +135,42 @@ def main():
         utils.get_device_name = lambda: "NVIDIA H200"
         snap = load("sglang.srt.managers.load_snapshot", os.path.join(src, "srt", "managers", "load_snapshot.py"))
 
+        import enum
+
+        from starlette.background import BackgroundTask
+
+        status = enum.Enum("ServerStatus", "Up Starting UnHealthy")
+
         class TokenizerManager:
-            """Writes the data file's snapshots through SGLang's shared-memory writer (as each
-            scheduler does) and reads them back through its reader (as the tokenizer manager's
-            get_loads does)."""
+            """Ours: what stands behind the handlers. Its get_loads writes the data file's
+            snapshots through SGLang's shared-memory writer (as each scheduler does) and reads
+            them back through its reader (as the tokenizer manager's get_loads does). It is up
+            and not exiting (for /health). Its generate_request normalises the request as
+            SGLang's does, holds it while the data says `"hold": true` (a request the engine is
+            still running), then yields the one output a finished request has: text and
+            meta_info."""
 
             shm = os.path.join(tempfile.mkdtemp(), "loads.shm")
+            gracefully_exit = False
+            server_status = status.Up
+
+            async def generate_request(self, obj, request=None):
+                obj.normalize_batch_and_arguments()
+                while data().get("hold"):
+                    await asyncio.sleep(0.02)
+                yield {
+                    "text": "ok",
+                    "meta_info": {
+                        "id": obj.rid,
+                        "finish_reason": {"type": "length", "length": 1},
+                        "prompt_tokens": 1,
+                        "completion_tokens": 1,
+                        "cached_tokens": 0,
+                    },
+                }
+
+            def create_abort_task(self, obj):
+                return BackgroundTask(lambda: None)
 
             async def get_loads(self, include=None, dp_rank=None):
                 loads = data().get("loads", [])
@@ -153,51 +198,110 @@ def main():
         v1 = load("sglang.srt.entrypoints.v1_loads", os.path.join(src, "srt", "entrypoints", "v1_loads.py"))
         app.include_router(v1.router)
 
-        # `/health` (and `/health_generate`): the handler of that release's http_server.py
-        # itself (its source, run over our app), over a tokenizer manager that is up and not
-        # exiting; without SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION it answers `/health` 200
-        # without generating, as SGLang does by default. A test fails it with `statuses`.
+        # `/generate`'s request object: io_struct.py's own GenerateReqInput (FastAPI builds the
+        # request body into it, as in SGLang). io_struct.py imports torch, numpy and zmq (which
+        # it names only in annotations and IPC helpers: empty modules here) and the rest of
+        # SGLang; what no part of GenerateReqInput names is an empty class (PositionalEmbeds,
+        # MultimodalProcessorOutput, SamplingMaskChunk, SamplingParams) or None (helpers it
+        # never calls here, msgpack hooks: this server decodes no IPC). What its fields and its
+        # import-time msgspec IPC decoder name is SGLang's: kv_hints.py, modality.py,
+        # field_validators.py, msgspec_utils.py, weight_versions.py, beam_search/types.py
+        # (imported from the wheel's files), and schedule_batch.py's mode aliases, common.py's
+        # ImageData/VideoData and lora_registry.py's LoRARef (their source, run alone).
         import ast
-        import enum
-        from fastapi import Request
+        import dataclasses
+        import logging
+        import uuid
+        from http import HTTPStatus
+        from typing import AsyncIterator, Dict, Literal, Optional, Union
 
-        with open(os.path.join(src, "srt", "entrypoints", "http_server.py")) as f:
-            tree = ast.parse(f.read())
-        handler = [n for n in tree.body if isinstance(n, ast.AsyncFunctionDef) and n.name == "health_generate"]
-        status = enum.Enum("ServerStatus", "Up Starting UnHealthy")
+        import msgspec
+
+        from fastapi import Request
+        from fastapi.responses import ORJSONResponse, StreamingResponse
+
+        def source(path, *names):
+            """The top-level definitions (functions, classes, assignments) `names` of one of
+            the wheel's files, as AST nodes for `run`."""
+            with open(os.path.join(src, *path.split("/"))) as f:
+                tree = ast.parse(f.read())
+            body = [
+                n for n in tree.body
+                if (isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name in names)
+                or (isinstance(n, ast.Assign) and any(getattr(t, "id", None) in names for t in n.targets))
+            ]
+            assert len(body) == len(names), (path, names)
+            return body
+
+        def run(path, body, ns):
+            exec(compile(ast.Module(body=body, type_ignores=[]), os.path.basename(path), "exec"), ns)
+            return ns
+
+        def stub(*names):
+            return {n: type(n, (), {}) for n in names}
+
+        module("torch", Tensor=type("Tensor", (), {}), cuda=types.SimpleNamespace(is_available=lambda: False))
+        module("numpy", ndarray=type("ndarray", (), {}), float32="float32", int32="int32")
+        module("zmq", Socket=type("Socket", (), {}))
+        module("zmq.asyncio", Socket=type("Socket", (), {}))
+        for name in ["sglang.srt.beam_search", "sglang.srt.multimodal", "sglang.srt.lora", "sglang.srt.sampling", "sglang.api"]:
+            package(name, os.path.join(src, *name.split(".")[1:]))
+        package("sglang.api.v1", os.path.join(src, "api", "v1"))
+        typing_ns = {"Union": Union, "Literal": Literal, "Optional": Optional, "Dict": Dict,
+                     "dataclass": dataclasses.dataclass}
+        modes = run("srt/managers/schedule_batch.py",
+                    source("srt/managers/schedule_batch.py", "ReturnHiddenStatesMode", "SamplingLogprobsMode"), dict(typing_ns))
+        from sglang.srt.multimodal.modality import Modality
+
+        module("sglang.srt.managers.schedule_batch", Modality=Modality, **stub("MultimodalProcessorOutput"),
+               ReturnHiddenStatesMode=modes["ReturnHiddenStatesMode"], SamplingLogprobsMode=modes["SamplingLogprobsMode"],
+               get_return_hidden_states_mode=None)
+        media = run("srt/utils/common.py", source("srt/utils/common.py", "ImageData", "VideoData"), dict(typing_ns))
+        utils.ImageData, utils.VideoData = media["ImageData"], media["VideoData"]
+        lora = run("srt/lora/lora_registry.py", source("srt/lora/lora_registry.py", "LoRARef"),
+                   {**typing_ns, "msgspec": msgspec, "uuid4": uuid.uuid4, "uuid5": uuid.uuid5,
+                    "NAMESPACE_URL": uuid.NAMESPACE_URL, "fields": msgspec.structs.fields})
+        module("sglang.srt.lora.lora_registry", LoRARef=lora["LoRARef"])
+        module("sglang.srt.managers.embed_types", **stub("PositionalEmbeds"))
+        module("sglang.srt.multimodal.mm_utils", has_valid_data=None)
+        module("sglang.srt.sampling.sampling_mask", **stub("SamplingMaskChunk"))
+        module("sglang.srt.sampling.sampling_params", **stub("SamplingParams"))
+        module("sglang.srt.utils.msgpack_utils", dec_hook=None, enc_hook=None, ext_hook=None)
+        io = load("sglang.srt.managers.io_struct", os.path.join(src, "srt", "managers", "io_struct.py"))
+        from sglang.srt.entrypoints.api_contract import generate_contract_error
+        from sglang.srt.entrypoints.request_headers import apply_header_overrides
+        from sglang.srt.utils import json_response
+
+        # `/health` (and `/health_generate`) and `/generate`: the handlers of that release's
+        # http_server.py itself (their source, run over our app and our tokenizer manager).
+        # Without SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION `/health` answers 200 without
+        # generating, as SGLang does by default. A test fails them with `statuses`.
+        http = "srt/entrypoints/http_server.py"
         flag = types.SimpleNamespace(get=lambda: False)
         ns = {
             "app": app,
+            "AsyncIterator": AsyncIterator,
+            "GenerateReqInput": io.GenerateReqInput,
+            "HTTPStatus": HTTPStatus,
+            "ORJSONResponse": ORJSONResponse,
             "Request": Request,
             "Response": Response,
             "ServerStatus": status,
+            "StreamingResponse": StreamingResponse,
+            "SGLangORJSONResponse": json_response.SGLangORJSONResponse,
+            "apply_header_overrides": apply_header_overrides,
+            "dumps_json": json_response.dumps_json,
             "envs": types.SimpleNamespace(
-                SGLANG_DIAG_BYPASS_HEALTH_GENERATE=flag, SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=flag
+                SGLANG_DIAG_BYPASS_HEALTH_GENERATE=flag,
+                SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=flag,
+                SGLANG_ENABLE_REQUEST_HEADER_OVERRIDES=flag,
             ),
-            "_global_state": types.SimpleNamespace(
-                tokenizer_manager=types.SimpleNamespace(gracefully_exit=False, server_status=status.Up)
-            ),
+            "generate_contract_error": generate_contract_error,
+            "logger": logging.getLogger("sglang.srt.entrypoints.http_server"),
+            "orjson_response": json_response.orjson_response,
+            "_global_state": types.SimpleNamespace(tokenizer_manager=tm),
         }
-        exec(compile(ast.Module(body=handler, type_ignores=[]), "http_server.py", "exec"), ns)
-
-        @app.post("/generate")
-        async def generate(request: Request):
-            """Ours: the engine behind SGLang's `/generate` (for a router in front of this
-            server), holding each request while the data says `"hold": true`, then answering
-            as SGLang answers a non-streamed one."""
-            await request.body()
-            while data().get("hold"):
-                await asyncio.sleep(0.02)
-            return {
-                "text": "ok",
-                "meta_info": {
-                    "id": "0",
-                    "finish_reason": {"type": "length", "length": 1},
-                    "prompt_tokens": 1,
-                    "completion_tokens": 1,
-                    "cached_tokens": 0,
-                },
-            }
+        run(http, source(http, "health_generate", "generate_request", "serve_generate_request", "_create_error_response"), ns)
 
         @app.get("/server_info")
         async def server_info():
