@@ -24,6 +24,9 @@ pub enum Class {
     /// A per-request record of `--log-requests` (text `Receive:`/`Finish:`/`in=` lines, JSON
     /// `request.*` events), read by [`crate::parse::request`] from the `fields` group on.
     Request,
+    /// Where a server's own HTTP listener binds (groups `port` and `dp`): under
+    /// `SGLANG_RUST_SERVER=1` each DP rank's Rust server, on a port of its own.
+    Listen,
 }
 
 /// Which rank a prefix tag sets.
@@ -222,6 +225,16 @@ pub struct Access<'a> {
     pub status: u16,
 }
 
+/// Where a listener of the server binds, from a `listen` line: its port, and the DP rank it
+/// serves (the line's `(DP rank N/M)` note; `None` without one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Listen {
+    /// The port.
+    pub port: u16,
+    /// The DP rank the line names.
+    pub dp: Option<u32>,
+}
+
 /// What the main process's `server_args=ServerArgs(...)` line says about the server. Kept in the
 /// state file (`--state.dir`) as JSON; a field missing there reads `None`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -330,6 +343,8 @@ pub struct Record<'a> {
     pub access: Option<Access<'a>>,
     /// The arguments, for a `server_args=` line.
     pub server_args: Option<Box<ServerArgs>>,
+    /// Where a listener binds, for a `listen` line.
+    pub listen: Option<Listen>,
     /// What a request record (`--log-requests`, class `request`) says; `None` for other lines
     /// and for a request record whose structure could not be read (counted in `bad_values`).
     pub request: Option<&'a RequestRecord>,
@@ -369,6 +384,7 @@ pub struct OwnedRecord {
     engine: Option<String>,
     access: Option<(String, String, u16)>,
     server_args: Option<Box<ServerArgs>>,
+    listen: Option<Listen>,
     request: Option<RequestRecord>,
 }
 
@@ -392,6 +408,7 @@ impl OwnedRecord {
                 .access
                 .map(|a| (a.method.to_string(), a.path.to_string(), a.status)),
             server_args: r.server_args.clone(),
+            listen: r.listen,
             request: r.request.copied(),
         }
     }
@@ -417,6 +434,7 @@ impl OwnedRecord {
                 status: *s,
             }),
             server_args: self.server_args.clone(),
+            listen: self.listen,
             request: self.request.as_ref(),
         }
     }

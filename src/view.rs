@@ -104,7 +104,8 @@ pub fn value(
     let live = match (&srv.api, &rank.live) {
         (Some(api), Some(l)) => {
             let v = l.values[id];
-            if api.up {
+            // A per-rank poller's failure is that rank's alone.
+            if api.up && l.up {
                 if !v.is_nan() {
                     return Some(v);
                 }
@@ -175,7 +176,7 @@ pub fn rank_samples(
             RankFamily::Idle => match (&srv.api, &rank.live) {
                 // Live from the API: idle when it says nothing runs or waits (never "idle"
                 // beside its running requests).
-                (Some(api), Some(l)) if api.up => {
+                (Some(api), Some(l)) if api.up && l.up => {
                     let n = state.patterns();
                     let of = |m| n.metric_by_id(m).map(|i| l.values[i as usize]);
                     let busy = [of("num_running_reqs"), of("num_queue_reqs")]
@@ -205,8 +206,8 @@ pub fn rank_samples(
             RankFamily::ApiLive => srv
                 .api
                 .as_ref()
-                .filter(|_| rank.live.is_some())
-                .map(|a| f64::from(u8::from(a.up))),
+                .zip(rank.live.as_ref())
+                .map(|(a, l)| f64::from(u8::from(a.up && l.up))),
         };
         if let Some(v) = v {
             out.push((n + i, v));

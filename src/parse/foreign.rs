@@ -54,13 +54,18 @@ pub enum Read {
 }
 
 /// Whether lines of `class` are read after a foreign prefix: the kinds whose label starts
-/// SGLang's body (stats lines, startup facts, the `server_args` dump). An access line's match
+/// SGLang's body (stats lines, startup facts, the `server_args` dump, a listen line). An access line's match
 /// starts inside uvicorn's text and a request record's inside its own; the text before them
 /// is no prefix.
 pub fn reads(class: Class) -> bool {
     matches!(
         class,
-        Class::Prefill | Class::Decode | Class::Retract | Class::Fact | Class::ServerArgs
+        Class::Prefill
+            | Class::Decode
+            | Class::Retract
+            | Class::Fact
+            | Class::ServerArgs
+            | Class::Listen
     )
 }
 

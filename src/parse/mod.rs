@@ -215,6 +215,7 @@ struct LineMatch<'a> {
     bad_values: u32,
     access: Option<Access<'a>>,
     server_args: Option<Box<ServerArgs>>,
+    listen: Option<crate::record::Listen>,
     /// A request record was read into the scratch.
     request: bool,
 }
@@ -379,6 +380,7 @@ impl Parser {
             bad_values: found.bad_values,
             access: found.access,
             server_args: found.server_args,
+            listen: found.listen,
             engine: engine.then_some(s.engine.as_str()),
             request: found.request.then_some(&s.request),
         })
@@ -537,6 +539,7 @@ impl Parser {
             bad_values: 0,
             access: None,
             server_args: None,
+            listen: None,
             request: false,
         };
         match class {
@@ -545,6 +548,7 @@ impl Parser {
                 found.server_args = Some(Box::new(parse_server_args(&line[m_end..])))
             }
             Class::Request => self.request(k, line, m_start, &mut found)?,
+            Class::Listen => found.listen = Some(self.listen(k, line)?),
             _ => found.bad_values = self.fields(k, line, m_end)?,
         }
         Some(found)
@@ -583,6 +587,21 @@ impl Parser {
             Err(_) => found.bad_values = 1,
         }
         Some(())
+    }
+
+    /// Where a `listen` line's listener binds: its `port` group (a port number, else the line
+    /// is not of this kind) and its `dp` group.
+    fn listen(&self, k: usize, line: &str) -> Option<crate::record::Listen> {
+        let locs = &self.search[k].locs;
+        let group = |name| {
+            group_index(&self.pat.lines[k].regex, name)
+                .and_then(|g| locs.get(g))
+                .map(|(s, e)| &line[s..e])
+        };
+        Some(crate::record::Listen {
+            port: group("port")?.parse().ok().filter(|&p| p > 0)?,
+            dp: group("dp").and_then(|d| d.parse().ok()),
+        })
     }
 
     /// The request of an access line.
@@ -1033,6 +1052,43 @@ mod fast_path_tests {
         let a = r.access.unwrap();
         assert_eq!((a.method, a.path, a.status), ("POST", "/generate", 503));
         assert!(p.parse("[2026-06-03 10:00:26] nothing to see").is_none());
+    }
+
+    /// v0.5.23 `srt/rust_server/server.py`: each DP rank's Rust server prints its port (`port +
+    /// local DP rank`) and, under DP, its rank; earlier builds print no rank.
+    #[test]
+    fn a_rust_server_listen_line_gives_its_port_and_dp_rank() {
+        use crate::record::Listen;
+        let mut p = parser();
+        let mut read = |line: &str| {
+            let r = p.parse(line).unwrap();
+            assert_eq!(r.class, Class::Listen, "{line}");
+            (r.listen.unwrap(), r.ranks.dp)
+        };
+        assert_eq!(
+            read("[2026-08-14 18:00:09 DP1 TP4] SGLANG_RUST_SERVER enabled, Rust server listen on 0.0.0.0:30001 (DP rank 1/4)"),
+            (Listen { port: 30001, dp: Some(1) }, Some(1))
+        );
+        assert_eq!(
+            read("[2026-08-14 18:00:09 DP3 TP12] SGLANG_RUST_SERVER enabled, Rust server listen on [::]:30003 (DP rank 3/4)"),
+            (Listen { port: 30003, dp: Some(3) }, Some(3))
+        );
+        assert_eq!(
+            read("[2026-08-14 18:00:09] SGLANG_RUST_SERVER enabled, Rust server listen on 127.0.0.1:30000"),
+            (Listen { port: 30000, dp: None }, None)
+        );
+        assert_eq!(
+            read("[2026-08-14 18:00:09 TP0] SGLANG_RUST_SERVER enabled, Rust server listen on [::1]:8"),
+            (Listen { port: 8, dp: None }, None)
+        );
+        // No port, or one past 65535: not a listen line.
+        for bad in [
+            "[2026-08-14 18:00:09] SGLANG_RUST_SERVER enabled, Rust server listen on 0.0.0.0:",
+            "[2026-08-14 18:00:09] SGLANG_RUST_SERVER enabled, Rust server listen on 0.0.0.0:70000",
+            "[2026-08-14 18:00:09] SGLANG_RUST_SERVER enabled, Rust server listen on 0.0.0.0:0",
+        ] {
+            assert!(p.parse(bad).is_none_or(|r| r.listen.is_none()), "{bad}");
+        }
     }
 }
 

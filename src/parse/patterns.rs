@@ -338,7 +338,7 @@ mod indexmap_like {
     }
 }
 
-const SPECIAL_GROUPS: [&str; 4] = ["fields", "method", "path", "status"];
+const SPECIAL_GROUPS: [&str; 6] = ["fields", "method", "path", "status", "port", "dp"];
 
 impl Patterns {
     /// Compiles the embedded pattern file. It is tested, so this cannot fail in a release.
@@ -892,7 +892,18 @@ fn compile_line(
             },
         }
     }
+    if kind.class == Class::Listen && group_named(&kind.regex, "port").is_none() {
+        return Err(PatternError::Invalid(format!(
+            "line {}: a listen line needs a `port` group",
+            kind.name
+        )));
+    }
     Ok(kind)
+}
+
+/// Whether `re` has a group named `name`.
+fn group_named(re: &Regex, name: &str) -> Option<usize> {
+    re.capture_names().position(|n| n == Some(name))
 }
 
 /// Prometheus metric name rule: `[a-zA-Z_:][a-zA-Z0-9_:]*`.

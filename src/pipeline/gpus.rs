@@ -102,6 +102,7 @@ mod tests {
             engine: None,
             access: None,
             server_args: None,
+            listen: None,
             request: None,
         }
     }

@@ -229,6 +229,7 @@ mod tests {
             engine,
             access: None,
             server_args: None,
+            listen: None,
             request: None,
         }
     }

@@ -244,6 +244,7 @@ struct Rec {
     engine: Option<Text>,
     access: Option<(Text, Text, u16)>,
     server_args: Option<Box<ServerArgs>>,
+    listen: Option<crate::record::Listen>,
     request: Option<u32>,
     unit: Option<Text>,
     realtime: Option<f64>,
@@ -336,6 +337,7 @@ impl Parsed {
                 (m, self.text(arena, a.path), a.status)
             }),
             server_args: r.server_args.clone(),
+            listen: r.listen,
             request,
             unit: unit.map(|u| self.text(arena, u)),
             realtime,
@@ -393,6 +395,7 @@ impl Parsed {
                 status: *s,
             }),
             server_args: r.server_args.clone(),
+            listen: r.listen,
             request: r.request.map(|q| &self.requests[q as usize]),
         };
         Outcome::Parsed {

@@ -221,7 +221,7 @@ impl State {
         {
             let makes_rank = !matches!(
                 rec.class,
-                Class::ServerArgs | Class::Request | Class::Access
+                Class::ServerArgs | Class::Request | Class::Access | Class::Listen
             );
             self.make_room(key, makes_rank.then_some(&rec.ranks));
         }
@@ -295,6 +295,18 @@ impl State {
                     if !other_node || a.node_rank == Some(0) {
                         srv.args = Some(a);
                         live::args_from_log(srv);
+                    }
+                }
+                None
+            }
+            Class::Listen => {
+                // The rank of the line's note, else of its prefix; the line before a dump's
+                // restart is the old process's (forgotten with it).
+                if let Some(l) = rec.listen {
+                    let dp = l.dp.or(rec.ranks.dp);
+                    let ports = &mut srv.listen_ports;
+                    if ports.len() < max_ranks || ports.contains_key(&l.port) {
+                        ports.insert(l.port, dp);
                     }
                 }
                 None

@@ -38,6 +38,13 @@ impl State {
     /// server's arguments come from `/server_info` where no `server_args` line gave them.
     /// New servers and ranks count against the same caps as the log's.
     pub fn apply_api(&mut self, server: &str, r: &ApiReading, now: f64) {
+        self.apply_api_at(server, None, r, now);
+    }
+
+    /// [`State::apply_api`] for the poller of one of `server`'s ports (`port`: a Rust server
+    /// per DP rank, whose answer lists its own rank only), or of the whole server (`None`):
+    /// the DP ranks another port's poller fed keep its values.
+    pub fn apply_api_at(&mut self, server: &str, port: Option<u16>, r: &ApiReading, now: f64) {
         self.generation += 1;
         let server = crate::label::bounded("server", server);
         let server = &*server;
@@ -169,7 +176,7 @@ impl State {
                 continue;
             }
             added += usize::from(new_rank);
-            feed(srv, want, load, &ids[i], capacity, r, n);
+            feed(srv, want, load, &ids[i], capacity, r, port);
         }
         self.ranks_total += added;
         for _ in 0..gave_way {
@@ -195,16 +202,17 @@ impl State {
                 self.ranks_total += 1;
             }
             let srv = self.servers.get_mut(&key).expect("added above");
-            feed(srv, want, &r.loads[i], &ids[i], capacity, r, n);
+            feed(srv, want, &r.loads[i], &ids[i], capacity, r, port);
         }
         let srv = self.servers.get_mut(&key).expect("added above");
-        // DP ranks the answer no longer lists keep no values of it.
+        // DP ranks the answer no longer lists keep no values of it (of this port's poller:
+        // another port's answer lists its own ranks).
         let listed: Vec<u32> = r.loads.iter().map(|l| l.dp_rank).collect();
         for rank in srv.ranks.values_mut() {
             if rank
                 .live
                 .as_ref()
-                .is_some_and(|l| !listed.contains(&l.dp_rank))
+                .is_some_and(|l| l.port == port && !listed.contains(&l.dp_rank))
             {
                 rank.live = None;
             }
@@ -218,13 +226,49 @@ impl State {
         }
     }
 
+    /// Whether `server`'s API answers (some port of it, where it has one per DP rank); `None`
+    /// before its first answer.
+    pub fn api_up(&self, server: &str) -> Option<bool> {
+        let key = ServerKey::plain(server);
+        Some(self.servers.get(&key)?.api.as_ref()?.up)
+    }
+
     /// Records that `server`'s API did not answer (or answered what cannot be read): its status
     /// turns down, so the activity gauges of the ranks it fed are withdrawn until it answers.
     pub fn api_failed(&mut self, server: &str) {
+        self.api_failed_at(server, None);
+    }
+
+    /// [`State::api_failed`] for the poller of one of `server`'s ports (see
+    /// [`State::apply_api_at`]): only the DP ranks it fed are withdrawn; the server's status
+    /// turns down once no port's ranks are live.
+    pub fn api_failed_at(&mut self, server: &str, port: Option<u16>) {
         // Bounded as `apply_api` keeps it.
         let key = ServerKey::plain(server);
         let now = self.clock().now().wall;
-        if let Some(status) = self.servers.get_mut(&key).and_then(|s| s.api.as_mut()) {
+        let Some(srv) = self.servers.get_mut(&key) else {
+            return;
+        };
+        if port.is_some() {
+            let mut changed = false;
+            for l in srv.ranks.values_mut().filter_map(|r| r.live.as_mut()) {
+                if l.port == port && l.up {
+                    l.up = false;
+                    changed = true;
+                }
+            }
+            let any_up = srv
+                .ranks
+                .values()
+                .any(|r| r.live.as_ref().is_some_and(|l| l.up));
+            if changed {
+                self.generation += 1;
+            }
+            if any_up {
+                return;
+            }
+        }
+        if let Some(status) = srv.api.as_mut() {
             if status.up {
                 status.up = false;
                 status.changed_at = now;
@@ -236,7 +280,7 @@ impl State {
 
 /// Gives DP rank `load`'s values (`values`, by metric index) to rank `want` of `srv`, made if
 /// new (the caller counted it against the caps); with `/server_info`'s capacity where the load
-/// gives none.
+/// gives none; `port`: the poller's, where the server has one per DP rank.
 fn feed(
     srv: &mut super::ServerState,
     want: Ranks,
@@ -244,8 +288,10 @@ fn feed(
     values: &[(usize, f64)],
     capacity: Option<crate::parse::patterns::MetricId>,
     r: &ApiReading,
-    n: usize,
+    port: Option<u16>,
 ) {
+    // Every metric's slot (a server keeps one per metric).
+    let n = srv.values.len();
     let rank = srv
         .ranks
         .entry(want)
@@ -263,6 +309,8 @@ fn feed(
     }
     rank.live = Some(Live {
         dp_rank: load.dp_rank,
+        port,
+        up: true,
         values: live,
     });
 }

@@ -28,6 +28,20 @@ impl ValuesFrom {
     }
 }
 
+/// One API `--sglang.from-logs` polls ([`State::from_logs_targets`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PollTarget {
+    /// The server it answers for.
+    pub server: String,
+    /// Where it is polled: `http://HOST:PORT`.
+    pub url: String,
+    /// The server's base URL (its `server_args` port): the `url` of its `sglang_server_info`.
+    pub base: String,
+    /// The port of one DP rank's own listener, where the server has one per rank (its answer
+    /// lists that rank only: [`State::apply_api_at`]); `None`: the whole server's API.
+    pub port: Option<u16>,
+}
+
 /// `http://HOST:PORT` for a server that logged it binds `host` and `port`: a wildcard address
 /// (`0.0.0.0`, `::`, empty) is reached at `wildcard` (loopback on this host, the host's name
 /// for another); an IPv6 address is bracketed.
@@ -101,11 +115,13 @@ impl State {
         Some(listen_url(host, port, wildcard))
     }
 
-    /// The servers `--sglang.from-logs` polls, with the base URL of each: every server of its
-    /// own name (no engine) whose log's `server_args` gave a port, that this host runs (the
-    /// dump came from this host, not from a pod), and that `--sglang.url` does not name
-    /// (`configured`). A wildcard bind is polled on loopback.
-    pub fn from_logs_targets(&self, configured: &[String]) -> Vec<(String, String)> {
+    /// The APIs `--sglang.from-logs` polls: every server of its own name (no engine) whose
+    /// log's `server_args` gave a port, that this host runs (the dump came from this host, not
+    /// from a pod), and that `--sglang.url` does not name (`configured`). A wildcard bind is
+    /// polled on loopback. A server whose log names several listener ports (a Rust server per
+    /// DP rank under `SGLANG_RUST_SERVER=1`, `port + rank`) is polled at each of them, each
+    /// answering for its own DP rank; its `url` stays its base port's.
+    pub fn from_logs_targets(&self, configured: &[String]) -> Vec<PollTarget> {
         let mut out = Vec::new();
         for (key, srv) in &self.servers {
             if !key.engine.is_empty()
@@ -116,9 +132,30 @@ impl State {
                 continue;
             }
             let Some(a) = srv.args.as_ref() else { continue };
-            let Some(port) = a.port else { continue };
             let host = a.host.as_deref().unwrap_or("127.0.0.1");
-            out.push((key.server.clone(), listen_url(host, port, loopback(host))));
+            let url = |port| listen_url(host, port, loopback(host));
+            let ports = &srv.listen_ports;
+            let Some(port) = a.port.or_else(|| ports.keys().next().copied()) else {
+                continue;
+            };
+            let base = url(port);
+            if ports.len() > 1 {
+                out.extend(ports.keys().map(|&p| PollTarget {
+                    server: key.server.clone(),
+                    url: url(p),
+                    base: base.clone(),
+                    port: Some(p),
+                }));
+            } else {
+                // One listener: the server's whole API, at the port it names.
+                let at = ports.keys().next().copied().unwrap_or(port);
+                out.push(PollTarget {
+                    server: key.server.clone(),
+                    url: url(at),
+                    base,
+                    port: None,
+                });
+            }
         }
         out
     }

@@ -65,6 +65,13 @@ pub struct ApiStatus {
 pub struct Live {
     /// The DP rank of the answer they came from.
     pub dp_rank: u32,
+    /// The port of the poller that gave them where the server has one per DP rank (a Rust
+    /// server per rank, [`crate::state::State::from_logs_targets`]); `None` for the server's
+    /// one poller.
+    pub port: Option<u16>,
+    /// Whether that per-rank poller's last poll was answered (a whole server's poller tells
+    /// it in [`ApiStatus::up`]).
+    pub up: bool,
     /// Values by metric id.
     pub values: Box<[f64]>,
 }

@@ -245,6 +245,10 @@ pub struct ServerState {
     pub dumped_nodes: u64,
     /// The server's HTTP API probe (`--sglang.url`), once it answered.
     pub api: Option<Box<readings::ApiStatus>>,
+    /// The ports its log says its own HTTP listeners bind (`listen` lines: one Rust server per
+    /// DP rank under `SGLANG_RUST_SERVER=1`), with the DP rank each names: at most the per-server
+    /// rank cap of them; a `server_args` dump (a restart) starts them over.
+    pub listen_ports: BTreeMap<u16, Option<u32>>,
     /// Time of its first line (Unix seconds): since when its log gives values.
     pub first_seen: Option<f64>,
     /// The host whose process printed its last `server_args` dump, where that is not this
@@ -302,6 +306,7 @@ impl ServerState {
             restored_ranks: 0,
             dumped_nodes: 0,
             api: None,
+            listen_ports: BTreeMap::new(),
             first_seen: None,
             args_host: None,
             runs: super::runs::Runs::default(),

@@ -752,3 +752,114 @@ fn a_dp_tag_keeps_its_rank_apart() {
     let fams = crate::export::metrics::collect(&f.state, T);
     assert_eq!(crate::export::valid::check(&fams), Vec::<String>::new());
 }
+
+/// `SGLANG_RUST_SERVER=1`: each DP rank's Rust server logs its own port; `--sglang.from-logs`
+/// polls each of them (the `url` label stays the base port's), a failed port withdraws its own
+/// rank's live values only, and a restart (a new `server_args` dump) forgets the ports.
+#[test]
+fn rust_servers_are_polled_per_dp_rank_and_fail_alone() {
+    use crate::state::live::{ApiReading, DpLoad};
+    use crate::state::polled::PollTarget;
+    let mut f = Fixture::new(StateConfig::default());
+    let args = "[2026-08-14 18:00:00] server_args=ServerArgs(model_path='m', host='0.0.0.0', \
+                port=30000, tp_size=2, dp_size=2, enable_dp_attention=True)";
+    f.apply("s", args, Some(T));
+    let whole = |port: u16| PollTarget {
+        server: "s".into(),
+        url: format!("http://127.0.0.1:{port}"),
+        base: "http://127.0.0.1:30000".into(),
+        port: None,
+    };
+    assert_eq!(f.state.from_logs_targets(&[]), vec![whole(30000)]);
+    for dp in [1, 0] {
+        f.apply(
+            "s",
+            &format!("[2026-08-14 18:00:09 DP{dp} TP{dp}] SGLANG_RUST_SERVER enabled, Rust server listen on 0.0.0.0:3000{dp} (DP rank {dp}/2)"),
+            Some(T + 1.0),
+        );
+    }
+    let srv = f.server("s");
+    assert_eq!(
+        srv.listen_ports
+            .iter()
+            .map(|(p, d)| (*p, *d))
+            .collect::<Vec<_>>(),
+        vec![(30000, Some(0)), (30001, Some(1))]
+    );
+    assert!(srv.ranks.is_empty(), "a listen line makes no rank");
+    let part = |port: u16| PollTarget {
+        port: Some(port),
+        ..whole(port)
+    };
+    assert_eq!(
+        f.state.from_logs_targets(&[]),
+        vec![part(30000), part(30001)]
+    );
+    assert!(f.state.from_logs_targets(&["s".into()]).is_empty());
+    let reading = |dp: u32, running: f64| ApiReading {
+        endpoint: "/v1/loads",
+        info: None,
+        loads: vec![DpLoad {
+            dp_rank: dp,
+            values: vec![("num_running_reqs", running)],
+            bad: 0,
+        }],
+    };
+    f.state
+        .apply_api_at("s", Some(30000), &reading(0, 32.0), T + 2.0);
+    f.state
+        .apply_api_at("s", Some(30001), &reading(1, 17.0), T + 2.0);
+    let running = f.id("num_running_reqs");
+    let live = |f: &Fixture| -> Vec<(Option<u32>, Option<f64>, bool)> {
+        let srv = f.server("s");
+        srv.ranks
+            .iter()
+            .map(|(k, r)| {
+                let v = crate::view::value(&f.state, srv, r, running, T + 3.0);
+                (k.dp, v, r.live.as_ref().is_some_and(|l| l.up))
+            })
+            .collect()
+    };
+    // Each port's answer lists its own rank: neither withdraws the other's.
+    assert_eq!(
+        live(&f),
+        vec![(Some(0), Some(32.0), true), (Some(1), Some(17.0), true)]
+    );
+    f.state.api_failed_at("s", Some(30001));
+    assert_eq!(
+        live(&f),
+        vec![(Some(0), Some(32.0), true), (Some(1), None, false)]
+    );
+    assert_eq!(f.state.api_up("s"), Some(true), "DP0's port still answers");
+    f.state.api_failed_at("s", Some(30000));
+    assert_eq!(f.state.api_up("s"), Some(false));
+    assert_eq!(
+        live(&f),
+        vec![(Some(0), None, false), (Some(1), None, false)]
+    );
+    // A restart forgets the old process's ports: its one port again.
+    f.apply("s", args, Some(T + 10.0));
+    assert!(f.server("s").listen_ports.is_empty());
+    assert_eq!(f.state.from_logs_targets(&[]), vec![whole(30000)]);
+}
+
+/// The listen ports a log names are kept up to the per-server rank cap.
+#[test]
+fn listen_ports_are_bounded_by_the_rank_cap() {
+    let mut f = Fixture::new(StateConfig {
+        max_ranks: 3,
+        ..StateConfig::default()
+    });
+    for p in 0..10 {
+        f.apply(
+            "s",
+            &format!(
+                "[2026-08-14 18:00:09] SGLANG_RUST_SERVER enabled, Rust server listen on [::]:{}",
+                30000 + p
+            ),
+            Some(T),
+        );
+    }
+    let ports: Vec<u16> = f.server("s").listen_ports.keys().copied().collect();
+    assert_eq!(ports, vec![30000, 30001, 30002]);
+}

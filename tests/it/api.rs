@@ -48,16 +48,31 @@ impl SglangApi {
         SglangApi::start_with(release, data, None, Some((cert.into(), key.into())))
     }
 
+    /// On `port` (one the caller found free).
+    pub fn start_on(release: &'static str, data: &serde_json::Value, port: u16) -> SglangApi {
+        SglangApi::start_at(release, data, None, None, port)
+    }
+
     fn start_with(
         release: &'static str,
         data: &serde_json::Value,
         api_key: Option<&str>,
         tls: Option<(PathBuf, PathBuf)>,
     ) -> SglangApi {
+        SglangApi::start_at(release, data, api_key, tls, free_port())
+    }
+
+    fn start_at(
+        release: &'static str,
+        data: &serde_json::Value,
+        api_key: Option<&str>,
+        tls: Option<(PathBuf, PathBuf)>,
+        port: u16,
+    ) -> SglangApi {
         let dir = tempfile::tempdir().unwrap();
         let mut s = SglangApi {
             child: None,
-            port: free_port(),
+            port,
             release,
             data: dir.path().join("data.json"),
             api_key: api_key.map(str::to_string),

@@ -28,6 +28,17 @@ fn stats(running: u32) -> String {
     )
 }
 
+/// DP0's 32 running requests live from the API (not a log's), and the server's API up.
+fn dp0_live(s: &str) {
+    assert_eq!(
+        value(s, &at("sglang:num_running_reqs", DP0)),
+        Some(32.0),
+        "{s}"
+    );
+    assert_eq!(value(s, &at("sglang_api_live", DP0)), Some(1.0), "{s}");
+    assert_eq!(value(s, r#"sglang_up{server="decode"}"#), Some(1.0), "{s}");
+}
+
 fn log(dir: &Path, name: &str, text: &str) -> String {
     let p = dir.join(format!("{name}.log"));
     std::fs::write(&p, text).unwrap();
@@ -57,13 +68,7 @@ fn a_decode_servers_log_alone_gives_first_hand_live_values() {
         value(s, &at("sglang:num_running_reqs", DP1)) == Some(17.0)
     });
     // The API's values, not the log's 1 running request.
-    assert_eq!(
-        value(&s, &at("sglang:num_running_reqs", DP0)),
-        Some(32.0),
-        "{s}"
-    );
-    assert_eq!(value(&s, &at("sglang_api_live", DP0)), Some(1.0), "{s}");
-    assert_eq!(value(&s, r#"sglang_up{server="decode"}"#), Some(1.0), "{s}");
+    dp0_live(&s);
     let url = format!("http://127.0.0.1:{}", api.port);
     assert_eq!(value(&s, &info(&url)), Some(1.0), "{s}");
     let from = r#"sglang_server_source_timestamp_seconds{server="decode",model_name="deepseek-ai/DeepSeek-V3",engine_type="decode",from="both"}"#;
@@ -260,4 +265,78 @@ fn an_https_api_with_a_private_ca() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--sglang.ca-file"), "{err}");
+}
+
+/// Two free ports in a row, `P` and `P + 1` (SGLang's Rust servers listen on `port + rank`).
+fn consecutive_free_ports() -> u16 {
+    for _ in 0..100 {
+        let a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let p = a.local_addr().unwrap().port();
+        if p < u16::MAX && std::net::TcpListener::bind(("127.0.0.1", p + 1)).is_ok() {
+            return p;
+        }
+    }
+    panic!("no two consecutive free ports");
+}
+
+/// `SGLANG_RUST_SERVER=1` with DP attention: each DP rank's Rust server listens on `port +
+/// rank` (v0.5.23 `srt/rust_server/server.py` logs it) and its `/v1/loads` lists that rank
+/// alone. Both ports are polled, neither answer withdraws the other's rank, the `url` stays the
+/// base port's, and one port going down withdraws its own rank's live values only.
+#[test]
+fn rust_servers_are_polled_on_each_dp_ranks_port() {
+    let port = consecutive_free_ports();
+    let rank = |dp: usize| {
+        let mut d = decode_v0523();
+        let one = d["loads"][dp].clone();
+        d["loads"] = serde_json::json!([one]);
+        // As the rank's Rust server answers: its own slot.
+        d["own_dp_rank"] = serde_json::json!(dp);
+        d
+    };
+    let api0 = SglangApi::start_on("0.5.23", &rank(0), port);
+    let mut api1 = SglangApi::start_on("0.5.23", &rank(1), port + 1);
+    let dir = tempfile::tempdir().unwrap();
+    let listen = |dp: u16| {
+        format!(
+            "[2026-06-03 10:00:09 DP{dp} TP{}] SGLANG_RUST_SERVER enabled, Rust server listen on \
+             127.0.0.1:{} (DP rank {dp}/2)\n",
+            dp * 2,
+            port + dp
+        )
+    };
+    let args = server_args(port).replace("host='0.0.0.0'", "host='127.0.0.1'");
+    let path = log(
+        dir.path(),
+        "decode",
+        &format!("{args}{}{}", listen(0), listen(1)),
+    );
+    let mut e = exporter(&[&path]);
+    let s = e.scrape_until(30, |s| {
+        value(s, &at("sglang:num_running_reqs", DP0)) == Some(32.0)
+            && value(s, &at("sglang:num_running_reqs", DP1)) == Some(17.0)
+    });
+    assert_eq!(value(&s, &at("sglang_api_live", DP0)), Some(1.0), "{s}");
+    assert_eq!(value(&s, &at("sglang_api_live", DP1)), Some(1.0), "{s}");
+    assert_eq!(value(&s, r#"sglang_up{server="decode"}"#), Some(1.0), "{s}");
+    let url = format!("http://127.0.0.1:{port}");
+    assert_eq!(value(&s, &info(&url)), Some(1.0), "{s}");
+    // Still both after several polls of each port (each answer lists its own rank only).
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    let s = e.scrape();
+    assert_eq!(
+        value(&s, &at("sglang:num_running_reqs", DP1)),
+        Some(17.0),
+        "{s}"
+    );
+    // DP1's port goes down: its rank's live values go, DP0's stay.
+    api1.down();
+    let s = e.scrape_until(15, |s| value(s, &at("sglang_api_live", DP1)) == Some(0.0));
+    assert_eq!(value(&s, &at("sglang:num_running_reqs", DP1)), None, "{s}");
+    dp0_live(&s);
+    let err = e.stderr_to_end();
+    for p in [port, port + 1] {
+        assert!(err.contains(&format!("http://127.0.0.1:{p}/")), "{err}");
+    }
+    drop(api0);
 }

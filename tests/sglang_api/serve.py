@@ -41,6 +41,10 @@ gen_throughput, cache_hit_rate, ... and the sections memory, disaggregation, que
 missing fields take LoadSnapshot's defaults); for 0.5.6 a GetLoadReqOutput's (dp_rank, num_reqs,
 num_waiting_reqs, num_tokens). tests/it/api.rs (`decode_v0523`) has a whole example.
 
+"own_dp_rank": N (0.5.23) answers as one DP rank's Rust server does under SGLANG_RUST_SERVER=1
+(srt/rust_server/config.py: "`/v1/loads` reads this rank's slot"): the load of that slot alone,
+of as many slots as the highest `dp_rank` of `loads` needs.
+
 usage: serve.py --release R --root ROOT --port N --data FILE [--api-key KEY]
                 [--ssl-certfile PEM --ssl-keyfile KEY]
   ROOT is setup.sh's directory (target/sglang-api); the venv to run it with is ROOT/venv.
@@ -181,14 +185,18 @@ def main():
                     "disaggregation": snap.DisaggregationMetrics,
                     "queues": snap.QueueMetrics,
                 }
+                own = data().get("own_dp_rank")
+                slots = max([len(loads)] + [l.get("dp_rank", 0) + 1 for l in loads])
                 for i, l in enumerate(loads):
                     fields = {k: (sections[k](**v) if k in sections else v) for k, v in l.items()}
                     fields.setdefault("dp_rank", i)
-                    w = snap.ShmLoadSnapshotWriter(self.shm, len(loads), fields["dp_rank"])
+                    w = snap.ShmLoadSnapshotWriter(self.shm, slots, fields["dp_rank"])
                     w.write(snap.LoadSnapshot(**fields))
                     w.close()
-                reader = snap.ShmLoadSnapshotReader(self.shm, len(loads))
+                reader = snap.ShmLoadSnapshotReader(self.shm, slots)
                 try:
+                    if own is not None:
+                        return [reader.read(own)]
                     return [reader.read(dp_rank)] if dp_rank is not None else reader.read_all()
                 finally:
                     reader.close()

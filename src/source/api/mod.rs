@@ -25,6 +25,9 @@
 //! `--sglang.from-logs` ([`follow_logs`]) polls, with no URL given, each server the logs show
 //! running on this host, at the host and port its own `server_args` line logs
 //! ([`crate::state::State::from_logs_targets`]); a restart with another port moves the poll.
+//! Under `SGLANG_RUST_SERVER=1` each DP rank serves its own port (`port + rank`, named by its
+//! `Rust server listen on` line) and answers `/v1/loads` for its own rank: each port gets a
+//! poller, whose failure withdraws that rank's live values alone.
 
 pub mod shapes;
 
@@ -158,7 +161,7 @@ pub fn spawn(cfg: ApiConfig, state: Shared, stop: Arc<Stop>) -> std::io::Result<
     }
     for t in cfg.targets.clone() {
         lock(&state).set_api_url(&t.server, t.base.as_str());
-        spawn_poller(&cfg, t, max_ranks, &state, stop.clone(), false)?;
+        spawn_poller(&cfg, t, max_ranks, &state, stop.clone(), PollOf::default())?;
     }
     if cfg.from_logs {
         let (cfg, state) = (cfg.clone(), state.clone());
@@ -175,17 +178,26 @@ fn spawn_poller(
     max_ranks: usize,
     state: &Shared,
     stop: Arc<Stop>,
-    from_logs: bool,
+    of: PollOf,
 ) -> std::io::Result<()> {
     let (cfg, state) = (cfg.clone(), state.clone());
     std::thread::Builder::new()
         .name(format!("sglang api {}", t.server))
         .spawn(move || {
             let mut p = Poller::new(&cfg, t, max_ranks);
-            p.from_logs = from_logs;
+            p.from_logs = of.from_logs;
+            p.port = of.port;
             p.run(&state, &stop)
         })?;
     Ok(())
+}
+
+/// Why a poller polls: `--sglang.from-logs` or `--sglang.url`, and for one DP rank's port or
+/// the whole server.
+#[derive(Debug, Clone, Copy, Default)]
+struct PollOf {
+    from_logs: bool,
+    port: Option<u16>,
 }
 
 /// How often `--sglang.from-logs` looks for servers to poll, moved or gone.
@@ -207,51 +219,63 @@ fn follow_logs(cfg: &Arc<ApiConfig>, state: &Shared, stop: &Arc<Stop>, max_ranks
             return;
         }
     }
-    // Server → (the URL polled, the poller's own stop).
-    let mut running: BTreeMap<String, (String, Arc<Stop>)> = BTreeMap::new();
+    // (Server, the rank's port where polled per DP rank) → (the URL polled, the poller's own
+    // stop).
+    let mut running: BTreeMap<(String, Option<u16>), (String, Arc<Stop>)> = BTreeMap::new();
     let mut capped = false;
     loop {
         let want = lock(state).from_logs_targets(&configured);
-        running.retain(|server, (url, own)| {
-            let now = want.iter().find(|(s, _)| s == server).map(|(_, u)| u);
+        running.retain(|(server, port), (url, own)| {
+            let now = want
+                .iter()
+                .find(|t| &t.server == server && t.port == *port)
+                .map(|t| &t.url);
             if now == Some(url) {
                 return true;
             }
             match now {
                 Some(new) => tracing::info!(server = %server, from = %url, to = %new, "the server's log names another address: its API poll moves"),
-                None => tracing::info!(server = %server, url = %url, "the server is gone from the logs: its API is no longer polled"),
+                None => tracing::info!(server = %server, url = %url, "the server's log no longer names this address: it is no longer polled"),
             }
             own.set();
             false
         });
-        for (server, url) in want {
-            if running.contains_key(&server) {
+        for t in want {
+            let id = (t.server.clone(), t.port);
+            if running.contains_key(&id) {
                 continue;
             }
-            if running.len() >= max_servers {
+            let polled = running.keys().filter(|(s, _)| *s != t.server);
+            let mut servers: Vec<&String> = polled.map(|(s, _)| s).collect();
+            servers.dedup();
+            if servers.len() >= max_servers {
                 if !std::mem::replace(&mut capped, true) {
                     tracing::warn!(max_servers, "--sglang.from-logs: more servers than --limits.max-servers; the others are not polled");
                 }
                 break;
             }
-            let base = match url::Url::parse(&format!("{url}/")) {
+            let base = match url::Url::parse(&format!("{}/", t.url)) {
                 Ok(b) => b,
                 Err(e) => {
-                    tracing::warn!(server = %server, url = %url, "--sglang.from-logs: the logged address is no URL ({e}); not polled");
+                    tracing::warn!(server = %t.server, url = %t.url, "--sglang.from-logs: the logged address is no URL ({e}); not polled");
                     continue;
                 }
             };
             let own = Arc::new(Stop::new());
-            let t = ApiTarget {
-                server: server.clone(),
+            let target = ApiTarget {
+                server: t.server.clone(),
                 base,
             };
-            lock(state).set_api_url(&server, &url);
-            if let Err(e) = spawn_poller(cfg, t, max_ranks, state, own.clone(), true) {
-                tracing::warn!(server = %server, "--sglang.from-logs: cannot start a poller: {e}");
+            lock(state).set_api_url(&t.server, &t.base);
+            let poll = PollOf {
+                from_logs: true,
+                port: t.port,
+            };
+            if let Err(e) = spawn_poller(cfg, target, max_ranks, state, own.clone(), poll) {
+                tracing::warn!(server = %t.server, "--sglang.from-logs: cannot start a poller: {e}");
                 continue;
             }
-            running.insert(server, (url, own));
+            running.insert(id, (t.url, own));
         }
         if !stop.wait(FOLLOW_EVERY) {
             for (_, own) in running.values() {
@@ -351,6 +375,9 @@ struct Poller {
     from_logs: bool,
     /// Whether it answered since the poller started.
     answered: bool,
+    /// The port of the one DP rank it answers for, where the server has a listener per rank
+    /// (a Rust server per DP rank, `SGLANG_RUST_SERVER=1`); `None`: the whole server.
+    port: Option<u16>,
 }
 
 impl Poller {
@@ -375,6 +402,7 @@ impl Poller {
             info_warned: false,
             from_logs: false,
             answered: false,
+            port: None,
         }
     }
 
@@ -405,7 +433,7 @@ impl Poller {
                         let now = s.clock().now().wall;
                         let applied =
                             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                                s.apply_api(&server, r, now)
+                                s.apply_api_at(&server, self.port, r, now)
                             }));
                         if applied.is_err() {
                             s.add_self(SelfMetric::SourcePanics, &source, 1.0);
@@ -419,8 +447,10 @@ impl Poller {
                         self.answered = true;
                     }
                     Err(_) => {
-                        s.api_failed(&server);
-                        if self.answered || !self.from_logs {
+                        s.api_failed_at(&server, self.port);
+                        // One rank's port down leaves the server up while another answers.
+                        let other_up = self.port.is_some() && s.api_up(&server) == Some(true);
+                        if (self.answered || !self.from_logs) && !other_up {
                             s.set_self(SelfMetric::ApiUp, &server, 0.0);
                         }
                         s.add_self(SelfMetric::ApiFailures, &server, 1.0);
