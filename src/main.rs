@@ -48,7 +48,8 @@ fn main() -> ExitCode {
             if cfg.inputs.is_empty()
                 && cfg.journal.units.is_empty()
                 && cfg.discover.is_none()
-                && cfg.api.is_none()
+                // --sglang.from-logs polls what the logs name: no input of its own.
+                && cfg.api.as_ref().is_none_or(|a| a.targets.is_empty())
             {
                 return fail(
                     "no inputs: give log files, - for stdin, --journal-unit, --input.glob or --sglang.url (see --help)",

@@ -668,23 +668,18 @@ fn group_line(s: &Server) -> Line {
     if !s.instance.is_empty() {
         facts.push(format!("@ {}", s.instance));
     }
-    if !s.url.is_empty() {
-        facts.push(s.url.clone());
-    }
-    // Where its values come from, since when (UTC time of day).
+    // Where its values come from, since when (UTC time of day); where its API is polled.
     if let (from @ ("log" | "api" | "both"), Some(t)) = (s.values_from.as_str(), s.values_since) {
-        let from = match from {
-            "log" => "log",
-            "api" => "API",
-            _ => "log + API",
-        };
         let t = t.max(0.0) as u64 % 86_400;
-        facts.push(format!(
-            "values from {from} since {:02}:{:02}:{:02} UTC",
-            t / 3600,
-            t / 60 % 60,
-            t % 60
-        ));
+        let since = format!("{:02}:{:02}:{:02}Z", t / 3600, t / 60 % 60, t % 60);
+        facts.push(match from {
+            "log" => format!("log since {since}"),
+            "api" => format!("API since {since}"),
+            _ => format!("log + API since {since}"),
+        });
+        if from != "log" && !s.url.is_empty() {
+            facts.push(s.url.clone());
+        }
     }
     if !facts.is_empty() {
         l.push(format!("  {}", facts.join(" · ")), Style::Dim);

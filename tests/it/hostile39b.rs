@@ -292,7 +292,7 @@ fn the_live_page_isolates_names_and_its_responses_are_hardened() {
     // The script ran (under the CSP): the servers are there, each name escaped in its <bdi>.
     assert!(
         dom.contains(
-            r#"<h2><bdi>prod\u{202e}</bdi><span class="facts"><bdi>unified</bdi> · <bdi>model-A</bdi></span></h2>"#
+            r#"<h2><bdi>prod\u{202e}</bdi><span class="facts"><bdi>unified</bdi> · <bdi>model-A</bdi> · <bdi>log since 15:00:00Z</bdi></span></h2>"#
         ),
         "{dom}"
     );

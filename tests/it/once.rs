@@ -149,7 +149,7 @@ fn pd_decode_session_end_state_is_the_last_stats_line_by_log_clock() {
         get(
             &expo,
             "sglang_server_info",
-            &format!("{{server=\"{s}\",model_name=\"deepseek-ai/DeepSeek-V3\",engine_type=\"decode\",tp_size=\"4\",dp_size=\"4\",pp_size=\"1\"}}")
+            &format!("{{server=\"{s}\",model_name=\"deepseek-ai/DeepSeek-V3\",engine_type=\"decode\",tp_size=\"4\",dp_size=\"4\",pp_size=\"1\",url=\"http://127.0.0.1:30001\"}}")
         ),
         1.0
     );

@@ -377,9 +377,12 @@ fn top_and_the_summary_ignore_request_metrics() {
     let instance = format!(" · @ 127.0.0.1:{}", e.port);
     let want: String = plain
         .lines()
-        .map(|l| match l.starts_with("s ") {
-            true => format!("{l}{instance}\n"),
-            false => format!("{l}\n"),
+        .map(|l| match l.split_once(" · log since") {
+            // The exporter it came from, after the model and before where values come from.
+            Some((head, from)) if l.starts_with("s ") => {
+                format!("{head}{instance} · log since{from}\n")
+            }
+            _ => format!("{l}\n"),
         })
         .collect();
     assert_eq!(got, want);

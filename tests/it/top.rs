@@ -292,7 +292,10 @@ fn top_terminal_shows_the_sample_and_answers_keys() {
         l[4],
         "  RANK     KV CACHE                     USED/CAP     RUN  QUEUE  GEN t/s  PD QUEUES     RETR/1m  AGE"
     );
-    assert_eq!(l[5], "pd-decode-session  decode · deepseek-ai/DeepSeek-V3");
+    assert_eq!(
+        l[5],
+        "pd-decode-session  decode · deepseek-ai/DeepSeek-V3 · log since 09:57:46Z"
+    );
     let rows = [
         "  DP0 TP0  [|                 ]   0.3%  2290/786.4k    1      0     42.0  pre 0 xfer 0        0  4s",
         "  DP1 TP1  [|                 ]   0.3%  2707/786.4k    1      0     63.7  pre 0 xfer 0        0  5s",
@@ -523,7 +526,9 @@ fn top_url_snapshot_is_the_local_frame_of_a_running_exporter() {
         .lines()
         .map(|l| {
             if l.starts_with("pd-decode-session ") || l.starts_with("prefill-session ") {
-                format!("{l}{instance}\n")
+                // The exporter it came from, after the model and before where values come from.
+                let (head, from) = l.split_once(" · log since").expect("a server line");
+                format!("{head}{instance} · log since{from}\n")
             } else {
                 format!("{l}\n")
             }
@@ -566,13 +571,23 @@ fn top_url_shows_several_exporters_on_one_screen() {
         (b.port, a.port)
     };
     let row = "  -     [|                             ]   0.7%  2788/413.7k    1      0      134     0  5s";
+    // A server's line, cut to the 100 columns as top cuts it.
+    let server = |port: u16| {
+        let l = format!(
+            "single-gpu-2025  unified · meta-llama/Llama-3.1-8B-Instruct · @ 127.0.0.1:{port} · log since 14:02:09Z"
+        );
+        match l.char_indices().nth(99) {
+            Some((i, _)) => format!("{}…", &l[..i]),
+            None => l,
+        }
+    };
+    let (sa, sb) = (server(pa), server(pb));
     let want = format!(
         "sglang top  2025-06-13 14:07:56 UTC  2 servers, 2 ranks\n\
          model meta-llama/Llama-3.1-8B-Instruct (unified)\n\
          total  run 2  queue 0  gen 268 tok/s  KV 0.7% 5576/827.4k  RETR 0\n\
          \n  RANK  KV CACHE                                 USED/CAP     RUN  QUEUE  GEN t/s  RETR  AGE\n\
-         single-gpu-2025  unified · meta-llama/Llama-3.1-8B-Instruct · @ 127.0.0.1:{pa}\n{row}\n\
-         single-gpu-2025  unified · meta-llama/Llama-3.1-8B-Instruct · @ 127.0.0.1:{pb}\n{row}\n"
+         {sa}\n{row}\n{sb}\n{row}\n"
     );
     assert_eq!(got, want);
     // One exporter down: the other is still shown, the failure named under the totals.
@@ -707,7 +722,7 @@ fn top_snapshot_of_a_journal_unit() {
     let l = lines(&got);
     assert_eq!(l[1], "model deepseek-ai/DeepSeek-V3 (decode)", "{got}");
     assert_eq!(
-        l[5], "sglang-decode  decode · deepseek-ai/DeepSeek-V3",
+        l[5], "sglang-decode  decode · deepseek-ai/DeepSeek-V3 · log since 09:57:46Z",
         "{got}"
     );
     let ranks: Vec<&str> = l[6..].iter().map(|r| &r[..9]).collect();
