@@ -271,6 +271,8 @@ pub struct ServerArgs {
     pub host: Option<String>,
     /// `port`: the HTTP API's port (under `SGLANG_RUST_SERVER=1`, DP rank r's is `port + r`).
     pub port: Option<u16>,
+    /// Whether it serves HTTPS (`ssl_certfile` set: `true`; `None` printed: `false`).
+    pub tls: Option<bool>,
 }
 
 impl ServerArgs {
@@ -297,8 +299,17 @@ impl ServerArgs {
             enable_dp_attention: self.enable_dp_attention,
             // A host name is at most 253 bytes (RFC 1035); a longer text is no address to poll,
             // and a shortened one would name another.
-            host: self.host.clone().filter(|h| h.len() <= 253),
+            // A host name is at most 253 bytes (RFC 1035): a longer text is kept cut at 254,
+            // which no address is (never polled, never a `url`), and never taken for none.
+            host: self.host.as_ref().map(|h| {
+                let mut end = h.len().min(254);
+                while !h.is_char_boundary(end) {
+                    end -= 1;
+                }
+                h[..end].to_string()
+            }),
             port: self.port,
+            tls: self.tls,
         }
     }
 

@@ -44,7 +44,9 @@ pub fn parse_server_args(s: &str) -> ServerArgs {
             "base_gpu_id" => out.base_gpu_id = num(),
             "gpu_id_step" => out.gpu_id_step = num(),
             "host" => out.host = text.map(str::to_string),
-            "port" => out.port = raw.parse().ok(),
+            // Port 0 is "any free port" to bind: no address to poll.
+            "port" => out.port = raw.parse().ok().filter(|&p: &u16| p > 0),
+            "ssl_certfile" => out.tls = Some(raw != "None"),
             "enable_dp_attention" => out.enable_dp_attention = Some(raw == "True"),
             "speculative_algorithm" => {
                 out.speculative_algorithm = text
@@ -194,6 +196,7 @@ mod tests {
             speculative_algorithm: Some("EAGLE".into()),
             host: Some("0.0.0.0".into()),
             port: Some(30001),
+            tls: None,
         };
         assert_eq!(parse_server_args(dataclass), want);
         assert_eq!(parse_server_args(dict), want);

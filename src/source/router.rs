@@ -27,11 +27,27 @@ pub use super::api::MAX_BODY;
 /// Where a worker's value goes.
 type Slot = fn(&mut RouterWorker) -> &mut Option<f64>;
 
-/// The router's families read, each with where its value goes.
-const READ: [(&str, Slot); 3] = [
-    ("smg_worker_requests_active", |w| &mut w.requests_active),
-    ("smg_worker_health", |w| &mut w.healthy),
-    ("smg_worker_cb_state", |w| &mut w.circuit),
+/// Which values a family can take (the router's own: a count, 0/1, the breaker's 0/1/2).
+type Valid = fn(f64) -> bool;
+
+/// The router's families read, each with where its value goes and the values it can have: any
+/// other (negative, fractional, a state the breaker has not) is left out, never shown.
+const READ: [(&str, Slot, Valid); 3] = [
+    (
+        "smg_worker_requests_active",
+        |w| &mut w.requests_active,
+        |v| v >= 0.0 && v.fract() == 0.0 && v <= 1e9,
+    ),
+    (
+        "smg_worker_health",
+        |w| &mut w.healthy,
+        |v| v == 0.0 || v == 1.0,
+    ),
+    (
+        "smg_worker_cb_state",
+        |w| &mut w.circuit,
+        |v| v == 0.0 || v == 1.0 || v == 2.0,
+    ),
 ];
 
 /// The router source's settings, validated.
@@ -186,13 +202,16 @@ pub fn reading(families: &[Family]) -> RouterReading {
     let mut workers: Vec<RouterWorker> = Vec::new();
     let mut index = std::collections::HashMap::new();
     for f in families {
-        let Some((_, slot)) = READ.iter().find(|(n, _)| *n == f.name) else {
+        let Some((_, slot, valid)) = READ.iter().find(|(n, _, _)| *n == f.name) else {
             continue;
         };
         for (labels, v) in &f.samples {
             let Some((_, worker)) = labels.iter().find(|(k, _)| *k == "worker") else {
                 continue;
             };
+            if worker.is_empty() {
+                continue;
+            }
             let i = *index.entry(worker.clone()).or_insert_with(|| {
                 workers.push(RouterWorker {
                     worker: worker.clone(),
@@ -200,7 +219,7 @@ pub fn reading(families: &[Family]) -> RouterReading {
                 });
                 workers.len() - 1
             });
-            if v.is_finite() {
+            if v.is_finite() && valid(*v) {
                 *slot(&mut workers[i]) = Some(*v);
             }
         }
@@ -214,6 +233,34 @@ pub fn reading(families: &[Family]) -> RouterReading {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Trial fault: values a router cannot have (a health of 2, a breaker state of 7 or 0.5, a
+    /// negative or fractional count, 1e308) and an empty worker are left out, never shown.
+    #[test]
+    fn values_out_of_their_range_are_left_out() {
+        let text = "smg_worker_health{worker=\"http://a:1\"} 2\n\
+            smg_worker_health{worker=\"http://b:1\"} 1\n\
+            smg_worker_cb_state{worker=\"http://a:1\"} 7\n\
+            smg_worker_cb_state{worker=\"http://b:1\"} 0.5\n\
+            smg_worker_requests_active{worker=\"http://a:1\"} -5\n\
+            smg_worker_requests_active{worker=\"http://b:1\"} 1e308\n\
+            smg_worker_requests_active{worker=\"\"} 3\n\
+            smg_worker_requests_active{worker=\"http://c:1\"} 4\n";
+        let r = reading(&crate::prom_text::parse(text, &Vec::new()).families);
+        let got: Vec<_> = r
+            .workers
+            .iter()
+            .map(|w| (w.worker.as_str(), w.requests_active, w.healthy, w.circuit))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("http://a:1", None, None, None),
+                ("http://b:1", None, Some(1.0), None),
+                ("http://c:1", Some(4.0), None, None),
+            ]
+        );
+    }
 
     #[test]
     fn a_router_is_named_by_its_name_or_its_host_and_port() {

@@ -274,6 +274,8 @@ impl State {
                         source_labels: srv.source_labels.clone(),
                         api: srv.api.take(),
                         last_seen: srv.last_seen,
+                        // Its log stays a source of its values across the restart.
+                        first_seen: srv.first_seen.or(ts),
                         clock: srv.clock,
                         runs: srv.runs.restarted(srv.stats_lines, srv.ranks.len(), ts),
                         ..ServerState::new(pat.metrics.len())

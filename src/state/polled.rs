@@ -3,6 +3,8 @@
 //! `sglang_server_info` that joins it to a router's per-worker series, and whether its values
 //! come from its log, its API or both, since when.
 
+use std::collections::BTreeMap;
+
 use super::series::{ServerKey, ServerState};
 use super::State;
 
@@ -42,19 +44,38 @@ pub struct PollTarget {
     pub port: Option<u16>,
 }
 
-/// `http://HOST:PORT` for a server that logged it binds `host` and `port`: a wildcard address
+/// `SCHEME://HOST:PORT` for a server that logged it binds `host` and `port`: a wildcard address
 /// (`0.0.0.0`, `::`, empty) is reached at `wildcard` (loopback on this host, the host's name
 /// for another); an IPv6 address is bracketed.
-fn listen_url(host: &str, port: u16, wildcard: &str) -> String {
+fn listen_url(scheme: &str, host: &str, port: u16, wildcard: &str) -> String {
     let host = match host {
         "" | "0.0.0.0" | "::" | "[::]" => wildcard,
         h => h,
     };
     if host.contains(':') && !host.starts_with('[') {
-        format!("http://[{host}]:{port}")
+        format!("{scheme}://[{host}]:{port}")
     } else {
-        format!("http://{host}:{port}")
+        format!("{scheme}://{host}:{port}")
     }
+}
+
+/// `https` where the server serves TLS (an `ssl_certfile` in its arguments: SGLang's own
+/// `ServerArgs.url()` says so), else `http`.
+fn scheme(a: &crate::record::ServerArgs) -> &'static str {
+    if a.tls == Some(true) {
+        "https"
+    } else {
+        "http"
+    }
+}
+
+/// Whether `host`, as `server_args` logs it, can be an address: a host name or an IP address
+/// (IPv6 bracketed or not) of at most 253 bytes. Anything else is neither polled nor a `url`.
+fn valid_host(host: &str) -> bool {
+    host.len() <= 253
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b".-:[]%_".contains(&b))
 }
 
 /// The loopback address of a wildcard bind: `::` binds IPv6 (and usually IPv4) too, `0.0.0.0`
@@ -103,16 +124,20 @@ impl State {
         let a = srv.args.as_ref()?;
         let port = a.port?;
         let host = a.host.as_deref().unwrap_or("127.0.0.1");
+        if !valid_host(host) {
+            return None;
+        }
+        let scheme = scheme(a);
         let in_pod = srv.source_labels.iter().any(|(k, _)| *k == "pod");
         let wildcard = match &srv.args_host {
             Some(h) => h.as_str(),
             None if in_pod => {
                 return (!matches!(host, "" | "0.0.0.0" | "::" | "[::]"))
-                    .then(|| listen_url(host, port, ""))
+                    .then(|| listen_url(scheme, host, port, ""))
             }
             None => loopback(host),
         };
-        Some(listen_url(host, port, wildcard))
+        Some(listen_url(scheme, host, port, wildcard))
     }
 
     /// The APIs `--sglang.from-logs` polls: every server of its own name (no engine) whose
@@ -133,8 +158,19 @@ impl State {
             }
             let Some(a) = srv.args.as_ref() else { continue };
             let host = a.host.as_deref().unwrap_or("127.0.0.1");
-            let url = |port| listen_url(host, port, loopback(host));
-            let ports = &srv.listen_ports;
+            if !valid_host(host) {
+                continue;
+            }
+            let url = |port| listen_url(scheme(a), host, port, loopback(host));
+            // No more ranks than the server has (a log may print any number of listen lines).
+            let dp = a.dp_size.unwrap_or(1).max(1) as usize;
+            let ports: BTreeMap<u16, _> = srv
+                .listen_ports
+                .iter()
+                .take(dp)
+                .map(|(p, r)| (*p, *r))
+                .collect();
+            let ports = &ports;
             let Some(port) = a.port.or_else(|| ports.keys().next().copied()) else {
                 continue;
             };
@@ -160,6 +196,14 @@ impl State {
         out
     }
 
+    /// Whether `server`'s API answered since the exporter started (by any poller of it).
+    pub fn api_answered(&self, server: &str) -> bool {
+        let server = crate::label::bounded("server", server);
+        self.servers
+            .get(&ServerKey::plain(&server))
+            .is_some_and(|s| s.api.is_some())
+    }
+
     /// Where `srv`'s values come from and since when (Unix seconds): its log once a line of it
     /// was read, its API while that answers; `None` where neither gives any now.
     pub fn values_from(&self, srv: &ServerState) -> Option<(ValuesFrom, f64)> {
@@ -180,18 +224,42 @@ impl State {
 mod tests {
     use super::*;
 
+    /// Trial faults: a host that is no address is neither polled nor a `url` (a long one is not
+    /// taken for none, which would poll loopback); TLS servers are `https`.
+    #[test]
+    fn only_addresses_are_polled_and_tls_is_https() {
+        assert!(valid_host("gpu-1.example.com") && valid_host("[::1]") && valid_host("10.0.0.5"));
+        for bad in ["a b", "x/../y", "h?q", "user:pw@h", &"a".repeat(254)] {
+            assert!(!valid_host(bad), "{bad}");
+        }
+        let a = crate::parse::server_args::parse_server_args(&format!(
+            "host='{}', port=31001, ssl_certfile='/etc/c.pem')",
+            "a".repeat(300)
+        ));
+        assert_eq!(a.bounded().host.map(|h| h.len()), Some(254));
+        assert_eq!(scheme(&a), "https");
+        let b = crate::parse::server_args::parse_server_args("port=0, ssl_certfile=None)");
+        assert_eq!((b.port, scheme(&b)), (None, "http"));
+    }
+
     #[test]
     fn a_wildcard_bind_is_reached_on_loopback_and_ipv6_is_bracketed() {
         assert_eq!(
-            listen_url("0.0.0.0", 30000, "127.0.0.1"),
+            listen_url("http", "0.0.0.0", 30000, "127.0.0.1"),
             "http://127.0.0.1:30000"
         );
         assert_eq!(
-            listen_url("::", 30000, loopback("::")),
+            listen_url("http", "::", 30000, loopback("::")),
             "http://[::1]:30000"
         );
-        assert_eq!(listen_url("fe80::1", 8, "x"), "http://[fe80::1]:8");
-        assert_eq!(listen_url("10.0.0.5", 30001, "x"), "http://10.0.0.5:30001");
-        assert_eq!(listen_url("0.0.0.0", 30000, "gpu-7"), "http://gpu-7:30000");
+        assert_eq!(listen_url("http", "fe80::1", 8, "x"), "http://[fe80::1]:8");
+        assert_eq!(
+            listen_url("http", "10.0.0.5", 30001, "x"),
+            "http://10.0.0.5:30001"
+        );
+        assert_eq!(
+            listen_url("http", "0.0.0.0", 30000, "gpu-7"),
+            "http://gpu-7:30000"
+        );
     }
 }

@@ -173,6 +173,16 @@ fn a_restart_on_another_port_moves_the_poll() {
         Some(32.0),
         "{s}"
     );
+    // Trial fault: a restart onto a port where nothing answers is an API gone down (it answered
+    // before, at its old port), and the log is the source again.
+    let dead = crate::common::free_port();
+    append(Path::new(&decode), server_args(dead).as_bytes());
+    let s = e.scrape_until(15, |s| {
+        value(s, r#"sglang_up{server="decode"}"#) == Some(0.0)
+    });
+    let from = r#"sglang_server_source_timestamp_seconds{server="decode",model_name="deepseek-ai/DeepSeek-V3",engine_type="decode",from="log"}"#;
+    assert!(value(&s, from).is_some(), "{s}");
+    assert_eq!(value(&s, &at("sglang:num_running_reqs", DP0)), None, "{s}");
 }
 
 /// `--sglang.from-logs=false`, and `--sglang.url` alone (which turns it off), poll nothing the
@@ -200,6 +210,20 @@ fn from_logs_is_off_when_asked_or_with_sglang_url() {
         let url = format!("http://127.0.0.1:{}", api.port);
         assert_eq!(value(&s, &info(&url)), Some(1.0), "{s}");
     }
+    // Trial fault: with both, a server the logs name at an address --sglang.url polls under
+    // another name is polled once, as that name.
+    let named = format!("other=http://127.0.0.1:{}", api.port);
+    let e = exporter(&[&path, "--sglang.from-logs=true", "--sglang.url", &named]);
+    let s = e.scrape_until(15, |s| {
+        value(s, r#"sglang_up{server="other"}"#) == Some(1.0)
+    });
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let s2 = e.scrape();
+    assert_eq!(
+        value(&s2, r#"sglang_up{server="decode"}"#),
+        None,
+        "{s}\n{s2}"
+    );
 }
 
 /// A journal record of another host (`_HOSTNAME=gpu-node-1`): its server is never polled from

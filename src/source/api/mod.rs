@@ -223,8 +223,17 @@ fn follow_logs(cfg: &Arc<ApiConfig>, state: &Shared, stop: &Arc<Stop>, max_ranks
     // stop).
     let mut running: BTreeMap<(String, Option<u16>), (String, Arc<Stop>)> = BTreeMap::new();
     let mut capped = false;
+    // The base URLs --sglang.url polls: a server the logs name at one of them is polled once.
+    let named: Vec<String> = cfg
+        .targets
+        .iter()
+        .map(|t| t.base.as_str().trim_end_matches('/').to_string())
+        .collect();
+    // Logged addresses that are no URL, warned about once each.
+    let mut bad: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
     loop {
-        let want = lock(state).from_logs_targets(&configured);
+        let mut want = lock(state).from_logs_targets(&configured);
+        want.retain(|t| !named.contains(&t.url));
         running.retain(|(server, port), (url, own)| {
             let now = want
                 .iter()
@@ -257,7 +266,9 @@ fn follow_logs(cfg: &Arc<ApiConfig>, state: &Shared, stop: &Arc<Stop>, max_ranks
             let base = match url::Url::parse(&format!("{}/", t.url)) {
                 Ok(b) => b,
                 Err(e) => {
-                    tracing::warn!(server = %t.server, url = %t.url, "--sglang.from-logs: the logged address is no URL ({e}); not polled");
+                    if bad.len() < max_servers && bad.insert(t.url.clone()) {
+                        tracing::warn!(server = %t.server, url = %t.url, "--sglang.from-logs: the logged address is no URL ({e}); not polled");
+                    }
                     continue;
                 }
             };
@@ -450,7 +461,10 @@ impl Poller {
                         s.api_failed_at(&server, self.port);
                         // One rank's port down leaves the server up while another answers.
                         let other_up = self.port.is_some() && s.api_up(&server) == Some(true);
-                        if (self.answered || !self.from_logs) && !other_up {
+                        // A server that answered before (this poller, or the one of its old
+                        // address before a restart moved it) is an API gone down.
+                        let answered = self.answered || s.api_answered(&server);
+                        if (answered || !self.from_logs) && !other_up {
                             s.set_self(SelfMetric::ApiUp, &server, 0.0);
                         }
                         s.add_self(SelfMetric::ApiFailures, &server, 1.0);

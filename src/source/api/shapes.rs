@@ -703,6 +703,7 @@ pub fn server_info(body: &[u8]) -> Result<ServerInfo, ShapeError> {
         // Where it listens is what was asked: the URL polled.
         host: None,
         port: None,
+        tls: None,
     };
     Ok(ServerInfo {
         args,
