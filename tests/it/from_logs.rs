@@ -364,3 +364,41 @@ fn rust_servers_are_polled_on_each_dp_ranks_port() {
     }
     drop(api0);
 }
+
+/// A journal unit of this host (`_HOSTNAME` is this host's name): its server is polled at the
+/// address its `server_args` entry logs, as a file's is.
+#[test]
+fn a_journal_unit_of_this_host_is_polled_from_its_log() {
+    let api = SglangApi::start("0.5.23", &decode_v0523(), None);
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("local.journal");
+    let me = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let line = server_args(api.port);
+    let export = crate::journald::entry(
+        "sglang-api.service",
+        crate::journald::INVOCATION,
+        1_780_481_300_000_000,
+        line.trim_end().as_bytes(),
+    );
+    let export = String::from_utf8(export)
+        .unwrap()
+        .replace("_HOSTNAME=gpu-node-1", &format!("_HOSTNAME={}", me.trim()));
+    crate::journald::write_journal(&journal, export.as_bytes());
+    let e = exporter(&[
+        "--journal-unit",
+        "sglang-api",
+        "--journal-file",
+        journal.to_str().unwrap(),
+    ]);
+    let dp0 = DP0.replace(r#"server="decode""#, r#"server="sglang-api""#);
+    let s = e.scrape_until(30, |s| {
+        value(s, &at("sglang:num_running_reqs", &dp0)) == Some(32.0)
+    });
+    assert_eq!(
+        value(&s, r#"sglang_up{server="sglang-api"}"#),
+        Some(1.0),
+        "{s}"
+    );
+    let url = format!(r#"url="http://127.0.0.1:{}""#, api.port);
+    assert!(s.contains(&url), "{s}");
+}
