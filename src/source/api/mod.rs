@@ -259,7 +259,7 @@ fn follow_logs(cfg: &Arc<ApiConfig>, state: &Shared, stop: &Arc<Stop>, max_ranks
             servers.dedup();
             if servers.len() >= max_servers {
                 if !std::mem::replace(&mut capped, true) {
-                    tracing::warn!(max_servers, "--sglang.from-logs: more servers than --limits.max-servers; the others are not polled");
+                    tracing::warn!(max_servers, "--sglang.from-logs: more servers than the state's cap of {max_servers}; the others are not polled");
                 }
                 break;
             }
