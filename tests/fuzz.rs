@@ -1166,12 +1166,31 @@ fn fuzz_pipeline_runs_any_bytes() {
         let key = key.then_some("payload.text");
         let mut p = Pipeline::new(Parser::new(pat.clone()), max, key);
         let mut d = SourceDelta::default();
+        let mut parsed = 0u64;
         for l in &lines {
             let o = p.run(&l.0, &mut d);
             check_outcome(&o)?;
+            parsed += u64::from(matches!(o, Outcome::Parsed { .. }));
         }
+        // Every per-line counter counts a line at most once, however many layers (record,
+        // prefix, inner record) it was read through; and a line has at most one fate.
         let n = lines.len() as u64;
-        prop_assert!(d.unmatched <= n && d.invalid_utf8 <= n && d.control_codes <= n);
+        let per_line = [
+            ("unmatched", d.unmatched),
+            ("invalid_utf8", d.invalid_utf8),
+            ("control_codes", d.control_codes),
+            ("oversized", d.oversized),
+            ("incomplete", d.incomplete),
+            ("json_without_message", d.json_without_message),
+            ("null_messages", d.null_messages),
+            ("unread", d.unread.iter().sum()),
+        ];
+        for (name, v) in per_line {
+            prop_assert!(v <= n, "{} counted {} of {} lines: {:?}", name, v, n, d);
+        }
+        let fates = parsed + d.unmatched + d.oversized + d.incomplete + d.json_without_message;
+        prop_assert!(fates <= n, "{} fates for {} lines: {:?}", fates, n, d);
+        prop_assert!(d.null_messages <= d.unmatched && d.unread.iter().sum::<u64>() <= d.unmatched);
         Ok(())
     });
 }

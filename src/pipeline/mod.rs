@@ -229,7 +229,8 @@ impl Steps {
         if let Some(o) = origin {
             join(engine, o);
         }
-        let mut text = decode_text(text, clean_buf, lossy, d);
+        let mut seen = Dirt::default();
+        let mut text = decode_text(text, clean_buf, lossy, &mut seen, d);
         // Another tool's prefix before SGLang's line (one table lookup for most lines).
         let streamed = parser.patterns().streams.read(text, stream_sc, stream);
         if streamed {
@@ -251,7 +252,7 @@ impl Steps {
             let Some(i) = unframe(inner.frame(text.as_bytes()), d) else {
                 return Outcome::Skipped;
             };
-            text = decode_text(i.text, inner_clean, inner_lossy, d);
+            text = decode_text(i.text, inner_clean, inner_lossy, &mut seen, d);
             unit = unit.or(i.unit);
             realtime = realtime.or(i.realtime);
             node = node.or(i.node);
@@ -335,12 +336,22 @@ fn unframe<'a>(f: Framed<'a>, d: &mut SourceDelta) -> Option<Message<'a>> {
     }
 }
 
-/// A line's bytes as text: terminal control codes removed (counted), invalid UTF-8 read
-/// lossily (counted). `buf` and `lossy` hold the result when it is not `text` itself.
+/// What decoding has already counted against one line. A wrapped line is decoded twice (the
+/// record, then the message inside it), and both can hold control codes or invalid UTF-8 (a raw
+/// ESC in the record and a `\u001b` in its message): the per-line counters count it once.
+#[derive(Default)]
+struct Dirt {
+    control_codes: bool,
+    invalid_utf8: bool,
+}
+
+/// A line's bytes as text: terminal control codes removed, invalid UTF-8 read lossily, each
+/// counted once per line (`seen`). `buf` and `lossy` hold the result when it is not `text`.
 fn decode_text<'a>(
     text: &'a [u8],
     buf: &'a mut Vec<u8>,
     lossy: &'a mut String,
+    seen: &mut Dirt,
     d: &mut SourceDelta,
 ) -> &'a str {
     // Nearly every line is printable ASCII: nothing to clean, valid UTF-8 (one pass).
@@ -351,11 +362,17 @@ fn decode_text<'a>(
         return unsafe { std::str::from_utf8_unchecked(text) };
     }
     let (text, changed) = crate::parse::clean::clean(text, buf);
-    d.control_codes += u64::from(changed);
+    if changed && !seen.control_codes {
+        seen.control_codes = true;
+        d.control_codes += 1;
+    }
     match simdutf8::basic::from_utf8(text) {
         Ok(s) => s,
         Err(_) => {
-            d.invalid_utf8 += 1;
+            if !seen.invalid_utf8 {
+                seen.invalid_utf8 = true;
+                d.invalid_utf8 += 1;
+            }
             lossy.clear();
             lossy.push_str(&String::from_utf8_lossy(text));
             lossy.as_str()

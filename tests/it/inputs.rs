@@ -318,3 +318,39 @@ fn devices_sockets_and_unit_names_among_explicit_inputs() {
         "{err}"
     );
 }
+
+#[test]
+fn a_wrapped_line_dirty_in_both_layers_is_counted_once() {
+    // A Fluentd `out_file` line holding a Docker record: the record carries a raw ESC and an
+    // invalid UTF-8 byte, and its message, once unescaped, carries a `\u001b` colour code and
+    // the same bad byte again. Both layers are cleaned; each per-line counter counts the line
+    // once (the fuzz harness had found control codes counted twice for one line).
+    let mut text = Vec::new();
+    for (t, n) in [("10:00:01", 5), ("10:00:02", 6)] {
+        text.extend_from_slice(
+            format!(
+                "2026-06-03T{t}+0000\tdocker.a\t{{\"log\":\"\x1b[0m\u{1b}[0m[2026-06-03 {t} TP0] Decode batch, #running-req: {n}, #token: 500, token usage: 0.05, #queue-req: 0 \\u001b[0m"
+            )
+            .as_bytes(),
+        );
+        text.extend_from_slice(b"\xff\\n\",\"stream\":\"stderr\"}\n");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("fluentd.log");
+    std::fs::write(&p, &text).unwrap();
+    let s = parse_exposition(&once(&[
+        "--gpu.disable",
+        "--idle-after",
+        "1000000h",
+        p.to_str().unwrap(),
+    ]));
+    assert_eq!(only(&s, "sglang:num_running_reqs"), 6.0);
+    assert_eq!(
+        only(&s, "sglang_log_exporter_lines_control_codes_total"),
+        2.0
+    );
+    assert_eq!(
+        only(&s, "sglang_log_exporter_lines_invalid_utf8_total"),
+        2.0
+    );
+}
