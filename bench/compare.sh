@@ -3,31 +3,34 @@
 # --one_shot (bench/sglang.mtail) and a Python re + prometheus_client script (bench/baseline.py),
 # on one generated mixed log, runs alternating, medians reported.
 #
-# Usage: bench/compare.sh [--size 100M] [--reps 5] [--slow-reps N] [--seed 42]
+# Usage: bench/compare.sh [--size 100M] [--reps 5] [--slow-reps N] [--seed 42] [--access F]
 #                         [--dir /tmp/sglang-bench] [--bin PATH] [--cpu N|none]
 #                         [--only "wc grep ours ours-mt mtail python"]
 # --slow-reps (default: --reps) caps the runs of mtail and python, which take minutes on 1 GiB.
 # `ours` runs pinned to one CPU (so it parses on one thread); `ours-mt` is the same command
 # unpinned, parsing on every core (`--threads 0`): compare their wall times.
-# The log is generated once per size and seed under --dir and reused. Every tool runs pinned to
-# one CPU (--cpu, default 0) with taskset. Exits non-zero only if our exporter fails or prints no
-# exposition: the timings are reported, never judged (the machines are noisy).
+# --access F: the generated log's share of access lines (default genlog.py's 0.60; 0.9 is a
+# busy server's log). The log is generated once per size, seed and share under --dir and
+# reused. Every tool runs pinned to one CPU (--cpu, default 0) with taskset. Exits non-zero only
+# if our exporter fails or prints no exposition: the timings are reported, never judged (the
+# machines are noisy).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(dirname "$here")"
 
-size=100M reps=5 slow_reps="" seed=42 dir=/tmp/sglang-bench bin="" cpu=0 only="wc grep ours ours-mt mtail python"
+size=100M reps=5 slow_reps="" seed=42 access="" dir=/tmp/sglang-bench bin="" cpu=0 only="wc grep ours ours-mt mtail python"
 while (($#)); do
   case "$1" in
     --size) size="$2"; shift 2 ;;
     --reps) reps="$2"; shift 2 ;;
     --slow-reps) slow_reps="$2"; shift 2 ;;
     --seed) seed="$2"; shift 2 ;;
+    --access) access="$2"; shift 2 ;;
     --dir) dir="$2"; shift 2 ;;
     --bin) bin="$2"; shift 2 ;;
     --cpu) cpu="$2"; shift 2 ;;
     --only) only="$2"; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -40,9 +43,9 @@ bin="$(realpath "$bin")" # the tools run in the output folder
 [[ -x /usr/bin/time ]] || { echo "needs /usr/bin/time (Debian package time)" >&2; exit 2; }
 
 mkdir -p "$dir"
-log="$dir/mixed-$size-seed$seed.log"
+log="$dir/mixed-$size-seed$seed${access:+-access$access}.log"
 if [[ ! -s "$log" ]]; then
-  python3 "$here/genlog.py" --size "$size" --seed "$seed" --out "$log.tmp"
+  python3 "$here/genlog.py" --size "$size" --seed "$seed" ${access:+--access "$access"} --out "$log.tmp"
   mv "$log.tmp" "$log"
 fi
 bytes=$(stat -c %s "$log")

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Writes a reproducible mixed SGLang log for the benchmarks.
 
-Usage: genlog.py --size 1G [--seed 42] --out FILE
+Usage: genlog.py --size 1G [--seed 42] [--access 0.9] --out FILE
 
 The mix (by line count): about 10 % scheduler stats lines (decode batch on DP0-3/TP0-3 in the
 v0.5 PD spelling, prefill batch on TP0-3), about 60 % uvicorn access lines, the rest startup and
 runtime noise that no pattern reads; a startup block (server_args, KV cache, memory pool lines)
 every 500,000 lines, as after a restart. Same seed and size, same bytes.
+--access F: a share F of access lines instead (a busy server's log: 0.9), the other kinds
+keeping their proportions to each other.
 """
 
 import argparse
@@ -58,7 +60,17 @@ def main():
     ap.add_argument("--size", default="100M")
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--access", type=float, default=None, help="share of access lines (default 0.60)")
     a = ap.parse_args()
+    # Thresholds on one uniform draw: decode, prefill, access, the rest noise. The default mix
+    # keeps its literal figures, so its bytes stay those of earlier measurements.
+    decode_to, prefill_to, access_to = 0.08, 0.10, 0.70
+    if a.access is not None:
+        if not 0.0 <= a.access <= 1.0:
+            sys.exit(f"bad --access {a.access}: a share from 0 to 1")
+        rest = (1.0 - a.access) / 0.40
+        decode_to, prefill_to = 0.08 * rest, 0.10 * rest
+        access_to = prefill_to + a.access
     want = parse_size(a.size)
     rnd = random.Random(a.seed)
     rint, rnd01 = rnd.randrange, rnd.random
@@ -84,7 +96,7 @@ def main():
                         r = f"{stamp} DP{d} TP{d}"
                         out.append(line.format(r=r) if d is not None else f"[{stamp}] {line}")
             x = rnd01()
-            if x < 0.08:
+            if x < decode_to:
                 d = rint(0, 4)
                 running = rint(0, 256)
                 tokens = rint(0, 786432)
@@ -94,7 +106,7 @@ def main():
                     f"#transfer-req: {rint(0, 8)}, #retracted-req: 0, cuda graph: True, "
                     f"gen throughput (token/s): {rnd01() * 5000:.2f}, #queue-req: {rint(0, 64)}"
                 )
-            elif x < 0.10:
+            elif x < prefill_to:
                 tp = rint(0, 4)
                 new = rint(1, 16384)
                 out.append(
@@ -103,7 +115,7 @@ def main():
                     f"#queue-req: {rint(0, 32)}, #pending-token: 0, #bootstrap-req: 0, #inflight-req: {rint(0, 4)}, "
                     f"cuda graph: False, input throughput (token/s): {rnd01() * 20000:.2f}"
                 )
-            elif x < 0.70:
+            elif x < access_to:
                 p = PATHS[rint(0, len(PATHS))]
                 meth = "GET" if p in ("/health", "/get_model_info", "/metrics") else "POST"
                 st = "200 OK" if rnd01() < 0.98 else "503 Service Unavailable"

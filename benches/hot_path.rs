@@ -1,6 +1,8 @@
 //! The hot path, one line at a time: `Parser::parse` on a decode, a prefill, an access and a
 //! non-matching line, the journald JSON unwrap plus parse, and a whole `Ingest::line` (parse,
-//! stamp, state update). `request` runs `Ingest::line` on `--log-requests` Finish records: the
+//! stamp, state update) on those and on a stats line wrapped by `journalctl -o short`, a CRI
+//! runtime's file and `kubectl logs --prefix`, and on a `Finish:` request line that no kind
+//! reads without `--log-requests` parsing. `request` runs `Ingest::line` on `--log-requests` Finish records: the
 //! sample ones (text and JSON, a few KiB) and level-3 lines of 1, 4 and 8 MiB, whose time per
 //! byte must stay flat (one pass, no allocation growing with the line). divan prints time per line, lines/s and bytes/s, and — through its
 //! counting allocator — allocations per line (the aim: none for a line that matches nothing).
@@ -27,6 +29,15 @@ const ACCESS: &str =
     "[2026-06-03 10:00:26] INFO:     127.0.0.1:44941 - \"POST /generate HTTP/1.1\" 200 OK";
 const NOMATCH: &str =
     "[2026-06-03 09:57:58 DP1 TP1] Init torch distributed ends. elapsed=4.58 s, mem usage=1.19 GB";
+/// The decode line as `journalctl -o short` prints it (host, unit, pid).
+const JOURNAL_SHORT: &str = "Jun 03 10:01:50 gpu-node-1 python3[48213]: [2026-06-03 10:01:50 DP0 TP0] Decode batch, #running-req: 1, #token: 8156, token usage: 0.01, pre-allocated usage: 0.00, #prealloc-req: 0, #transfer-req: 0, #retracted-req: 0, cuda graph: True, gen throughput (token/s): 42.27, #queue-req: 0";
+/// The decode line in a CRI runtime's container log file (`/var/log/pods/...`).
+const CRI: &str = "2026-06-03T10:01:50.123456789Z stderr F [2026-06-03 10:01:50 DP0 TP0] Decode batch, #running-req: 1, #token: 8156, token usage: 0.01, pre-allocated usage: 0.00, #prealloc-req: 0, #transfer-req: 0, #retracted-req: 0, cuda graph: True, gen throughput (token/s): 42.27, #queue-req: 0";
+/// The decode line as `kubectl logs --prefix` prints it.
+const KUBECTL: &str = "[pod/sglang-decode-0/sglang] [2026-06-03 10:01:50 DP0 TP0] Decode batch, #running-req: 1, #token: 8156, token usage: 0.01, pre-allocated usage: 0.00, #prealloc-req: 0, #transfer-req: 0, #retracted-req: 0, cuda graph: True, gen throughput (token/s): 42.27, #queue-req: 0";
+/// A request line no kind reads into values, whose `': 12'` pieces look like stats fields to
+/// the unread-line test until it reads the keys.
+const FINISH_NOISE: &str = "[2026-06-03 10:01:50 DP0 TP0] Finish: obj=GenerateReqInput(rid='a31c9e07', text='Hello'), out={'meta_info': {'id': 'a31c9e07', 'finish_reason': {'type': 'length', 'length': 128}, 'prompt_tokens': 12, 'completion_tokens': 128}}";
 const JOURNAL: &str = r#"{"__REALTIME_TIMESTAMP":"1780480910400276","_SYSTEMD_UNIT":"sglang-decode.service","MESSAGE":"[2026-06-03 10:01:50 DP0 TP0] Decode batch, #running-req: 1, #token: 8156, token usage: 0.01, pre-allocated usage: 0.00, #prealloc-req: 0, #transfer-req: 0, #retracted-req: 0, cuda graph: True, gen throughput (token/s): 42.27, #queue-req: 0","PRIORITY":"6"}"#;
 
 fn main() {
@@ -133,6 +144,26 @@ mod ingest {
     #[divan::bench]
     fn journal_json(b: Bencher) {
         ingest_one(b, JOURNAL);
+    }
+
+    #[divan::bench]
+    fn journal_short(b: Bencher) {
+        ingest_one(b, JOURNAL_SHORT);
+    }
+
+    #[divan::bench]
+    fn cri(b: Bencher) {
+        ingest_one(b, CRI);
+    }
+
+    #[divan::bench]
+    fn kubectl_prefix(b: Bencher) {
+        ingest_one(b, KUBECTL);
+    }
+
+    #[divan::bench]
+    fn finish_no_values(b: Bencher) {
+        ingest_one(b, FINISH_NOISE);
     }
 }
 

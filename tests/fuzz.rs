@@ -621,6 +621,9 @@ fn fuzz_parser_reads_any_line_sanely() {
         // Nor do the fast paths: the plain parser (every memo off) says the same.
         let c = PLAIN.with(|p| p.borrow_mut().parse(&line).map(|r| said(&r)));
         prop_assert_eq!(a.map(|x| x.1), c);
+        // Nor does the gate before the unread-line test.
+        let u = pat.unread();
+        prop_assert_eq!(u.looks_like(&line), u.looks_like_ungated(&line));
         Ok(())
     });
 }

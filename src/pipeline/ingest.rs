@@ -511,21 +511,27 @@ impl LineApplier {
                 if ts.is_some() {
                     self.last_timed.read_timed();
                 }
-                let (state, key, source, clock) =
-                    (&self.state, &self.key, &self.source, self.clock);
+                let (state, key, source, clock, d) = (
+                    &self.state,
+                    &self.key,
+                    &self.source,
+                    self.clock,
+                    &self.delta,
+                );
                 // The counters travel with the values, under the same lock: a scrape that shows
                 // a line's values also counts that line (and every line read before it).
-                let d = std::mem::take(&mut self.delta);
                 let apply = std::panic::AssertUnwindSafe(|| {
                     let mut st = lock(state);
-                    st.add_source_counts(source, &d);
+                    st.add_source_counts(source, d);
                     st.apply_to(key, rec, ts, clock);
                     if rec.class == crate::parse::patterns::Class::ServerArgs {
                         // Another host's server is never polled from here (--sglang.from-logs).
                         st.set_args_host(key, node.filter(|n| !nodes::is_this_host(n)));
                     }
                 });
-                std::panic::catch_unwind(apply).is_ok()
+                let applied = std::panic::catch_unwind(apply).is_ok();
+                self.delta.reset();
+                applied
             }
             Outcome::Unmatched {
                 text,
@@ -571,8 +577,8 @@ impl LineApplier {
         if self.delta == SourceDelta::default() {
             return;
         }
-        let d = std::mem::take(&mut self.delta);
-        lock(&self.state).add_source_counts(&self.source, &d);
+        lock(&self.state).add_source_counts(&self.source, &self.delta);
+        self.delta.reset();
     }
 }
 

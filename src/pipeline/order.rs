@@ -13,8 +13,9 @@ use std::io::{self, Read, Seek, SeekFrom};
 use super::Ingest;
 use crate::source::linebuf::Event;
 
-/// The start of an input is sampled for its order in steps of this many bytes…
-const SAMPLE_STEP: usize = 1 << 20;
+/// The start of an input is sampled for its order in steps of this many bytes (a busy log
+/// holds the timed lines wanted in its first step: a sampled line is read twice)…
+const SAMPLE_STEP: usize = 64 << 10;
 
 /// …until it holds this many timed lines…
 const SAMPLE_TIMED: usize = 32;

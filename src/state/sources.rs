@@ -61,6 +61,17 @@ impl SourceDelta {
         self.unread[looks as usize] += 1;
     }
 
+    /// Zeroes every count, keeping the allocation of `matched`: a parsed line's counts are
+    /// handed to the state and reset on every such line, which must not cost an allocation.
+    pub fn reset(&mut self) {
+        let mut matched = std::mem::take(&mut self.matched);
+        matched.clear();
+        *self = SourceDelta {
+            matched,
+            ..SourceDelta::default()
+        };
+    }
+
     /// Adds `d` to these counts.
     pub fn add(&mut self, d: &SourceDelta) {
         self.lines += d.lines;
@@ -214,7 +225,10 @@ impl State {
     /// Applies a batch of source counters.
     pub fn add_source_counts(&mut self, source: &str, d: &SourceDelta) {
         self.generation += 1;
-        if let Some(s) = self.source_mut(source) {
+        // A known source (every call but its first): one lookup.
+        if let Some(s) = self.sources.get_mut(source) {
+            s.add(d);
+        } else if let Some(s) = self.source_mut(source) {
             s.add(d);
         }
     }
