@@ -480,8 +480,9 @@ fn write_family(out: &mut String, f: &Family, v: Variant) {
     }
 }
 
-/// A `# HELP` text: `\` and newlines escaped, and in OpenMetrics `"` too.
-fn help_text(help: &str, openmetrics: bool) -> Cow<'_, str> {
+/// A `# HELP` text: `\` and newlines escaped, and in OpenMetrics `"` too (its HELP is an
+/// escaped string, which holds no bare `"`; the Prometheus text format's escapes only the two).
+pub(crate) fn help_text(help: &str, openmetrics: bool) -> Cow<'_, str> {
     if !help.contains(['\\', '\n', '"']) {
         return Cow::Borrowed(help);
     }

@@ -161,7 +161,8 @@ impl OpenMetrics {
                 Kind::Gauge => (name.as_str(), "gauge"),
                 Kind::Histogram => (name.as_str(), "histogram"),
             };
-            writeln!(w, "# HELP {fname} {}", escape_help(&fam.help))?;
+            let help = super::format::help_text(&fam.help, true);
+            writeln!(w, "# HELP {fname} {help}")?;
             writeln!(w, "# TYPE {fname} {kind}")?;
             for (labels, samples) in &mut fam.series {
                 // Stable: equal timestamps keep insertion order, and the last one wins below.
@@ -251,10 +252,6 @@ pub fn render_labels(labels: &Labels) -> String {
     s
 }
 
-fn escape_help(h: &str) -> String {
-    h.replace('\\', "\\\\").replace('\n', "\\n")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -264,7 +261,8 @@ mod tests {
         let mut om = OpenMetrics::new();
         let l = |r: &str| vec![("tp_rank", r.to_string())];
         om.add("a_total", "A.", Kind::Counter, &l("1"), 20.0, 2.0);
-        om.add("g", "G \\ x", Kind::Gauge, &l("0"), 10.5, 0.25);
+        // A pattern file's help may hold `\`, a newline and `"`: all three escaped.
+        om.add("g", "G \\ \"x\"\n", Kind::Gauge, &l("0"), 10.5, 0.25);
         om.add("a_total", "A.", Kind::Counter, &l("0"), 10.0, 1.0);
         om.add("a_total", "A.", Kind::Counter, &l("1"), 10.0, 1.0);
         om.add("a_total", "A.", Kind::Counter, &l("1"), 20.0, 3.0);
@@ -276,7 +274,7 @@ mod tests {
              a_total{tp_rank=\"0\"} 1 10\n\
              a_total{tp_rank=\"1\"} 1 10\n\
              a_total{tp_rank=\"1\"} 3 20\n\
-             # HELP g G \\\\ x\n# TYPE g gauge\n\
+             # HELP g G \\\\ \\\"x\\\"\\n\n# TYPE g gauge\n\
              g{tp_rank=\"0\"} 0.25 10.5\n# EOF\n"
         );
     }

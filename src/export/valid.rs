@@ -177,8 +177,27 @@ pub struct TextCount {
     pub samples: usize,
 }
 
+/// Whether a HELP text is escaped: every `\` starts `\\` or `\n` (in OpenMetrics also `\"`),
+/// and in OpenMetrics no `"` stands bare (its HELP is an escaped string).
+fn help_escaped(help: &str, openmetrics: bool) -> bool {
+    let mut chars = help.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some('\\' | 'n') => {}
+                Some('"') if openmetrics => {}
+                _ => return false,
+            },
+            '"' if openmetrics => return false,
+            _ => {}
+        }
+    }
+    true
+}
+
 /// Checks an encoded exposition (text 0.0.4, or OpenMetrics with timestamps as `backfill`
-/// writes): each family's HELP and TYPE at most once and before its samples, a family's samples
+/// writes; OpenMetrics ends with `# EOF`): each family's HELP at most once, its text escaped
+/// as the format wants, HELP and TYPE before the family's samples, a family's samples
 /// together (not split by another family), and no series twice, or, with timestamps, no series
 /// twice at one time and each series in time order. Returns what it holds, or every fault.
 ///
@@ -204,6 +223,7 @@ pub fn check_text(text: &str) -> Result<TextCount, Vec<String>> {
             *current = Some(fam.to_string());
         }
     };
+    let openmetrics = text.trim_end_matches('\n').ends_with("# EOF");
     for (i, line) in text.lines().enumerate() {
         let n = i + 1;
         if line.is_empty() || line == "# EOF" {
@@ -213,6 +233,10 @@ pub fn check_text(text: &str) -> Result<TextCount, Vec<String>> {
             let name = rest.split(' ').next().unwrap_or("");
             if !help.insert(name.to_string()) {
                 faults.push(format!("line {n}: HELP of {name} twice"));
+            }
+            let said = rest.split_once(' ').map_or("", |(_, h)| h);
+            if !help_escaped(said, openmetrics) {
+                faults.push(format!("line {n}: HELP of {name} not escaped: {said}"));
             }
             open(name, &mut current, &mut faults, n);
             continue;
@@ -341,6 +365,26 @@ mod tests {
         assert_eq!(fams[0].samples, vec![(l("1"), 2.0), (l("2"), 4.0)]);
         assert!(check(&fams).is_empty());
         assert!(withheld() >= 2);
+    }
+
+    #[test]
+    fn help_escapes_are_checked_as_each_format_wants() {
+        let text = |help: &str, eof: &str| format!("# HELP g {help}\n# TYPE g gauge\ng 1\n{eof}");
+        for (help, prom_ok, om_ok) in [
+            ("plain words", true, true),
+            ("a \\\\ b \\n c", true, true),
+            ("said \"x\"", true, false),
+            ("said \\\"x\\\"", false, true),
+            ("trailing \\", false, false),
+            ("a \\t tab", false, false),
+        ] {
+            assert_eq!(check_text(&text(help, "")).is_ok(), prom_ok, "text: {help}");
+            assert_eq!(
+                check_text(&text(help, "# EOF\n")).is_ok(),
+                om_ok,
+                "OpenMetrics: {help}"
+            );
+        }
     }
 
     #[test]

@@ -36,6 +36,18 @@ fn backfill(args: &[&str], stdin: &str) -> (Option<i32>, String, String) {
     )
 }
 
+/// `backfill --timezone UTC EXTRA --output OM` of the PD decode session sample, which must
+/// succeed: the file's text and the standard error.
+fn backfill_session(om: &std::path::Path, extra: &[&str]) -> (String, String) {
+    let mut args = vec!["--timezone", "UTC"];
+    args.extend_from_slice(extra);
+    let session = sample("pd-decode-session.log");
+    args.extend(["--output", om.to_str().unwrap(), session.to_str().unwrap()]);
+    let (code, _, err) = backfill(&args, "");
+    assert_eq!(code, Some(0), "{err}");
+    (std::fs::read_to_string(om).expect("output"), err)
+}
+
 /// Series text (`name{labels}`) → (timestamp, value) in file order.
 fn series(om: &str) -> BTreeMap<String, Vec<(f64, f64)>> {
     let mut out: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
@@ -50,8 +62,12 @@ fn series(om: &str) -> BTreeMap<String, Vec<(f64, f64)>> {
     out
 }
 
-/// Checks the OpenMetrics shape: `# EOF` last, one block per family, series in time order.
+/// Checks the OpenMetrics shape: `# EOF` last, one block per family, series in time order,
+/// and the exposition check (HELP escaped as OpenMetrics wants, no series twice at one time).
 fn check_shape(om: &str) {
+    if let Err(e) = sglang_log_exporter::export::valid::check_text(om) {
+        panic!("backfill output: {e:?}");
+    }
     assert_eq!(om.lines().last(), Some("# EOF"));
     assert_eq!(om.matches("# EOF").count(), 1);
     let mut seen = std::collections::HashSet::new();
@@ -82,19 +98,8 @@ fn check_shape(om: &str) {
 fn promtool_accepts_it_and_prometheus_answers_with_the_log_values() {
     let dir = tempfile::tempdir().expect("tempdir");
     let om_path = dir.path().join("history.om");
-    let (code, _, err) = backfill(
-        &[
-            "--timezone",
-            "UTC",
-            "--output",
-            om_path.to_str().unwrap(),
-            sample("pd-decode-session.log").to_str().unwrap(),
-        ],
-        "",
-    );
-    assert_eq!(code, Some(0), "{err}");
+    let (om, err) = backfill_session(&om_path, &[]);
     assert!(!err.contains("newer than 3 hours"), "{err}");
-    let om = std::fs::read_to_string(&om_path).expect("output");
     check_shape(&om);
     let all = series(&om);
 
@@ -114,17 +119,7 @@ fn promtool_accepts_it_and_prometheus_answers_with_the_log_values() {
     assert!(lines.windows(2).all(|w| w[0].1 <= w[1].1));
 
     let data = dir.path().join("data");
-    let out = Command::new("promtool")
-        .args(["tsdb", "create-blocks-from", "openmetrics"])
-        .arg(&om_path)
-        .arg(&data)
-        .output()
-        .expect("run promtool (Debian package prometheus)");
-    assert!(
-        out.status.success(),
-        "promtool: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    promtools::create_blocks(&om_path, &data);
 
     let prom = promtools::prometheus("scrape_configs: []\n", dir.path());
     let q = "sglang:num_used_tokens{dp_rank=\"0\"}";
@@ -163,6 +158,34 @@ fn promtool_accepts_it_and_prometheus_answers_with_the_log_values() {
 }
 
 const DECODE: &str = "Decode batch, #running-req: 1, #token: 7836, token usage: 0.01, cuda graph: True, gen throughput (token/s): 42.12, #queue-req: 0";
+
+#[test]
+fn a_pattern_files_help_with_quotes_and_backslashes_is_escaped_for_promtool() {
+    // A HELP text is an escaped string in OpenMetrics: a bare `"` is no valid file. A user's
+    // pattern file may say `"` and `\` in a help (the embedded one does not).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shipped = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("patterns/sglang.yaml"),
+    )
+    .unwrap();
+    let from = r#"help: "The number of running requests, from the last stats line.""#;
+    assert!(shipped.contains(from));
+    let to =
+        r##"help: 'Running requests ("#running-req"; a C:\path note), from the last stats line.'"##;
+    let patterns = dir.path().join("quoted.yaml");
+    std::fs::write(&patterns, shipped.replace(from, to)).unwrap();
+    let om_path = dir.path().join("history.om");
+    let (om, _) = backfill_session(&om_path, &["--patterns", patterns.to_str().unwrap()]);
+    assert!(
+        om.contains(
+            r##"# HELP sglang:num_running_reqs Running requests (\"#running-req\"; a C:\\path note), from the last stats line."##
+        ),
+        "{}",
+        om.lines().find(|l| l.contains("HELP sglang:num_running")).unwrap_or("")
+    );
+    check_shape(&om);
+    promtools::create_blocks(&om_path, &dir.path().join("data"));
+}
 
 #[test]
 fn journald_realtime_wins_and_stdin_works() {

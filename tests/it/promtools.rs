@@ -84,6 +84,21 @@ pub fn pushgateway_with_web_config(web_config: &Path) -> Proc {
     p
 }
 
+/// `promtool tsdb create-blocks-from openmetrics OM DATA`, which must succeed.
+pub fn create_blocks(om: &Path, data: &Path) {
+    let out = std::process::Command::new("promtool")
+        .args(["tsdb", "create-blocks-from", "openmetrics"])
+        .arg(om)
+        .arg(data)
+        .output()
+        .expect("run promtool (Debian package prometheus)");
+    assert!(
+        out.status.success(),
+        "promtool: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Starts `prometheus` with `config` (YAML) and its TSDB in `dir`, old data kept for 10 years.
 pub fn prometheus(config: &str, dir: &Path) -> Proc {
     prometheus_on(config, dir, free_port(), &[])

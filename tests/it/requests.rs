@@ -197,17 +197,7 @@ fn backfilled_histograms_answer_histogram_quantile() {
     );
 
     let data = dir.path().join("data");
-    let out = Command::new("promtool")
-        .args(["tsdb", "create-blocks-from", "openmetrics"])
-        .arg(&om_path)
-        .arg(&data)
-        .output()
-        .expect("run promtool (Debian package prometheus)");
-    assert!(
-        out.status.success(),
-        "promtool: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    promtools::create_blocks(&om_path, &data);
     let prom = promtools::prometheus("scrape_configs: []\n", dir.path());
     // The last Finish record: 2026-11-05 14:02:23 UTC.
     let at = 1793887343.0 + 1.0;
