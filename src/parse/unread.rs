@@ -111,17 +111,18 @@ impl Unread {
             return true;
         }
         let b = text.as_bytes();
-        // `separated_stats` reads the value right after the separator; `capacity` (`has_field`
-        // with `=`) skips spaces first.
-        self.kv_finders.iter().any(|f| {
+        // `separated_stats` reads the value right after the separator, its fields found with
+        // any of the separators together (a pattern file may give a kind `: ` and `=`, or two
+        // kinds different ones); `capacity` (`has_field` with `=`) skips spaces first.
+        let mut after_kv = self.kv_finders.iter().flat_map(|f| {
             f.find_iter(b)
                 .filter(|&i| number_like(&text[i + f.needle().len()..]))
+        });
+        after_kv.nth(MIN_FIELDS - 1).is_some()
+            || memchr::memchr_iter(b'=', b)
+                .filter(|&i| number_like(text[i + 1..].trim_start_matches(' ')))
                 .nth(MIN_FIELDS - 1)
                 .is_some()
-        }) || memchr::memchr_iter(b'=', b)
-            .filter(|&i| number_like(text[i + 1..].trim_start_matches(' ')))
-            .nth(MIN_FIELDS - 1)
-            .is_some()
     }
 
     /// What `text`, a line no kind read, looks like, if it is recognisably one of SGLang's.
@@ -315,9 +316,23 @@ mod tests {
                 }
             }
         }
+        // Also with more separators than the shipped file's `: ` (a pattern file's own).
+        let more_kvs = Unread::new(
+            s.stats_keys.clone(),
+            [": ", "="].map(String::from).to_vec(),
+            s.starts.clone(),
+            s.capacity_keys.clone(),
+        );
+        lines.extend(
+            [
+                "[2026-06-03 10:00:00 TP0] Decode step, #running-req: 3, #token=100",
+                "[2026-06-03 10:00:00 TP0] Decode step, #running-req=3, #token: 100",
+            ]
+            .map(String::from),
+        );
         let mut checked = 0;
         let mut looked = 0;
-        for l in &lines {
+        for (s, l) in lines.iter().flat_map(|l| [(s, l), (&more_kvs, l)]) {
             for v in [
                 l.clone(),
                 l.replace(": ", " "),

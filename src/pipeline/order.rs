@@ -14,11 +14,13 @@ use super::Ingest;
 use crate::source::linebuf::Event;
 
 /// The start of an input is sampled for its order in steps of this many bytes (a busy log
-/// holds the timed lines wanted in its first step: a sampled line is read twice)…
+/// shows its order in its first step: a sampled line is read twice)…
 const SAMPLE_STEP: usize = 64 << 10;
 
-/// …until it holds this many timed lines…
-const SAMPLE_TIMED: usize = 32;
+/// …until a writer's rank has moved in time this many times (forward or back): lines of one
+/// second say nothing of the order, and a busy server prints thousands in its last second
+/// (SGLang's prefix has whole seconds), which a reversed log holds first…
+const SAMPLE_MOVES: usize = 32;
 
 /// …or this many bytes (a long traceback or banner before the first stats line).
 const SAMPLE_MAX: usize = 16 << 20;
@@ -106,7 +108,7 @@ impl Sampler {
     }
 }
 
-/// Reads the start of `r` (see [`SAMPLE_TIMED`]) into `sample`, each whole line sampled once;
+/// Reads the start of `r` (see [`SAMPLE_MOVES`]) into `sample`, each whole line sampled once;
 /// whether it is newest-first.
 ///
 /// # Errors
@@ -121,7 +123,7 @@ fn sample(r: &mut dyn Read, ing: &Ingest, sample: &mut Vec<u8>) -> io::Result<bo
         sampler.feed(&sample[fed..whole]);
         fed = whole;
         let ended = sample.len() - before < SAMPLE_STEP;
-        if ended || sampler.timed >= SAMPLE_TIMED || sample.len() >= SAMPLE_MAX {
+        if ended || sampler.back + sampler.forward >= SAMPLE_MOVES || sample.len() >= SAMPLE_MAX {
             return Ok(sampler.newest_first());
         }
     }

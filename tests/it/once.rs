@@ -928,3 +928,55 @@ fn a_files_name_never_gives_a_mode_its_lines_or_server_args_deny() {
     );
     assert!(m.contains(r#"sglang:max_total_num_tokens{server="sglang-decode",model_name="",engine_type="decode","#), "{m}");
 }
+
+/// A newest-first log whose first lines all share one second (hostile pass: a busy server's
+/// last second, thousands of access lines, first in `tac` of its log) is still read from its
+/// end: lines of one second say nothing of the order, so the sampler goes on until the times
+/// move. The same gauges as the log in order, for bursts below and far above one sampling step.
+#[test]
+fn a_reversed_log_that_starts_with_a_burst_of_one_second_is_read_from_its_end() {
+    let dir = tempfile::tempdir().unwrap();
+    for burst in [100, 800, 20_000] {
+        let mut lines: Vec<String> = (1..=60)
+            .map(|i| {
+                format!(
+                    "[2026-06-03 10:00:{:02} TP0] Decode batch, #running-req: {i}, #token: {}, token usage: {:.2}, cuda graph: True, gen throughput (token/s): 1.00, #queue-req: 0",
+                    i - 1,
+                    i * 100,
+                    f64::from(i) / 100.0
+                )
+            })
+            .collect();
+        lines.extend((0..burst).map(|i| {
+            format!(
+                "[2026-06-03 10:00:59] INFO:     127.0.0.1:{} - \"POST /generate HTTP/1.1\" 200 OK",
+                30000 + i % 30000
+            )
+        }));
+        let forward = dir.path().join(format!("burst{burst}.log"));
+        std::fs::write(&forward, lines.join("\n") + "\n").unwrap();
+        lines.reverse();
+        let backward = dir.path().join(format!("burst{burst}-tac.log"));
+        std::fs::write(&backward, lines.join("\n") + "\n").unwrap();
+        for p in [&forward, &backward] {
+            let out = run(&[
+                "--once",
+                "--gpu.disable",
+                "--idle-after",
+                "1000000h",
+                "--timezone",
+                "UTC",
+                p.to_str().unwrap(),
+            ]);
+            let expo = String::from_utf8_lossy(&out.stdout);
+            let one = |name: &str| {
+                let v: Vec<&str> = expo.lines().filter(|l| l.starts_with(name)).collect();
+                assert_eq!(v.len(), 1, "{name} in {p:?}: {v:?}");
+                v[0].rsplit(' ').next().unwrap().parse::<f64>().unwrap()
+            };
+            assert_eq!(one("sglang:num_running_reqs{"), 60.0, "{p:?}");
+            assert_eq!(one("sglang:num_used_tokens{"), 6000.0, "{p:?}");
+            assert_eq!(one("sglang:token_usage{"), 0.6, "{p:?}");
+        }
+    }
+}
