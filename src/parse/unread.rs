@@ -56,8 +56,6 @@ impl Looks {
 pub struct Unread {
     /// Keys a stats kind reads into a metric, with whether the metric is a stats line's own.
     stats_keys: Vec<(String, bool)>,
-    /// The stats kinds' key/value separators (`: `).
-    kvs: Vec<String>,
     /// Where a key starts: after a stats kind's field or key/value separator, or the end of a
     /// bracket (SGLang's prefix).
     starts: Vec<String>,
@@ -69,7 +67,8 @@ pub struct Unread {
     /// The stats labels alone, for the gate in [`Unread::looks_like`]: a SIMD (Teddy) search,
     /// `None` where the CPU has none (the gate then lets every line through).
     labels: Option<aho_corasick::packed::Searcher>,
-    /// `kvs`, compiled once (a `str` search compiles its needle at every call).
+    /// The stats kinds' key/value separators (`: `; never empty, the loader refuses that),
+    /// compiled once (a `str` search compiles its needle at every call).
     kv_finders: Vec<memchr::memmem::Finder<'static>>,
 }
 
@@ -93,7 +92,6 @@ impl Unread {
             .collect();
         Unread {
             stats_keys,
-            kvs,
             starts,
             capacity_keys,
             any,
@@ -163,9 +161,9 @@ impl Unread {
     fn separated_stats(&self, text: &str) -> bool {
         let mut found: Vec<&str> = Vec::new();
         let mut moving = false;
-        for kv in &self.kvs {
-            for (i, _) in text.match_indices(kv.as_str()) {
-                if !number_like(&text[i + kv.len()..]) {
+        for f in &self.kv_finders {
+            for i in f.find_iter(text.as_bytes()) {
+                if !number_like(&text[i + f.needle().len()..]) {
                     continue;
                 }
                 let before = &text[..i];

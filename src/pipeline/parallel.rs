@@ -413,7 +413,7 @@ impl Chunk {
     /// `from`).
     fn parse(&mut self, pipeline: &mut Pipeline, arena: &[u8], from: usize, ends: &[usize]) {
         self.out.clear();
-        self.delta = SourceDelta::default();
+        self.delta.reset();
         self.safe = true;
         let mut start = from;
         for &end in ends {
