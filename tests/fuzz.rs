@@ -621,9 +621,17 @@ fn fuzz_parser_reads_any_line_sanely() {
         // Nor do the fast paths: the plain parser (every memo off) says the same.
         let c = PLAIN.with(|p| p.borrow_mut().parse(&line).map(|r| said(&r)));
         prop_assert_eq!(a.map(|x| x.1), c);
-        // Nor does the gate before the unread-line test.
+        // Nor does the gate before the unread-line test, nor its answer kept by line shape
+        // (asked twice: the second time the shape is known).
         let u = pat.unread();
-        prop_assert_eq!(u.looks_like(&line), u.looks_like_ungated(&line));
+        let want = u.looks_like_ungated(&line);
+        prop_assert_eq!(u.looks_like(&line), want);
+        for _ in 0..2 {
+            let said = LONG_LIVED.with(|p| p.borrow_mut().parse_or_unread(&line).err());
+            if let Some(looks) = said {
+                prop_assert_eq!(looks, want);
+            }
+        }
         Ok(())
     });
 }

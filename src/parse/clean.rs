@@ -16,21 +16,42 @@
 //! and is not copied.
 
 /// Whether `b` is all printable ASCII (bytes 0x20-0x7F): then it holds nothing [`clean`] removes
-/// (ESC, `\r` and tab are below 0x20) and is valid UTF-8. Eight bytes at a time: for a byte
-/// below 0x80, subtracting 0x20 sets its top bit exactly when it is below 0x20, and the lowest
-/// such byte of a word borrows from no byte before it, so the test of the whole word is exact.
+/// (ESC, `\r` and tab are below 0x20) and is valid UTF-8. [`PLAIN_CHUNK`] bytes at a time, each
+/// byte tested alone (`x - 0x20 < 0x60`, wrapping: the compiler turns the chunk's loop into a few
+/// vector compares); a line of a chunk or more ends with a chunk that overlaps the one before,
+/// a shorter one is padded with spaces.
 pub fn is_plain_ascii(b: &[u8]) -> bool {
-    const LOW: u64 = 0x2020_2020_2020_2020;
-    const TOP: u64 = 0x8080_8080_8080_8080;
-    let words = b.chunks_exact(8);
-    let rest = words.remainder();
-    let mut seen = 0u64;
-    for w in words {
-        let w = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
-        seen |= w.wrapping_sub(LOW) | w;
+    #[inline(always)]
+    fn plain(c: &[u8; PLAIN_CHUNK]) -> bool {
+        let mut bad = 0u8;
+        for &x in c {
+            bad |= u8::from(x.wrapping_sub(0x20) >= 0x60);
+        }
+        bad == 0
     }
-    seen & TOP == 0 && rest.iter().all(|&c| (0x20..0x80).contains(&c))
+    let n = b.len();
+    if n < PLAIN_CHUNK {
+        let mut c = [b' '; PLAIN_CHUNK];
+        c[..n].copy_from_slice(b);
+        return plain(&c);
+    }
+    let chunk = |at: usize| -> &[u8; PLAIN_CHUNK] {
+        b[at..at + PLAIN_CHUNK]
+            .try_into()
+            .unwrap_or_else(|_| unreachable!())
+    };
+    let mut at = 0;
+    while at + PLAIN_CHUNK < n {
+        if !plain(chunk(at)) {
+            return false;
+        }
+        at += PLAIN_CHUNK;
+    }
+    plain(chunk(n - PLAIN_CHUNK))
 }
+
+/// The bytes [`is_plain_ascii`] tests together.
+const PLAIN_CHUNK: usize = 32;
 
 /// Cleans `line`, writing into `buf` only when something had to be removed.
 ///
@@ -142,7 +163,8 @@ mod tests {
 
     #[test]
     fn plain_ascii_is_exactly_bytes_0x20_to_0x7f() {
-        let base: Vec<u8> = (0..40u8).map(|i| b'a' + i % 26).collect();
+        // Lengths from none to three chunks and more, the odd byte in each place.
+        let base: Vec<u8> = (0..100u8).map(|i| b'a' + i % 26).collect();
         for n in 0..base.len() {
             assert!(is_plain_ascii(&base[..n]));
             for at in 0..n {

@@ -342,17 +342,43 @@ impl Parser {
     /// Parses one line (without its `\n`; a trailing `\r` is ignored; colour codes must have
     /// been removed, see [`clean`]). Returns `None` for a line that is none of the known kinds.
     pub fn parse<'a>(&'a mut self, line: &'a str) -> Option<Record<'a>> {
+        let found = self.find(line)?;
+        Some(self.record(found))
+    }
+
+    /// [`Parser::parse`], or for a line no kind reads what it looks like
+    /// ([`Parser::unread`]): the pipeline asks both of every line.
+    pub fn parse_or_unread<'a>(
+        &'a mut self,
+        line: &'a str,
+    ) -> Result<Record<'a>, Option<unread::Looks>> {
+        match self.find(line) {
+            Some(found) => Ok(self.record(found)),
+            None => Err(self.unread(line)),
+        }
+    }
+
+    /// The kind that reads `line` and what it read (in `self.scratch` too), the line without
+    /// Ray's actor prefix, and whether that prefix named an engine.
+    fn find<'a>(&mut self, line: &'a str) -> Option<(usize, LineMatch<'a>, &'a str, bool)> {
         let line = line.strip_suffix('\r').unwrap_or(line);
         let (line, engine) = self.engine(line);
         let (lits, first) = self.first_kind(line);
         let mut next = first;
-        let (k, found) = loop {
+        loop {
             let k = next?;
             match self.read_kind(k, line, next == first) {
-                Some(f) => break (k, f),
+                Some(f) => return Some((k, f, line, engine)),
                 None => next = self.next_kind(line, lits, k + 1),
             }
-        };
+        }
+    }
+
+    /// The record of what [`Parser::find`] found.
+    fn record<'a>(
+        &'a mut self,
+        (k, found, line, engine): (usize, LineMatch<'a>, &'a str, bool),
+    ) -> Record<'a> {
         let engine = if found.foreign && !self.scratch.foreign.is_empty() {
             let Scratch {
                 engine: e, foreign, ..
@@ -366,7 +392,7 @@ impl Parser {
             engine
         };
         let s = &self.scratch;
-        Some(Record {
+        Record {
             kind: k,
             class: self.pat.lines[k].class,
             time: found.time,
@@ -383,7 +409,18 @@ impl Parser {
             listen: found.listen,
             engine: engine.then_some(s.engine.as_str()),
             request: found.request.then_some(&s.request),
-        })
+        }
+    }
+
+    /// What `text` looks like when [`Parser::parse`] just read no kind in it (see
+    /// [`unread`]): asked once per line shape when the shape memo holds the line and the
+    /// answer depends on the shape alone, else asked of the line.
+    pub fn unread(&mut self, text: &str) -> Option<unread::Looks> {
+        let u = self.pat.unread();
+        match self.shapes.as_mut().filter(|_| u.digits_alike) {
+            Some(m) => m.unread(text.as_bytes(), || u.looks_like(text)),
+            None => u.looks_like(text),
+        }
     }
 
     /// The time of SGLang's prefix at the start of `text` (after Ray's actor prefix, if any):

@@ -16,6 +16,8 @@
 //! a stats line whose numbers keep their widths, start-up noise); a log whose shapes do not
 //! repeat switches the memo off ([`HitProbe`]).
 
+use super::unread::Looks;
+
 /// A memoised group's span in the line (`None`: the group did not take part).
 pub(super) type Span = Option<(u32, u32)>;
 
@@ -36,6 +38,9 @@ pub(super) struct ShapeMemo {
     /// The shape of the line last looked up (its first `len` bytes), and its slot.
     shape: Box<[u8; MAX_LINE]>,
     len: usize,
+    /// Where the line last looked up starts (an address, compared only): the unread answer
+    /// is kept for that line only (see [`ShapeMemo::unread`]).
+    at: usize,
     slot: usize,
     /// The entry at `slot` is the last looked-up line's (it hit, or its answer was kept).
     current: bool,
@@ -53,6 +58,9 @@ struct Entry {
     /// The prefix read before the first kind's match, when the prefix regex matched at the
     /// line's start (see `PrefixScratch::read`): the whole match, then its groups.
     prefix: Option<[Span; 5]>,
+    /// What a line of this shape that no kind read looks like (see [`super::unread`]), once
+    /// asked: the outer `None` until then.
+    unread: Option<Option<Looks>>,
 }
 
 /// What a lookup found.
@@ -71,6 +79,7 @@ impl ShapeMemo {
             entries: Vec::new(),
             shape: Box::new([0; MAX_LINE]),
             len: 0,
+            at: 0,
             slot: 0,
             current: false,
             probe: HitProbe::default(),
@@ -85,6 +94,7 @@ impl ShapeMemo {
         }
         let h = shape_of(line, &mut self.shape);
         self.len = line.len();
+        self.at = line.as_ptr() as usize;
         self.slot = (h >> 56) as usize % SLOTS;
         let Some(e) = self.entries.get(self.slot).and_then(|e| e.as_deref()) else {
             self.probe.count(false);
@@ -111,6 +121,7 @@ impl ShapeMemo {
         e.shape.extend_from_slice(&self.shape[..self.len]);
         e.lits = lits;
         e.prefix = None;
+        e.unread = None;
         e.spans.clear();
         e.first = first.map(|(k, spans)| {
             e.spans.extend(spans);
@@ -127,6 +138,22 @@ impl ShapeMemo {
             .as_deref()?
             .prefix
             .as_ref()
+    }
+
+    /// What `line`, a line no kind read, looks like: `ask` answers it once per shape, when
+    /// `line` is the line last looked up (the same bytes at the same place) and its shape is
+    /// kept; any other line is asked about on its own. Exact when `ask`'s answer depends on the
+    /// shape alone ([`super::unread::Unread::digits_alike`]).
+    pub(super) fn unread(
+        &mut self,
+        line: &[u8],
+        ask: impl FnOnce() -> Option<Looks>,
+    ) -> Option<Looks> {
+        let same = self.current && self.at == line.as_ptr() as usize && self.len == line.len();
+        match self.entries.get_mut(self.slot) {
+            Some(Some(e)) if same => *e.unread.get_or_insert_with(ask),
+            _ => ask(),
+        }
     }
 
     /// Keeps the prefix groups of the last looked-up line's shape.

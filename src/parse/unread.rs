@@ -70,6 +70,11 @@ pub struct Unread {
     /// The stats kinds' key/value separators (`: `; never empty, the loader refuses that),
     /// compiled once (a `str` search compiles its needle at every call).
     kv_finders: Vec<memchr::memmem::Finder<'static>>,
+    /// No key, label or separator above holds an ASCII digit, so the answer for a line
+    /// depends only on its shape (its digits all read as `0`, see [`super::shape`]): every
+    /// test reads digits alike ([`number_like`], `is_alphanumeric`) and finds only digit-free
+    /// words.
+    pub digits_alike: bool,
 }
 
 impl Unread {
@@ -90,7 +95,15 @@ impl Unread {
             .iter()
             .map(|kv| memchr::memmem::Finder::new(kv.as_bytes()).into_owned())
             .collect();
+        let digits_alike = (stats_keys.iter().map(|(k, _)| k))
+            .chain(&kvs)
+            .chain(&starts)
+            .chain(&capacity_keys)
+            .map(String::as_str)
+            .chain(STATS_LABELS)
+            .all(|w| !w.bytes().any(|b| b.is_ascii_digit()));
         Unread {
+            digits_alike,
             stats_keys,
             starts,
             capacity_keys,
@@ -330,6 +343,32 @@ mod tests {
         );
         let mut checked = 0;
         let mut looked = 0;
+        // A parser keeps the answer by line shape: the same answer on every line, and on a
+        // copy with other digits (the same shape, answered from the memo).
+        let mut parser =
+            crate::parse::Parser::new(std::sync::Arc::new(Patterns::embedded().unwrap()));
+        let mut memo_answers = 0;
+        for l in &lines {
+            let other = l.replace(|c: char| c.is_ascii_digit(), "7");
+            for v in [l, &other, l] {
+                if let Err(looks) = parser.parse_or_unread(v) {
+                    assert_eq!(looks, s.looks_like_ungated(v), "{v}");
+                    memo_answers += usize::from(looks.is_some());
+                }
+            }
+        }
+        assert!(memo_answers > 100, "{memo_answers}");
+        assert!(s.digits_alike && more_kvs.digits_alike);
+        let digit_key = Unread::new(
+            vec![("#token2".into(), true)],
+            vec![": ".into()],
+            s.starts.clone(),
+            Vec::new(),
+        );
+        assert!(
+            !digit_key.digits_alike,
+            "a key with a digit tells shapes apart"
+        );
         for (s, l) in lines.iter().flat_map(|l| [(s, l), (&more_kvs, l)]) {
             for v in [
                 l.clone(),

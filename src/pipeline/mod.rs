@@ -63,8 +63,6 @@ struct Steps {
     engine: String,
     /// A node named by a record and a stream prefix both.
     node_buf: String,
-    /// The parser's patterns (what SGLang's lines no kind reads look like: counted).
-    patterns: std::sync::Arc<crate::parse::patterns::Patterns>,
 }
 
 /// What [`Pipeline::run`] made of a line.
@@ -118,7 +116,6 @@ impl Pipeline {
                 inner_lossy: String::new(),
                 engine: String::new(),
                 node_buf: String::new(),
-                patterns: parser.patterns().clone(),
                 parser,
             },
             max_line,
@@ -212,7 +209,6 @@ impl Steps {
             inner_lossy,
             engine,
             node_buf,
-            patterns,
         } = self;
         let Message {
             text,
@@ -273,8 +269,8 @@ impl Steps {
                 None => stream.node.as_str(),
             });
         }
-        match parser.parse(text) {
-            Some(mut rec) => {
+        match parser.parse_or_unread(text) {
+            Ok(mut rec) => {
                 if streamed {
                     rec.time = rec.time.or(stream.local);
                     if rec.ranks == crate::record::Ranks::default() {
@@ -295,9 +291,9 @@ impl Steps {
                     user,
                 }
             }
-            None => {
+            Err(looks) => {
                 d.unmatched += 1;
-                if let Some(looks) = patterns.unread().looks_like(text) {
+                if let Some(looks) = looks {
                     d.count_unread(looks);
                 }
                 Outcome::Unmatched {
