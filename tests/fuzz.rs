@@ -621,6 +621,8 @@ fn fuzz_parser_reads_any_line_sanely() {
         // Nor do the fast paths: the plain parser (every memo off) says the same.
         let c = PLAIN.with(|p| p.borrow_mut().parse(&line).map(|r| said(&r)));
         prop_assert_eq!(a.map(|x| x.1), c);
+        // A stream prefix's gate never turns away a line its regex matches.
+        prop_assert_eq!(pat.streams.gate_refusing_a_match(&line), None);
         // Nor does the gate before the unread-line test, nor its answer kept by line shape
         // (asked twice: the second time the shape is known).
         let u = pat.unread();
@@ -1179,6 +1181,9 @@ fn fuzz_pipeline_runs_any_bytes() {
         let mut d = SourceDelta::default();
         let mut parsed = 0u64;
         for l in &lines {
+            // A stream prefix's gate never turns away a line its regex matches.
+            let text = String::from_utf8_lossy(&l.0);
+            prop_assert_eq!(pat.streams.gate_refusing_a_match(&text), None, "{}", text);
             let o = p.run(&l.0, &mut d);
             check_outcome(&o)?;
             parsed += u64::from(matches!(o, Outcome::Parsed { .. }));

@@ -25,6 +25,7 @@ mod before;
 pub mod clean;
 pub mod fields;
 pub mod foreign;
+mod gate;
 pub mod literals;
 pub mod patterns;
 pub mod prefix;

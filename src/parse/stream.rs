@@ -26,6 +26,7 @@
 //! any prefix is unwrapped as a wrapper record is (a Loki line holding a Docker record). Prefixes may nest (a compose service whose lines carry
 //! kubectl's prefix): up to [`MAX_LAYERS`] are read, their `engine` values joined by a space.
 
+use super::gate::Gate;
 use regex::{CaptureLocations, Regex};
 
 use crate::parse::prefix::{set_rank_tag, BAD_RANK};
@@ -188,72 +189,6 @@ pub struct StreamEntry {
     pub json: bool,
     /// `columns: true`.
     pub columns: bool,
-}
-
-/// A set of two-byte starts (bit `b0 * 256 + b1`), so that a line no prefix can start like
-/// (nearly every line of a plain log: `[2026-…`) costs one lookup, not a regex search each.
-#[derive(Clone)]
-struct Gate(Box<[u64; 1024]>);
-
-impl std::fmt::Debug for Gate {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Gate")
-    }
-}
-
-impl Gate {
-    fn none() -> Gate {
-        Gate(Box::new([0; 1024]))
-    }
-
-    fn all() -> Gate {
-        Gate(Box::new([u64::MAX; 1024]))
-    }
-
-    fn set(&mut self, a: u8, b: u8) {
-        let i = usize::from(a) * 256 + usize::from(b);
-        self.0[i / 64] |= 1 << (i % 64);
-    }
-
-    fn has(&self, text: &[u8]) -> bool {
-        let (a, b) = match text {
-            [a, b, ..] => (*a, *b),
-            // A line of one byte or none holds no prefix and a line after it.
-            _ => return false,
-        };
-        let i = usize::from(a) * 256 + usize::from(b);
-        self.0[i / 64] & (1 << (i % 64)) != 0
-    }
-
-    fn union(&mut self, o: &Gate) {
-        for (x, y) in self.0.iter_mut().zip(o.0.iter()) {
-            *x |= y;
-        }
-    }
-
-    /// The starts a regex can match with, from its literal prefixes; every start when they
-    /// cannot be listed (a prefix that begins with `.`).
-    fn of(hir: &regex_syntax::hir::Hir) -> Gate {
-        use regex_syntax::hir::literal::{ExtractKind, Extractor};
-        let mut ex = Extractor::new();
-        ex.kind(ExtractKind::Prefix)
-            .limit_class(96)
-            .limit_literal_len(2)
-            .limit_total(20_000);
-        let seq = ex.extract(hir);
-        let Some(lits) = seq.literals() else {
-            return Gate::all();
-        };
-        let mut g = Gate::none();
-        for l in lits {
-            match l.as_bytes() {
-                [a, b, ..] => g.set(*a, *b),
-                [a] => (0..=255).for_each(|b| g.set(*a, b)),
-                [] => return Gate::all(),
-            }
-        }
-        g
-    }
 }
 
 /// The compiled `stream_prefixes` of a pattern file, in file order.
@@ -444,6 +379,17 @@ impl StreamPrefixes {
         }
         out.broken |= out.ranks.has_bad();
         found
+    }
+
+    /// An entry whose regex matches at the start of `text` although its gate, or the gate of
+    /// them all, refuses that start: `None` always (the gates never leave out a match, see
+    /// [`super::gate`]); the fuzz harness asks it of every line it makes.
+    pub fn gate_refusing_a_match(&self, text: &str) -> Option<&str> {
+        let b = text.as_bytes();
+        self.list
+            .iter()
+            .find(|p| p.regex.is_match(text) && !(p.gate.has(b) && self.gate.has(b)))
+            .map(|p| p.name.as_str())
     }
 
     /// The first entry (file order) that matches at the start of `rest`, its captures left in
