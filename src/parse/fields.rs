@@ -219,15 +219,16 @@ pub fn parse_signed(v: &str) -> Result<f64, ValueError> {
 
 /// [`parse_value`] with its sign.
 fn parse_number(v: &str) -> Result<f64, ValueError> {
-    let v = v.trim_ascii();
-    if matches!(v, "nan" | "nan%" | "-nan" | "-nan%") {
-        return Err(ValueError::NoValue);
-    }
-    // Most values are bare decimals (`0.31`, `3580.10`): read at once, no unit or arrow search.
+    // Most values are bare decimals (`0.31`, `3580.10`): read at once, no trimming, unit or
+    // arrow search (`nan` and a space start with no digit).
     if v.as_bytes().first().is_some_and(u8::is_ascii_digit) {
         if let Some(x) = fast_decimal(v.as_bytes(), 0) {
             return Ok(x);
         }
+    }
+    let v = v.trim_ascii();
+    if matches!(v, "nan" | "nan%" | "-nan" | "-nan%") {
+        return Err(ValueError::NoValue);
     }
     let v = match rfind_arrow(v) {
         Some(p) => &v[p + 3..],

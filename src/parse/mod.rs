@@ -222,12 +222,13 @@ struct LineMatch<'a> {
 }
 
 /// What every parser of one pattern set searches with, compiled once per set (kept in it):
-/// each line kind's anchored specialisation, the anchored prefix regex and the literal set.
+/// each line kind's anchored specialisation (built on first use), the anchored prefix regex and
+/// the literal set.
 /// A parser clones them (a regex clone shares the compiled program), so a parser per followed
 /// file costs its own scratch and memos, not a compilation (about 1 MB each, measured).
 #[derive(Debug)]
 pub struct Prebuilt {
-    starts: Vec<Option<Arc<anchored::AnchoredStarts>>>,
+    starts: Vec<Arc<anchored::LazyStarts>>,
     anchored_prefix: Option<Arc<Regex>>,
     /// Every match of the prefix regex starts with `[` (the embedded one's, SGLang's own).
     prefix_bracket_led: bool,
@@ -237,11 +238,7 @@ pub struct Prebuilt {
 impl Prebuilt {
     fn of(pat: &Patterns) -> Prebuilt {
         Prebuilt {
-            starts: pat
-                .lines
-                .iter()
-                .map(|l| anchored::AnchoredStarts::of(&l.regex).map(Arc::new))
-                .collect(),
+            starts: pat.lines.iter().map(|_| Arc::default()).collect(),
             // `^(?:…)` keeps the group numbers and the leftmost-first preference of the original.
             anchored_prefix: Regex::new(&format!("^(?:{})", pat.prefix.as_str()))
                 .ok()
@@ -288,7 +285,7 @@ impl Parser {
             .lines
             .iter()
             .zip(&pre.starts)
-            .map(|(l, s)| KindSearch::with(&l.regex, s.clone().filter(|_| fast)))
+            .map(|(l, s)| KindSearch::with(&l.regex, Some(s.clone()).filter(|_| fast)))
             .collect();
         let access_groups = pat
             .lines
@@ -1185,6 +1182,6 @@ mod search_tests {
     fn the_access_kind_is_specialised() {
         let p = Parser::new(Arc::new(Patterns::embedded().unwrap()));
         let k = p.pat.lines.iter().position(|l| l.name == "access").unwrap();
-        assert!(p.search[k].is_specialised());
+        assert!(p.search[k].is_specialised(&p.pat.lines[k].regex));
     }
 }
