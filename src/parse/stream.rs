@@ -75,10 +75,12 @@ pub fn names_no_writer(word: &str) -> bool {
         || is_level(word)
 }
 
-/// Appends `part` to the engine identity `buf`, a space between parts; an empty part adds
-/// nothing (an empty label set is already empty: see [`push_labels_without_stream`] and
-/// `record_origin` of `pipeline::framing`).
+/// Appends `part` to the engine identity `buf`, a space between parts, without the part's
+/// leading and trailing whitespace (any: a vertical tab as well as a space); a part of
+/// whitespace or nothing adds nothing (an empty label set is already empty: see
+/// [`push_labels_without_stream`] and `record_origin` of `pipeline::framing`).
 pub fn join(buf: &mut String, part: &str) {
+    let part = part.trim();
     if part.is_empty() {
         return;
     }
@@ -340,7 +342,9 @@ impl StreamPrefixes {
                 }
                 push_labels_without_stream(engine, &mut out.engine);
             } else {
-                for word in engine.split_ascii_whitespace() {
+                // Any whitespace parts words (a vertical tab too: `split_ascii_whitespace`
+                // keeps it inside a word, and the label would start with it).
+                for word in engine.split_whitespace() {
                     if !(p.columns && names_no_writer(word)) {
                         join(&mut out.engine, word);
                     }
@@ -511,6 +515,27 @@ mod tests {
     }
 
     const SG: &str = "[2026-09-26 10:00:01 TP0] Decode batch, #running-req: 3";
+
+    /// Fuzz seed 1796693720487463152: a vertical tab before an export's writer column read as
+    /// part of the writer (`split_ascii_whitespace` keeps it), so the engine label started with
+    /// it. Any whitespace now parts the words, and a joined part is trimmed.
+    #[test]
+    fn whitespace_of_any_kind_around_a_writer_is_no_part_of_its_name() {
+        let line = "2025-02-04 21:29:17 \x0b2025-02-04 05:29:17 TP0] Load weight end. type=Qwen2ForCausalLM, dtype=torch.bfloat16, avail mem=8.37 GB";
+        let (rest, i) = read(line).unwrap();
+        assert_eq!(i.engine, "2025-02-04 05:29:17");
+        assert!(rest.starts_with("Load weight end."), "{rest}");
+        for ws in ["\x0b", "\u{85}", "\u{3000}", "\x0c"] {
+            let l = format!("2026-09-26 10:00:01 worker{ws}7 TP0] Decode batch, #running-req: 3");
+            let (_, i) = read(&l).unwrap();
+            assert_eq!(i.engine, "worker 7", "{l:?}");
+        }
+        let mut buf = String::new();
+        for part in ["\x0b", " a\x0b", "", "\u{3000}b "] {
+            join(&mut buf, part);
+        }
+        assert_eq!(buf, "a b");
+    }
 
     #[test]
     fn a_plain_sglang_line_has_no_stream_prefix() {
