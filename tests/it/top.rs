@@ -412,13 +412,18 @@ fn top_terminal_resizes() {
         .status()
         .unwrap()
         .success());
+    // The narrow layout, waited for as a whole: once (CI, a loaded machine) a frame between
+    // the two held neither `USED/CAP` nor the narrow header (`... GEN t/s RETR/1m AGE`, the
+    // retraction column still in), and waiting for the first condition alone read that frame.
+    const NARROW: &str = "  RANK    KV CACHE            RUN QUEUE GEN t/s AGE";
     let s = t.wait_for("the narrow table", 20, |s| {
-        !s.contains("USED/CAP") && s.contains("DP0 TP0")
+        let l = lines(s);
+        !s.contains("USED/CAP") && s.contains("DP0 TP0") && l.get(4) == Some(&NARROW)
     });
     let l = lines(&s);
     assert_eq!(l.len(), 12, "{s}");
     assert!(l.iter().all(|l| l.chars().count() <= 60), "{s}");
-    assert_eq!(l[4], "  RANK    KV CACHE            RUN QUEUE GEN t/s AGE");
+    assert_eq!(l[4], NARROW);
     assert!(
         l[11].starts_with("q quit"),
         "the footer on the last line: {s}"
